@@ -1,0 +1,44 @@
+// GgufWriter — builds a GGUF v3 file: metadata of every value type, then aligned tensor data.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "loom/dtype.h"
+
+namespace loom::gguf {
+
+class GgufWriter {
+ public:
+  explicit GgufWriter(uint64_t alignment = 32);
+
+  void set_string(std::string key, std::string value);
+  void set_uint32(std::string key, uint32_t value);
+  void set_int32(std::string key, int32_t value);
+  void set_uint64(std::string key, uint64_t value);
+  void set_float32(std::string key, float value);
+  void set_bool(std::string key, bool value);
+  void set_string_array(std::string key, std::vector<std::string> values);
+  void set_float32_array(std::string key, std::vector<float> values);
+  void set_int32_array(std::string key, std::vector<int32_t> values);
+  // Raw setter for any scalar or array type (tests of every value type).
+  void set_raw(std::string key, uint32_t value_type, std::vector<uint8_t> encoded_value);
+
+  // dims ne0 first; data must be exactly dtype_row_bytes(type, dims[0]) * rows bytes.
+  void add_tensor(std::string name, loom_dtype type, std::vector<int64_t> dims, std::vector<uint8_t> data);
+
+  std::vector<uint8_t> to_bytes() const;
+  void write(const std::filesystem::path& path) const;  // throws loom::Error on I/O failure
+
+ private:
+  struct Entry { std::string key; uint32_t type; std::vector<uint8_t> value; };
+  struct Tensor { std::string name; loom_dtype type; std::vector<int64_t> dims; std::vector<uint8_t> data; };
+  uint64_t alignment_;
+  std::vector<Entry> entries_;
+  std::vector<Tensor> tensors_;
+};
+
+}  // namespace loom::gguf
