@@ -61,6 +61,7 @@ class GgufFile {
   uint32_t version() const;
   uint64_t alignment() const;
   uint64_t file_size() const;
+  uint64_t data_offset() const;  // start of the tensor data section, from the start of the file
 
   const std::vector<MetadataEntry>& metadata() const;
   const MetadataValue* find(std::string_view key) const;
