@@ -1,0 +1,246 @@
+#include "paged_allocator.h"
+
+#include <algorithm>
+
+namespace loom::kv {
+
+namespace {
+Outcome fail(loom_status status, std::string message) { return {status, std::move(message)}; }
+}  // namespace
+
+PagedAllocator::PagedAllocator(const AllocatorConfig& config)
+    : config_(config), pool_(config.n_blocks), cache_(config.n_blocks, config.block_size) {
+  // Reusing a cached block for new content drops its old registration first.
+  pool_.on_evict = [this](int32_t block_id) { cache_.remove(block_id); };
+}
+
+loom_kv_stats PagedAllocator::stats() const {
+  loom_kv_stats s{};
+  s.struct_size = sizeof(loom_kv_stats);
+  s.n_blocks = pool_.n_blocks();
+  s.block_size = config_.block_size;
+  s.n_free = pool_.n_free();
+  s.n_used = pool_.n_used();
+  s.n_cached = pool_.n_cached();
+  s.n_seqs = static_cast<uint32_t>(seqs_.size());
+  s.prefix_queries = n_prefix_queries_;
+  s.prefix_hits = n_prefix_hits_;
+  s.tokens_reused = n_tokens_reused_;
+  return s;
+}
+
+PagedAllocator::PrefixMatch PagedAllocator::match_prefix(const int32_t* tokens, uint32_t n_tokens) const {
+  PrefixMatch match;
+  if (!config_.is_prefix_caching || n_tokens == 0) return match;
+  const uint32_t bs = config_.block_size;
+  // Only blocks that end strictly before the last token: at least one token is always computed
+  // (its logits are needed), so a prompt that is entirely cached still recomputes its last block.
+  const uint32_t n_lookups = (n_tokens - 1) / bs;
+  uint64_t parent_hash = kRootHash;
+  int32_t parent_block = kNoBlock;
+  for (uint32_t i = 0; i < n_lookups; ++i) {
+    const int32_t* block_tokens = tokens + static_cast<size_t>(i) * bs;
+    const uint64_t hash = chain_hash(parent_hash, block_tokens, bs);
+    ++match.n_queries;
+    const int32_t block_id = cache_.lookup(hash, parent_block, block_tokens);
+    if (block_id == kNoBlock) break;
+    match.blocks.push_back(block_id);
+    if (pool_.ref_count(block_id) == 0) ++match.n_revived;
+    parent_hash = hash;
+    parent_block = block_id;
+  }
+  return match;
+}
+
+uint32_t PagedAllocator::blocks_needed(const int32_t* tokens, uint32_t n_tokens) const {
+  const PrefixMatch match = match_prefix(tokens, n_tokens);
+  return blocks_for(n_tokens) - static_cast<uint32_t>(match.blocks.size()) + match.n_revived;
+}
+
+void PagedAllocator::on_block_full(Sequence& seq, size_t index) {
+  const uint32_t bs = config_.block_size;
+  const int32_t* block_tokens = seq.tokens.data() + index * bs;
+  const uint64_t parent_hash = index == 0 ? kRootHash : seq.full_block_hashes[index - 1];
+  const uint64_t hash = chain_hash(parent_hash, block_tokens, bs);
+  seq.full_block_hashes.push_back(hash);
+  if (!config_.is_prefix_caching) return;
+  const int32_t parent_block = index == 0 ? kNoBlock : seq.blocks[index - 1];
+  // A chain is only reachable through registered parents; an unregistered parent ends it here.
+  if (parent_block != kNoBlock && (!cache_.contains(parent_block) || cache_.hash_of(parent_block) != parent_hash)) {
+    return;
+  }
+  cache_.add(seq.blocks[index], hash, parent_block, block_tokens);
+}
+
+void PagedAllocator::release(int32_t block_id) {
+  if (pool_.decref(block_id, cache_.contains(block_id)) == 0) {
+    // A copy into a block nobody holds any more is pointless and would race with its next owner.
+    std::erase_if(pending_copies_, [&](const loom_kv_block_copy& c) { return c.dst_block == block_id; });
+  }
+}
+
+Outcome PagedAllocator::not_found(uint64_t seq_id) const {
+  return fail(LOOM_STATUS_NOT_FOUND, "unknown sequence " + std::to_string(seq_id));
+}
+
+Outcome PagedAllocator::seq_create(uint64_t seq_id, const int32_t* tokens, uint32_t n_tokens,
+                                   uint32_t* out_n_cached) {
+  if (seqs_.count(seq_id) != 0) {
+    return fail(LOOM_STATUS_INVALID_ARGUMENT, "sequence " + std::to_string(seq_id) + " already exists");
+  }
+  if (tokens == nullptr && n_tokens > 0) {
+    return fail(LOOM_STATUS_INVALID_ARGUMENT, "seq_create: tokens is NULL but n_tokens is " + std::to_string(n_tokens));
+  }
+  const PrefixMatch match = match_prefix(tokens, n_tokens);
+  const uint32_t n_hits = static_cast<uint32_t>(match.blocks.size());
+  const uint32_t n_new = blocks_for(n_tokens) - n_hits;
+  if (static_cast<uint64_t>(n_new) + match.n_revived > pool_.n_free()) {
+    return fail(LOOM_STATUS_OUT_OF_MEMORY, "seq_create: sequence " + std::to_string(seq_id) + " needs " +
+                                               std::to_string(n_new + match.n_revived) + " blocks, " +
+                                               std::to_string(pool_.n_free()) + " free");
+  }
+  Sequence seq;
+  seq.tokens.assign(tokens, tokens + n_tokens);
+  // Revive hits before allocating, so eviction can never pick a block we are about to share.
+  for (int32_t block_id : match.blocks) {
+    pool_.incref(block_id);
+    seq.blocks.push_back(block_id);
+  }
+  for (uint32_t i = 0; i < n_new; ++i) seq.blocks.push_back(pool_.allocate());
+  const uint32_t bs = config_.block_size;
+  for (size_t i = 0; i < n_tokens / bs; ++i) {
+    if (i < n_hits) {
+      seq.full_block_hashes.push_back(cache_.hash_of(seq.blocks[i]));
+    } else {
+      on_block_full(seq, i);
+    }
+  }
+  n_prefix_queries_ += match.n_queries;
+  n_prefix_hits_ += n_hits;
+  n_tokens_reused_ += static_cast<uint64_t>(n_hits) * bs;
+  if (out_n_cached != nullptr) *out_n_cached = n_hits * bs;
+  seqs_.emplace(seq_id, std::move(seq));
+  return Outcome::ok();
+}
+
+Outcome PagedAllocator::seq_append(uint64_t seq_id, const int32_t* tokens, uint32_t n_tokens) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return not_found(seq_id);
+  if (tokens == nullptr && n_tokens > 0) {
+    return fail(LOOM_STATUS_INVALID_ARGUMENT, "seq_append: tokens is NULL but n_tokens is " + std::to_string(n_tokens));
+  }
+  if (n_tokens == 0) return Outcome::ok();
+  Sequence& seq = it->second;
+  const uint32_t bs = config_.block_size;
+  const uint64_t old_len = seq.tokens.size();
+  const bool is_partial_tail = old_len % bs != 0;
+  const bool needs_cow = is_partial_tail && pool_.ref_count(seq.blocks.back()) > 1;
+  const uint64_t n_new = blocks_for(old_len + n_tokens) - seq.blocks.size() + (needs_cow ? 1 : 0);
+  if (n_new > pool_.n_free()) {
+    return fail(LOOM_STATUS_OUT_OF_MEMORY, "seq_append: sequence " + std::to_string(seq_id) + " needs " +
+                                               std::to_string(n_new) + " blocks, " +
+                                               std::to_string(pool_.n_free()) + " free");
+  }
+  if (needs_cow) {
+    const int32_t src = seq.blocks.back();
+    const int32_t dst = pool_.allocate();
+    pending_copies_.push_back({sizeof(loom_kv_block_copy), src, dst, static_cast<uint32_t>(old_len % bs)});
+    release(src);
+    seq.blocks.back() = dst;
+  } else if (is_partial_tail && cache_.contains(seq.blocks.back())) {
+    // Only we hold it and we are about to overwrite its tail: its registered content goes stale.
+    cache_.remove(seq.blocks.back());
+  }
+  for (uint32_t i = 0; i < n_tokens; ++i) {
+    if (seq.tokens.size() % bs == 0) seq.blocks.push_back(pool_.allocate());
+    seq.tokens.push_back(tokens[i]);
+    if (seq.tokens.size() % bs == 0) on_block_full(seq, seq.blocks.size() - 1);
+  }
+  return Outcome::ok();
+}
+
+Outcome PagedAllocator::seq_truncate(uint64_t seq_id, uint32_t n_keep) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return not_found(seq_id);
+  Sequence& seq = it->second;
+  if (n_keep > seq.tokens.size()) {
+    return fail(LOOM_STATUS_OUT_OF_RANGE, "seq_truncate: n_keep " + std::to_string(n_keep) + " exceeds the " +
+                                              std::to_string(seq.tokens.size()) + " tokens of sequence " +
+                                              std::to_string(seq_id));
+  }
+  const uint32_t bs = config_.block_size;
+  const uint32_t n_keep_blocks = blocks_for(n_keep);
+  // Release from the tail so the deepest blocks are the first evicted.
+  while (seq.blocks.size() > n_keep_blocks) {
+    release(seq.blocks.back());
+    seq.blocks.pop_back();
+  }
+  seq.tokens.resize(n_keep);
+  seq.full_block_hashes.resize(n_keep / bs);
+  if (n_keep % bs != 0) {
+    const int32_t tail = seq.blocks.back();
+    // A full block that became partial will be overwritten by this sequence; when nobody else holds
+    // it, its cache entry must go now (a shared one stays: the sharers still hold the full content,
+    // and our next append copies on write).
+    if (cache_.contains(tail) && pool_.ref_count(tail) == 1) cache_.remove(tail);
+  }
+  return Outcome::ok();
+}
+
+Outcome PagedAllocator::seq_fork(uint64_t src_seq_id, uint64_t dst_seq_id) {
+  auto it = seqs_.find(src_seq_id);
+  if (it == seqs_.end()) return not_found(src_seq_id);
+  if (seqs_.count(dst_seq_id) != 0) {
+    return fail(LOOM_STATUS_INVALID_ARGUMENT, "seq_fork: sequence " + std::to_string(dst_seq_id) + " already exists");
+  }
+  Sequence copy = it->second;
+  for (int32_t block_id : copy.blocks) pool_.incref(block_id);
+  seqs_.emplace(dst_seq_id, std::move(copy));
+  return Outcome::ok();
+}
+
+Outcome PagedAllocator::seq_free(uint64_t seq_id) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return not_found(seq_id);
+  const std::vector<int32_t>& blocks = it->second.blocks;
+  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) release(*b);
+  seqs_.erase(it);
+  return Outcome::ok();
+}
+
+Outcome PagedAllocator::seq_block_table(uint64_t seq_id, int32_t* out, uint32_t cap, uint32_t* out_n) const {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return not_found(seq_id);
+  const std::vector<int32_t>& blocks = it->second.blocks;
+  if (out_n != nullptr) *out_n = static_cast<uint32_t>(blocks.size());
+  if (blocks.size() > cap || (out == nullptr && !blocks.empty())) {
+    return fail(LOOM_STATUS_OUT_OF_RANGE, "seq_block_table: sequence " + std::to_string(seq_id) + " has " +
+                                              std::to_string(blocks.size()) + " blocks, capacity is " +
+                                              std::to_string(cap));
+  }
+  std::copy(blocks.begin(), blocks.end(), out);
+  return Outcome::ok();
+}
+
+Outcome PagedAllocator::seq_length(uint64_t seq_id, uint32_t* out_n_tokens) const {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return not_found(seq_id);
+  if (out_n_tokens == nullptr) return fail(LOOM_STATUS_INVALID_ARGUMENT, "seq_length: out_n_tokens is NULL");
+  *out_n_tokens = static_cast<uint32_t>(it->second.tokens.size());
+  return Outcome::ok();
+}
+
+Outcome PagedAllocator::take_pending_copies(loom_kv_block_copy* out, uint32_t cap, uint32_t* out_n) {
+  if (out_n != nullptr) *out_n = static_cast<uint32_t>(pending_copies_.size());
+  if (pending_copies_.empty()) return Outcome::ok();
+  if (out == nullptr || pending_copies_.size() > cap) {
+    // Nothing is forgotten: the caller retries with room for *out_n copies.
+    return fail(LOOM_STATUS_OUT_OF_RANGE, "take_pending_copies: " + std::to_string(pending_copies_.size()) +
+                                              " copies pending, capacity is " + std::to_string(cap));
+  }
+  std::copy(pending_copies_.begin(), pending_copies_.end(), out);
+  pending_copies_.clear();
+  return Outcome::ok();
+}
+
+}  // namespace loom::kv
