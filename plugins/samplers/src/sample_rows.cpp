@@ -1,0 +1,148 @@
+// One row through the chain: scan the logits, run the stages, pick, report.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "sampler_instance.h"
+#include "stages.h"
+
+namespace loom::samplers {
+
+namespace {
+
+class ScratchLease {
+ public:
+  explicit ScratchLease(loom_sampler& sampler) : sampler_(sampler) {
+    std::lock_guard<std::mutex> lock(sampler_.pool_mutex);
+    if (sampler_.pool.empty()) {
+      scratch_ = std::make_unique<Scratch>();
+    } else {
+      scratch_ = std::move(sampler_.pool.back());
+      sampler_.pool.pop_back();
+    }
+  }
+  ~ScratchLease() {
+    std::lock_guard<std::mutex> lock(sampler_.pool_mutex);
+    sampler_.pool.push_back(std::move(scratch_));
+  }
+  ScratchLease(const ScratchLease&) = delete;
+  ScratchLease& operator=(const ScratchLease&) = delete;
+  Scratch& get() { return *scratch_; }
+
+ private:
+  loom_sampler& sampler_;
+  std::unique_ptr<Scratch> scratch_;
+};
+
+// Copies the finite logits into the candidate buffer; NaN and +inf are errors, -inf is a mask.
+CandidateSet scan_logits(const float* logits, uint32_t n_vocab, Scratch& scratch) {
+  CandidateSet set;
+  set.data = scratch.candidates.data();
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < n_vocab; ++i) {
+    const float x = logits[i];
+    if (x == -INFINITY) continue;
+    if (!std::isfinite(x))
+      fail_invalid("logits[" + std::to_string(i) + "] (token " + std::to_string(i) + ") is " +
+                   (std::isnan(x) ? "NaN" : "+inf") + "; only finite values and -inf (masked) are allowed");
+    set.data[n++] = Candidate{x, static_cast<int32_t>(i)};
+  }
+  if (n == 0) fail_invalid("every logit is -inf: no token can be sampled");
+  set.n = n;
+  set.is_identity = n == n_vocab;
+  set.is_sorted = false;
+  return set;
+}
+
+// Top alternatives from log-softmax of the raw logits, best first; slots beyond the finite tokens
+// get token -1 and -inf.
+void report_top_logprobs(const float* logits, uint32_t n_vocab, uint32_t n_top, int32_t* top_tokens,
+                         float* top_logprobs, Scratch& scratch) {
+  float max = -INFINITY;
+  for (uint32_t i = 0; i < n_vocab; ++i) max = std::max(max, logits[i]);
+  double total = 0.0;
+  for (uint32_t i = 0; i < n_vocab; ++i) total += std::exp(static_cast<double>(logits[i] - max));
+  const double log_total = std::log(total);
+
+  // Min-heap of the best n_top seen so far (the heap's front is the worst kept).
+  std::vector<Candidate>& heap = scratch.top;
+  heap.clear();
+  const auto worse_on_top = [](const Candidate& a, const Candidate& b) { return ranks_before(a, b); };
+  for (uint32_t i = 0; i < n_vocab; ++i) {
+    if (logits[i] == -INFINITY) continue;
+    const Candidate c{logits[i], static_cast<int32_t>(i)};
+    if (heap.size() < n_top) {
+      heap.push_back(c);
+      std::push_heap(heap.begin(), heap.end(), worse_on_top);
+    } else if (ranks_before(c, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), worse_on_top);
+      heap.back() = c;
+      std::push_heap(heap.begin(), heap.end(), worse_on_top);
+    }
+  }
+  std::sort(heap.begin(), heap.end(), ranks_before);
+  for (uint32_t i = 0; i < n_top; ++i) {
+    const bool has = i < heap.size();
+    if (top_tokens != nullptr) top_tokens[i] = has ? heap[i].id : -1;
+    if (top_logprobs != nullptr)
+      top_logprobs[i] = has ? static_cast<float>(static_cast<double>(heap[i].logit - max) - log_total) : -INFINITY;
+  }
+}
+
+void sample_row(loom_sampler& sampler, loom_sample_row& row, uint32_t n_vocab, Scratch& scratch) {
+  if (row.struct_size < sizeof(loom_sample_row))
+    fail_invalid("struct_size = " + std::to_string(row.struct_size) + " is smaller than ABI 1.0's " +
+                 std::to_string(sizeof(loom_sample_row)));
+  if (row.params == nullptr) fail_invalid("params is NULL");
+  if (row.logits == nullptr) fail_invalid("logits is NULL");
+  const bool is_draw = (row.flags & LOOM_SAMPLE_DISTRIBUTION_ONLY) == 0;
+  if (is_draw && row.state == nullptr) fail_invalid("state is NULL (needed to draw a token)");
+  const loom_sampling_params& params = *row.params;
+  validate_params(params, "params");
+
+  CandidateSet set = scan_logits(row.logits, n_vocab, scratch);
+  const loom_sampling_params& chain_owner = params.n_stages > 0 ? params : sampler.config.defaults;
+  for (uint32_t s = 0; s < chain_owner.n_stages; ++s) {
+    switch (chain_owner.stages[s]) {
+      case LOOM_SAMPLER_STAGE_PENALTIES:
+        apply_penalties(set, params, row.history, row.n_history, n_vocab, scratch);
+        break;
+      case LOOM_SAMPLER_STAGE_LOGIT_BIAS: apply_logit_bias(set, params, n_vocab, scratch); break;
+      case LOOM_SAMPLER_STAGE_TOP_K: apply_top_k(set, params.top_k); break;
+      case LOOM_SAMPLER_STAGE_TOP_P: apply_top_p(set, params.top_p); break;
+      case LOOM_SAMPLER_STAGE_MIN_P: apply_min_p(set, params.min_p); break;
+      case LOOM_SAMPLER_STAGE_TYPICAL_P: apply_typical_p(set, params.typical_p); break;
+      case LOOM_SAMPLER_STAGE_TEMPERATURE: apply_temperature(set, params.temperature); break;
+      default: fail_invalid("unknown stage id " + std::to_string(chain_owner.stages[s]));
+    }
+    if (set.n == 0)
+      fail_invalid(std::string("every token was masked after stage ") + stage_name(chain_owner.stages[s]));
+  }
+
+  const Pick pick = pick_token(set, is_draw ? &row.state->rng : nullptr, row.out_probs, n_vocab);
+  row.token = pick.token;
+  row.logprob = is_draw ? pick.logprob : 0.0f;
+  if (params.n_top_logprobs > 0 && (row.top_tokens != nullptr || row.top_logprobs != nullptr))
+    report_top_logprobs(row.logits, n_vocab, params.n_top_logprobs, row.top_tokens, row.top_logprobs, scratch);
+}
+
+}  // namespace
+
+void sample_rows(loom_sampler& sampler, loom_sample_row* rows, uint32_t n_rows, uint32_t n_vocab) {
+  if (n_rows == 0) return;
+  if (rows == nullptr) fail_invalid("rows is NULL but n_rows = " + std::to_string(n_rows));
+  if (n_vocab == 0) fail_invalid("n_vocab = 0: there is nothing to sample from");
+  ScratchLease lease(sampler);
+  Scratch& scratch = lease.get();
+  scratch.reserve_vocab(n_vocab);
+  for (uint32_t r = 0; r < n_rows; ++r) {
+    try {
+      sample_row(sampler, rows[r], n_vocab, scratch);
+    } catch (const SamplerError& e) {
+      throw SamplerError(e.status, "row " + std::to_string(r) + ": " + e.what());
+    }
+  }
+}
+
+}  // namespace loom::samplers

@@ -1,0 +1,32 @@
+// Sampling parameters: stage names, the plugin's defaults, validation and config_json parsing.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "loom/sampler.h"
+
+namespace loom::samplers {
+
+// Instance-wide settings from config_json.
+struct SamplerConfig {
+  loom_sampling_params defaults{};  // struct_size = sizeof(loom_sampling_params); chain in stages
+  uint64_t seed_salt = 0;           // "seed": mixed into every state's seed
+};
+
+// The built-in configuration: chain penalties -> top_k -> top_p -> min_p -> temperature and
+// llama.cpp's default values.
+SamplerConfig builtin_config();
+
+// Parses config_json over the built-in defaults. Throws SamplerError naming the key and the range.
+SamplerConfig parse_config(const char* config_json);
+
+// Throws SamplerError (INVALID_ARGUMENT) naming the first bad field and its allowed range.
+// `what` prefixes the message ("config", "row 3: params").
+void validate_params(const loom_sampling_params& params, const std::string& what);
+
+const char* stage_name(loom_sampler_stage stage);  // nullptr for an unknown id
+std::optional<loom_sampler_stage> stage_from_name(const std::string& name);
+
+}  // namespace loom::samplers

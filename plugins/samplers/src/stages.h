@@ -1,0 +1,39 @@
+// The stages of the chain. Each narrows or reshapes a CandidateSet in place; each lives in its own
+// stage_*.cpp. The exact formulas are the contract in docs/samplers.md.
+#pragma once
+
+#include <cstdint>
+
+#include "candidates.h"
+#include "loom/sampler.h"
+#include "rng.h"
+
+namespace loom::samplers {
+
+// Repetition (CTRL / llama.cpp: positive logits divided, negative multiplied, once per distinct
+// token), then frequency * count + presence subtracted, over the last penalty_last_n history tokens.
+void apply_penalties(CandidateSet& set, const loom_sampling_params& params, const int32_t* history,
+                     uint32_t n_history, uint32_t n_vocab, Scratch& scratch);
+// Adds params->logit_bias_values to the listed tokens (duplicates add up; -inf bans a token).
+void apply_logit_bias(CandidateSet& set, const loom_sampling_params& params, uint32_t n_vocab, Scratch& scratch);
+// Keeps the k highest logits (k <= 0 or k >= n: unchanged).
+void apply_top_k(CandidateSet& set, int32_t k);
+// Keeps the smallest set of most probable tokens whose probability sums to >= p.
+void apply_top_p(CandidateSet& set, float p);
+// Keeps the tokens with probability >= min_p * (largest probability).
+void apply_min_p(CandidateSet& set, float min_p);
+// Locally typical sampling (Meister et al.): keeps the smallest set, ordered by |-log p - H|,
+// whose probability sums to >= typical_p.
+void apply_typical_p(CandidateSet& set, float typical_p);
+// Divides logits by the temperature; temperature <= 0 keeps only the argmax (greedy).
+void apply_temperature(CandidateSet& set, float temperature);
+
+// Softmax over what is left; draws one token unless `rng` is null (then token = -1). Writes the final
+// distribution to out_probs [n_vocab] when non-null (zeros for removed tokens).
+struct Pick {
+  int32_t token = -1;
+  float logprob = 0.0f;
+};
+Pick pick_token(const CandidateSet& set, Rng* rng, float* out_probs, uint32_t n_vocab);
+
+}  // namespace loom::samplers
