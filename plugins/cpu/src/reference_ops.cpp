@@ -1,0 +1,176 @@
+// Reference ops (everything except the attention pair, which lives in reference_attention.cpp).
+// Plain loops, one op per function; shapes are written innermost first.
+#include "reference_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace loom::cpu {
+
+int64_t checked_index(const Tensor& ids, int64_t i, int64_t limit, const char* what) {
+  const int64_t v = reinterpret_cast<const int32_t*>(ids.data + i * ids.nb[0])[0];
+  if (v < 0 || v >= limit)
+    invalid(std::string(what) + " " + std::to_string(v) + " at index " + std::to_string(i) + " is outside [0, " +
+            std::to_string(limit) + ")");
+  return v;
+}
+
+void rope_cos_sin(const OpParams& p, int64_t pos, float* cos_out, float* sin_out) {
+  for (uint32_t i = 0; i < p.n_dims / 2; i++) {
+    // theta_i = pos * freq_scale * base^(-2i / n_dims), in double so large positions stay exact.
+    const double theta = double(pos) * double(p.freq_scale) * std::pow(double(p.freq_base), -2.0 * i / double(p.n_dims));
+    cos_out[i] = float(std::cos(theta));
+    sin_out[i] = float(std::sin(theta));
+  }
+}
+
+namespace {
+
+// dst[dim, n] = table[:, ids[i]]
+void get_rows(const OpArgs& a) {
+  const Tensor &table = a.src[0], &ids = a.src[1], &dst = a.dst;
+  for (int64_t i = 0; i < ids.ne[0]; i++) {
+    const int64_t id = checked_index(ids, i, table.ne[1], "GET_ROWS: row id");
+    dequantize_row(table.dtype, table.at(id), dst.frow(i), table.ne[0]);
+  }
+}
+
+// dst[n_out, n_tok] = x[n_in, n_tok] · W[n_in, n_out]ᵀ
+void matmul(const OpArgs& a) {
+  const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
+  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
+  std::vector<float> w_row(static_cast<size_t>(n_in));  // [n_in]
+  for (int64_t o = 0; o < n_out; o++) {
+    dequantize_row(w.dtype, w.at(o), w_row.data(), n_in);
+    for (int64_t t = 0; t < n_tok; t++) {
+      const float* xt = x.frow(t);
+      double sum = 0.0;
+      for (int64_t i = 0; i < n_in; i++) sum += double(w_row[i]) * double(xt[i]);
+      dst.frow(t)[o] = float(sum);
+    }
+  }
+}
+
+// dst = src0 (+|*) src1, src1 the same shape or one row broadcast over every row.
+void binary(const OpArgs& a, bool is_add) {
+  const Tensor &x = a.src[0], &y = a.src[1], &dst = a.dst;
+  const bool broadcast = y.n_rows() == 1;
+  for (int64_t r = 0; r < x.n_rows(); r++) {
+    const float* xr = x.frow(r);
+    const float* yr = y.frow(broadcast ? 0 : r);
+    float* out = dst.frow(r);
+    for (int64_t i = 0; i < x.ne[0]; i++) out[i] = is_add ? xr[i] + yr[i] : xr[i] * yr[i];
+  }
+}
+
+void scale(const OpArgs& a) {
+  for (int64_t r = 0; r < a.src[0].n_rows(); r++) {
+    const float* x = a.src[0].frow(r);
+    float* out = a.dst.frow(r);
+    for (int64_t i = 0; i < a.src[0].ne[0]; i++) out[i] = x[i] * a.params.scale;
+  }
+}
+
+// y = x / sqrt(mean(x²) + eps) * w
+void rms_norm(const OpArgs& a) {
+  const Tensor &x = a.src[0], &w = a.src[1];
+  const int64_t n = x.ne[0];
+  for (int64_t r = 0; r < x.n_rows(); r++) {
+    const float* xr = x.frow(r);
+    float* out = a.dst.frow(r);
+    double sum_sq = 0.0;
+    for (int64_t i = 0; i < n; i++) sum_sq += double(xr[i]) * xr[i];
+    const float inv_rms = float(1.0 / std::sqrt(sum_sq / double(n) + double(a.params.eps)));
+    for (int64_t i = 0; i < n; i++) out[i] = xr[i] * inv_rms * (w.present() ? w.frow(0)[i] : 1.0f);
+  }
+}
+
+// x [head_dim, n_heads, n_tok]: rotate the first n_dims of every head by its token's position.
+void rope(const OpArgs& a) {
+  const Tensor &x = a.src[0], &pos = a.src[1], &dst = a.dst;
+  const int64_t head_dim = x.ne[0], n_heads = x.ne[1], n_tok = x.ne[2];
+  const int64_t half = a.params.n_dims / 2;
+  std::vector<float> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));
+  for (int64_t t = 0; t < n_tok; t++) {
+    rope_cos_sin(a.params, reinterpret_cast<const int32_t*>(pos.data)[t * int64_t(pos.nb[0] / 4)], cos_t.data(), sin_t.data());
+    for (int64_t h = 0; h < n_heads; h++) {
+      const float* in = reinterpret_cast<const float*>(x.at(h, t));
+      float* out = reinterpret_cast<float*>(dst.at(h, t));
+      std::vector<float> row(in, in + head_dim);  // [head_dim] copy so dst may alias x
+      for (int64_t i = 0; i < half; i++) {
+        // NORMAL rotates adjacent pairs (2i, 2i+1); NEOX rotates (i, i + n_dims/2).
+        const int64_t i0 = a.params.rope_mode == LOOM_ROPE_NEOX ? i : 2 * i;
+        const int64_t i1 = a.params.rope_mode == LOOM_ROPE_NEOX ? i + half : 2 * i + 1;
+        out[i0] = row[i0] * cos_t[i] - row[i1] * sin_t[i];
+        out[i1] = row[i0] * sin_t[i] + row[i1] * cos_t[i];
+      }
+      for (int64_t i = 2 * half; i < head_dim; i++) out[i] = row[i];
+    }
+  }
+}
+
+// dst = act(gate) * up   (or act(x) for UNARY)
+void glu(const OpArgs& a, bool gated) {
+  for (int64_t r = 0; r < a.src[0].n_rows(); r++) {
+    const float* g = a.src[0].frow(r);
+    const float* u = gated ? a.src[1].frow(r) : nullptr;
+    float* out = a.dst.frow(r);
+    for (int64_t i = 0; i < a.src[0].ne[0]; i++) out[i] = activation_value(a.params.activation, g[i]) * (gated ? u[i] : 1.0f);
+  }
+}
+
+float load_element(loom_dtype type, const uint8_t* row, int64_t i) {
+  if (type == LOOM_DTYPE_F32) return reinterpret_cast<const float*>(row)[i];
+  if (type == LOOM_DTYPE_F16) return half_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
+  return bf16_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
+}
+
+void store_element(loom_dtype type, uint8_t* row, int64_t i, float v) {
+  if (type == LOOM_DTYPE_F32) reinterpret_cast<float*>(row)[i] = v;
+  else if (type == LOOM_DTYPE_F16) reinterpret_cast<uint16_t*>(row)[i] = float_to_half(v);
+  else reinterpret_cast<uint16_t*>(row)[i] = float_to_bf16(v);
+}
+
+// dst = convert(src0) between F32, F16 and BF16 (F16 and BF16 widen to F32 exactly).
+void copy(const OpArgs& a) {
+  for (int64_t r = 0; r < a.src[0].n_rows(); r++)
+    for (int64_t i = 0; i < a.src[0].ne[0]; i++)
+      store_element(a.dst.dtype, a.dst.row(r), i, load_element(a.src[0].dtype, a.src[0].row(r), i));
+}
+
+void softmax(const OpArgs& a) {
+  const int64_t n = a.src[0].ne[0];
+  for (int64_t r = 0; r < a.src[0].n_rows(); r++) {
+    const float* x = a.src[0].frow(r);
+    float* out = a.dst.frow(r);
+    const float max = *std::max_element(x, x + n);
+    double sum = 0.0;
+    std::vector<double> e(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; i++) sum += e[size_t(i)] = std::exp(double(x[i]) - max);
+    for (int64_t i = 0; i < n; i++) out[i] = float(e[size_t(i)] / sum);
+  }
+}
+
+}  // namespace
+
+void run_reference_op(const OpArgs& a) {
+  switch (a.type) {
+    case LOOM_OP_GET_ROWS: return get_rows(a);
+    case LOOM_OP_MATMUL: return matmul(a);
+    case LOOM_OP_ADD: return binary(a, true);
+    case LOOM_OP_MUL: return binary(a, false);
+    case LOOM_OP_SCALE: return scale(a);
+    case LOOM_OP_RMS_NORM: return rms_norm(a);
+    case LOOM_OP_ROPE: return rope(a);
+    case LOOM_OP_GLU: return glu(a, true);
+    case LOOM_OP_UNARY: return glu(a, false);
+    case LOOM_OP_COPY: return copy(a);
+    case LOOM_OP_SOFTMAX: return softmax(a);
+    case LOOM_OP_STORE_KV: return reference_store_kv(a);
+    case LOOM_OP_PAGED_ATTENTION: return reference_paged_attention(a);
+    default: unsupported("op " + std::to_string(a.type) + " has no reference implementation");
+  }
+}
+
+}  // namespace loom::cpu
