@@ -5,15 +5,18 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "loom/dtype.h"
 
 namespace loom::gguf {
 
+// Keys and tensor names must be unique (loom::Error otherwise). An alignment other than 32 is
+// recorded as `general.alignment` (uint32) automatically.
 class GgufWriter {
  public:
-  explicit GgufWriter(uint64_t alignment = 32);
+  explicit GgufWriter(uint64_t alignment = 32);  // a power of two, else loom::Error
 
   void set_string(std::string key, std::string value);
   void set_uint32(std::string key, uint32_t value);
@@ -24,11 +27,16 @@ class GgufWriter {
   void set_string_array(std::string key, std::vector<std::string> values);
   void set_float32_array(std::string key, std::vector<float> values);
   void set_int32_array(std::string key, std::vector<int32_t> values);
-  // Raw setter for any scalar or array type (tests of every value type).
+  // Raw setter for any scalar or array type (tests of every value type). `encoded_value` is the value
+  // exactly as stored in the file: a string is u64 length + bytes; an array is u32 element type,
+  // u64 count, then the elements.
   void set_raw(std::string key, uint32_t value_type, std::vector<uint8_t> encoded_value);
 
   // dims ne0 first; data must be exactly dtype_row_bytes(type, dims[0]) * rows bytes.
   void add_tensor(std::string name, loom_dtype type, std::vector<int64_t> dims, std::vector<uint8_t> data);
+
+  bool has_key(std::string_view key) const;
+  size_t n_tensors() const { return tensors_.size(); }
 
   std::vector<uint8_t> to_bytes() const;
   void write(const std::filesystem::path& path) const;  // throws loom::Error on I/O failure

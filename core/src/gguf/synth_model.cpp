@@ -1,0 +1,217 @@
+// Synthetic llama / qwen2 / gemma3 models. Key and tensor names are llama.cpp's (llama-arch.cpp),
+// matrices are stored ne0 = input dim, norm weights and biases are F32.
+#include "gguf/synth_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+#include "gguf/block_quantize.h"
+#include "gguf/dtype_traits.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+
+namespace loom::gguf {
+
+namespace {
+
+// SplitMix64 + Box-Muller: the same numbers on every platform and standard library.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }  // (0, 1)
+  float normal() {
+    const double r = std::sqrt(-2.0 * std::log(uniform()));
+    return static_cast<float>(r * std::cos(2.0 * std::numbers::pi * uniform()));
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// Each tensor has its own stream (seed x name), so adding a tensor never changes the others.
+uint64_t tensor_seed(uint64_t seed, std::string_view name) {
+  uint64_t h = 0xcbf29ce484222325ull ^ seed;
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+uint32_t llama_file_type(loom_dtype type) {
+  switch (type) {
+    case LOOM_DTYPE_F16: return 1;   // LLAMA_FTYPE_MOSTLY_F16
+    case LOOM_DTYPE_Q4_0: return 2;  // LLAMA_FTYPE_MOSTLY_Q4_0
+    case LOOM_DTYPE_Q8_0: return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
+    case LOOM_DTYPE_BF16: return 32; // LLAMA_FTYPE_MOSTLY_BF16
+    default: return 0;               // LLAMA_FTYPE_ALL_F32
+  }
+}
+
+class ModelBuilder {
+ public:
+  ModelBuilder(const SynthSpec& spec, GgufWriter& writer) : spec_(spec), writer_(writer) {}
+
+  // A matrix of n_out rows of n_in (GGUF dims {n_in, n_out}), scaled so x·w keeps x's magnitude.
+  void matrix(const std::string& name, int64_t n_in, int64_t n_out, float scale) {
+    Rng rng(tensor_seed(spec_.seed, name));
+    std::vector<float> values(static_cast<size_t>(n_in * n_out));
+    for (float& v : values) v = rng.normal() * scale;
+    writer_.add_tensor(name, spec_.weight_type, {n_in, n_out}, quantize_rows(spec_.weight_type, values, n_in));
+  }
+  // A norm weight near 1 (gemma's converter already stores 1 + w) or a small bias, always F32.
+  void vector(const std::string& name, int64_t n, float center, float spread) {
+    Rng rng(tensor_seed(spec_.seed, name));
+    std::vector<float> values(static_cast<size_t>(n));
+    for (float& v : values) v = center + spread * rng.normal();
+    writer_.add_tensor(name, LOOM_DTYPE_F32, {n}, quantize_rows(LOOM_DTYPE_F32, values, n));
+  }
+
+ private:
+  const SynthSpec& spec_;
+  GgufWriter& writer_;
+};
+
+void copy_vocab(const std::filesystem::path& from, GgufWriter& writer, int& n_vocab) {
+  GgufFile vocab = GgufFile::open(from);
+  for (const MetadataEntry& entry : vocab.metadata()) {
+    if (!entry.key.starts_with("tokenizer.")) continue;
+    std::vector<uint8_t> encoded;
+    if (entry.value.type == ValueType::array) {
+      // The parsed value holds only the elements; the file encoding starts with type and count.
+      const auto element_type = static_cast<uint32_t>(entry.value.array_type);
+      const uint64_t count = entry.value.array_size;
+      encoded.resize(12);
+      std::memcpy(encoded.data(), &element_type, 4);
+      std::memcpy(encoded.data() + 4, &count, 8);
+    }
+    encoded.insert(encoded.end(), entry.value.raw.begin(), entry.value.raw.end());
+    writer.set_raw(entry.key, static_cast<uint32_t>(entry.value.type), std::move(encoded));
+  }
+  const MetadataValue* tokens = vocab.find("tokenizer.ggml.tokens");
+  if (tokens == nullptr || tokens->type != ValueType::array || tokens->array_size == 0) {
+    throw Error(from.string() + ": has no tokenizer.ggml.tokens array to copy");
+  }
+  if (tokens->array_size > 0x7fffffff) throw Error(from.string() + ": vocabulary too large");
+  n_vocab = static_cast<int>(tokens->array_size);
+}
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw Error("synthetic model: " + what);
+}
+
+}  // namespace
+
+SynthSpec resolve_synth_spec(const SynthSpec& in) {
+  SynthSpec spec = in;
+  const bool is_llama = spec.arch == "llama", is_qwen2 = spec.arch == "qwen2", is_gemma3 = spec.arch == "gemma3";
+  require(is_llama || is_qwen2 || is_gemma3, "arch '" + spec.arch + "' is not supported (llama, qwen2, gemma3)");
+  require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
+  require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
+  require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
+  require(spec.n_kv_heads >= 1 && spec.n_heads % spec.n_kv_heads == 0,
+          "n_kv_heads " + std::to_string(spec.n_kv_heads) + " must divide n_heads " + std::to_string(spec.n_heads));
+  if (spec.head_dim == 0) {
+    require(spec.dim % spec.n_heads == 0, "dim " + std::to_string(spec.dim) + " is not a multiple of n_heads " +
+                                              std::to_string(spec.n_heads) + " (or give head_dim)");
+    spec.head_dim = spec.dim / spec.n_heads;
+  }
+  require(spec.head_dim >= 2 && spec.head_dim % 2 == 0 && spec.head_dim <= 1024,
+          "head_dim " + std::to_string(spec.head_dim) + " (even, 2..1024)");
+  require(spec.ff_dim >= 1 && spec.ff_dim <= 262144, "ff_dim " + std::to_string(spec.ff_dim) + " (1..262144)");
+  require(spec.n_ctx >= 1, "n_ctx " + std::to_string(spec.n_ctx) + " (>= 1)");
+  const auto type = spec.weight_type;
+  require(type == LOOM_DTYPE_F32 || type == LOOM_DTYPE_F16 || type == LOOM_DTYPE_BF16 || type == LOOM_DTYPE_Q8_0 ||
+              type == LOOM_DTYPE_Q4_0,
+          "weight type " + dtype_name(type) + " is not supported (F32, F16, BF16, Q8_0, Q4_0)");
+  const int64_t block = dtype_traits(type)->block_elems;
+  for (auto [what, n] : {std::pair{"dim", spec.dim}, {"n_heads * head_dim", spec.n_heads * spec.head_dim},
+                         {"ff_dim", spec.ff_dim}}) {
+    require(n % block == 0, std::string(what) + " " + std::to_string(n) + " is not a multiple of the " +
+                                dtype_name(type) + " block size " + std::to_string(block));
+  }
+  if (spec.rms_eps == 0.0f) spec.rms_eps = is_llama ? 1e-5f : 1e-6f;
+  if (spec.rope_freq_base == 0.0f) spec.rope_freq_base = is_llama ? 10000.0f : 1000000.0f;
+  if (is_gemma3 && spec.sliding_window == 0) spec.sliding_window = 512;
+  return spec;
+}
+
+void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
+  SynthSpec spec = resolve_synth_spec(in);
+  const std::string& a = spec.arch;
+  const bool is_qwen2 = a == "qwen2", is_gemma3 = a == "gemma3";
+
+  writer.set_string("general.architecture", a);
+  writer.set_string("general.name", spec.name);
+  writer.set_uint32("general.file_type", llama_file_type(spec.weight_type));
+  writer.set_uint32(a + ".context_length", static_cast<uint32_t>(spec.n_ctx));
+  writer.set_uint32(a + ".embedding_length", static_cast<uint32_t>(spec.dim));
+  writer.set_uint32(a + ".block_count", static_cast<uint32_t>(spec.n_layers));
+  writer.set_uint32(a + ".feed_forward_length", static_cast<uint32_t>(spec.ff_dim));
+  writer.set_uint32(a + ".attention.head_count", static_cast<uint32_t>(spec.n_heads));
+  writer.set_uint32(a + ".attention.head_count_kv", static_cast<uint32_t>(spec.n_kv_heads));
+  writer.set_uint32(a + ".attention.key_length", static_cast<uint32_t>(spec.head_dim));
+  writer.set_uint32(a + ".attention.value_length", static_cast<uint32_t>(spec.head_dim));
+  writer.set_float32(a + ".attention.layer_norm_rms_epsilon", spec.rms_eps);
+  writer.set_uint32(a + ".rope.dimension_count", static_cast<uint32_t>(spec.head_dim));
+  writer.set_float32(a + ".rope.freq_base", spec.rope_freq_base);
+  if (is_gemma3) {
+    writer.set_uint32(a + ".attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
+    if (spec.rope_scaling_factor > 1.0f) {
+      writer.set_string(a + ".rope.scaling.type", "linear");
+      writer.set_float32(a + ".rope.scaling.factor", spec.rope_scaling_factor);
+    }
+  }
+  if (spec.vocab_from.empty()) {
+    add_synthetic_vocab(writer, spec.n_vocab);
+  } else {
+    copy_vocab(spec.vocab_from, writer, spec.n_vocab);
+  }
+  writer.set_uint32(a + ".vocab_size", static_cast<uint32_t>(spec.n_vocab));
+
+  ModelBuilder model(spec, writer);
+  const int64_t dim = spec.dim, q_dim = int64_t{spec.n_heads} * spec.head_dim;
+  const int64_t kv_dim = int64_t{spec.n_kv_heads} * spec.head_dim, ff = spec.ff_dim;
+  auto inv_sqrt = [](int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
+  model.matrix("token_embd.weight", dim, spec.n_vocab, inv_sqrt(dim));
+  model.vector("output_norm.weight", dim, 1.0f, 0.05f);
+  if (!is_gemma3) model.matrix("output.weight", dim, spec.n_vocab, inv_sqrt(dim));  // gemma3 ties it
+  for (int layer = 0; layer < spec.n_layers; ++layer) {
+    const std::string p = "blk." + std::to_string(layer) + ".";
+    model.vector(p + "attn_norm.weight", dim, 1.0f, 0.05f);
+    model.matrix(p + "attn_q.weight", dim, q_dim, inv_sqrt(dim));
+    model.matrix(p + "attn_k.weight", dim, kv_dim, inv_sqrt(dim));
+    model.matrix(p + "attn_v.weight", dim, kv_dim, inv_sqrt(dim));
+    if (is_qwen2) {
+      model.vector(p + "attn_q.bias", q_dim, 0.0f, 0.02f);
+      model.vector(p + "attn_k.bias", kv_dim, 0.0f, 0.02f);
+      model.vector(p + "attn_v.bias", kv_dim, 0.0f, 0.02f);
+    }
+    if (is_gemma3) {
+      model.vector(p + "attn_q_norm.weight", spec.head_dim, 1.0f, 0.05f);
+      model.vector(p + "attn_k_norm.weight", spec.head_dim, 1.0f, 0.05f);
+    }
+    model.matrix(p + "attn_output.weight", q_dim, dim, inv_sqrt(q_dim));
+    if (is_gemma3) model.vector(p + "post_attention_norm.weight", dim, 1.0f, 0.05f);
+    model.vector(p + "ffn_norm.weight", dim, 1.0f, 0.05f);
+    model.matrix(p + "ffn_gate.weight", dim, ff, inv_sqrt(dim));
+    model.matrix(p + "ffn_up.weight", dim, ff, inv_sqrt(dim));
+    model.matrix(p + "ffn_down.weight", ff, dim, inv_sqrt(ff));
+    if (is_gemma3) model.vector(p + "post_ffw_norm.weight", dim, 1.0f, 0.05f);
+  }
+}
+
+void write_synthetic_model(const SynthSpec& spec, const std::filesystem::path& out) {
+  GgufWriter writer;
+  build_synthetic_model(spec, writer);
+  writer.write(out);
+}
+
+}  // namespace loom::gguf

@@ -1,0 +1,47 @@
+// Synthetic models: seeded random weights in a real llama.cpp layout (same GGUF keys and tensor
+// names), small enough for tests and big enough to exercise every code path of a loader.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "loom/dtype.h"
+
+namespace loom::gguf {
+
+class GgufWriter;
+
+struct SynthSpec {
+  std::string arch = "llama";  // llama | qwen2 | gemma3
+  std::string name = "loom-synthetic";
+  int n_layers = 2;
+  int dim = 64;        // embedding_length
+  int n_heads = 4;
+  int n_kv_heads = 2;
+  int head_dim = 0;    // 0: dim / n_heads
+  int ff_dim = 128;
+  int n_vocab = 512;   // ignored when vocab_from is set: the copied vocabulary decides
+  int n_ctx = 256;
+  loom_dtype weight_type = LOOM_DTYPE_F32;  // of the matrices (incl. embeddings): F32, F16, BF16, Q8_0, Q4_0
+  uint64_t seed = 1;
+  std::filesystem::path vocab_from;  // optional: copy every tokenizer.* key from this GGUF
+  float rms_eps = 0.0f;              // 0: the arch's usual value (1e-6 gemma3, 1e-5 llama, 1e-6 qwen2)
+  float rope_freq_base = 0.0f;       // 0: the arch's usual value (10000 llama, 1e6 qwen2 and gemma3)
+  int sliding_window = 0;            // gemma3 only; 0: 512
+  float rope_scaling_factor = 0.0f;  // gemma3 only; > 1 writes rope.scaling.type "linear" + factor
+};
+
+// Resolve defaults (head_dim, eps, rope base, ...) and check the spec; throws loom::Error naming the
+// field when it is out of range or incompatible with the weight type's block size.
+SynthSpec resolve_synth_spec(const SynthSpec& spec);
+
+// Metadata and tensors of the synthetic model, written to `writer`.
+void build_synthetic_model(const SynthSpec& spec, GgufWriter& writer);
+void write_synthetic_model(const SynthSpec& spec, const std::filesystem::path& out);
+
+// The tiny SentencePiece ("llama") vocabulary used when no vocab_from is given: <unk>, <s>, </s>,
+// the 256 byte tokens, then word pieces, n_vocab tokens in all (>= 300).
+void add_synthetic_vocab(GgufWriter& writer, int n_vocab);
+
+}  // namespace loom::gguf
