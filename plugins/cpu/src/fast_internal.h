@@ -1,0 +1,20 @@
+// Entry points of the fast layer's per-op files.
+#pragma once
+
+#include "cpu_tensor.h"
+#include "kernels.h"
+#include "thread_pool.h"
+
+namespace loom::cpu {
+
+void fast_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k);
+void fast_store_kv(const OpArgs& a, ThreadPool& pool, const Kernels& k);
+void fast_paged_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k);
+
+// Splits [0, n) into chunks of at least `min_chunk` so every thread gets several (dynamic balance).
+inline int64_t chunk_size(int64_t n, int n_threads, int64_t min_chunk) {
+  const int64_t target = (n + 4 * n_threads - 1) / (4 * n_threads);
+  return target < min_chunk ? min_chunk : target;
+}
+
+}  // namespace loom::cpu

@@ -1,0 +1,48 @@
+// The fast layer's inner loops, as a table of function pointers: one portable scalar table and one
+// AVX2/FMA/F16C table, chosen at runtime from what the CPU supports.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace loom::cpu {
+
+// Activation rows are quantized once per matmul into these (internal, never stored):
+struct BlockQ8 {  // for Q4_0 / Q8_0 weights: 32 values
+  float d;        // scale
+  float s;        // d * sum(qs): lets Q4_0's "-8" offset be applied once per block
+  int8_t qs[32];
+};
+struct BlockQ8K {  // for Q4_K / Q6_K weights: 256 values
+  float d;
+  int8_t qs[256];
+  int16_t bsums[16];  // sums of each group of 16 qs: applies K-quant mins/offsets without unpacking
+};
+
+inline constexpr int kMaxTile = 4;  // tokens a matmul kernel processes per pass over a weight row
+
+// out[j] = dot(weight row w, activation row j) for j < n_x (n_x <= kMaxTile). Activation row j
+// starts at x + j * x_stride bytes and is in the format the weight type asks for (see ActFormat).
+using RowDotFn = void (*)(int64_t n, const void* w, const void* x, size_t x_stride, int n_x, float* out);
+
+struct Kernels {
+  const char* name;
+  void (*quantize_q8)(const float* x, BlockQ8* y, int64_t n);    // n multiple of 32
+  void (*quantize_q8k)(const float* x, BlockQ8K* y, int64_t n);  // n multiple of 256
+  RowDotFn dot_q4_0, dot_q8_0, dot_q4_k, dot_q6_k;  // activations: BlockQ8 / BlockQ8K rows
+  RowDotFn dot_f16, dot_bf16, dot_f32;              // activations: float rows
+  // Attention and element-wise helpers.
+  float (*vdot_f32)(const float* a, const float* b, int64_t n);
+  float (*vdot_f16)(const uint16_t* a, const float* b, int64_t n);
+  float (*vdot_i8)(const int8_t* a, const float* b, int64_t n);
+  void (*axpy_f32)(float a, const float* x, float* y, int64_t n);  // y += a * x
+  void (*axpy_f16)(float a, const uint16_t* x, float* y, int64_t n);
+  void (*axpy_i8)(float a, const int8_t* x, float* y, int64_t n);
+  void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
+  void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
+};
+
+const Kernels& scalar_kernels();
+const Kernels* avx2_kernels();  // nullptr when the plugin was built without the AVX2 file
+
+}  // namespace loom::cpu
