@@ -1,0 +1,80 @@
+// Reading a Tokenizer from the tokenizer.ggml.* keys of a GGUF file.
+#include "common/error.h"
+#include "gguf/gguf_file.h"
+#include "tokenizer/tokenizer.h"
+
+namespace loom {
+
+using tokenizer::TokenType;
+using tokenizer::VocabData;
+using tokenizer::VocabKind;
+
+namespace {
+
+// Special ids that do not fit the vocabulary are ignored rather than fatal, as llama.cpp does:
+// several published files carry stale ids and still work.
+int32_t read_id(const gguf::GgufFile& file, std::string_view key, int32_t fallback, size_t n_tokens) {
+  const std::optional<int64_t> value = file.get_int(key);
+  if (!value) return fallback;
+  if (*value < 0 || static_cast<uint64_t>(*value) >= n_tokens) return -1;
+  return static_cast<int32_t>(*value);
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::GgufFile& file) {
+  const auto where = [&](std::string_view key) { return file.label() + ": " + std::string(key); };
+  const std::optional<std::string> model = file.get_string("tokenizer.ggml.model");
+  if (!model) throw Error(where("tokenizer.ggml.model") + " is missing; the file carries no tokenizer");
+
+  VocabData data;
+  if (*model == "llama") {
+    data.kind = VocabKind::spm;
+  } else if (*model == "gpt2") {
+    data.kind = VocabKind::bpe;
+  } else {
+    throw Error(where("tokenizer.ggml.model") + " = '" + *model +
+                "' is not supported (Loom implements 'llama' (SentencePiece) and 'gpt2' (byte-level BPE))");
+  }
+  data.pre = file.get_string("tokenizer.ggml.pre").value_or("default");
+  data.tokens = file.get_string_array("tokenizer.ggml.tokens");
+  if (data.tokens.empty()) throw Error(where("tokenizer.ggml.tokens") + " is missing or empty");
+  data.scores = file.get_float_array("tokenizer.ggml.scores");
+  for (int64_t type : file.get_int_array("tokenizer.ggml.token_type")) {
+    if (type < 0 || type > 6) {
+      throw Error(where("tokenizer.ggml.token_type") + " holds " + std::to_string(type) + ", expected 0..6");
+    }
+    data.types.push_back(static_cast<TokenType>(type));
+  }
+  data.merges = file.get_string_array("tokenizer.ggml.merges");
+
+  const bool spm = data.kind == VocabKind::spm;
+  const size_t n = data.tokens.size();
+  // SentencePiece models have fixed defaults for ids they do not state (llama.cpp's choice too).
+  data.bos_id = read_id(file, "tokenizer.ggml.bos_token_id", spm && n > 1 ? 1 : -1, n);
+  data.eos_id = read_id(file, "tokenizer.ggml.eos_token_id", spm && n > 2 ? 2 : -1, n);
+  data.eot_id = read_id(file, "tokenizer.ggml.eot_token_id", -1, n);
+  data.eom_id = read_id(file, "tokenizer.ggml.eom_token_id", -1, n);
+  data.unk_id = read_id(file, "tokenizer.ggml.unknown_token_id", spm ? 0 : -1, n);
+  data.pad_id = read_id(file, "tokenizer.ggml.padding_token_id", -1, n);
+  data.add_bos = file.get_bool("tokenizer.ggml.add_bos_token").value_or(spm);
+  data.add_eos = file.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
+  data.add_space_prefix = file.get_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
+  if (!spm) data.add_space_prefix = false;  // BPE encodes spaces itself
+
+  // Turn-end tokens named by text, when the file does not say which id ends a turn.
+  if (data.eot_id < 0) {
+    for (std::string_view text : {"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<EOT>"}) {
+      for (size_t id = 0; id < n; ++id) {
+        if (data.tokens[id] == text) {
+          data.eot_id = static_cast<int32_t>(id);
+          break;
+        }
+      }
+      if (data.eot_id >= 0) break;
+    }
+  }
+  return from_vocab(std::move(data));
+}
+
+}  // namespace loom
