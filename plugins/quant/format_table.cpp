@@ -1,0 +1,52 @@
+#include <iterator>
+
+#include "formats.h"
+
+namespace loom::quant {
+
+namespace {
+constexpr uint32_t kWeight = LOOM_QUANT_FORMAT_WEIGHT;
+constexpr uint32_t kKv = LOOM_QUANT_FORMAT_KV;
+constexpr uint32_t kRow = LOOM_QUANT_FORMAT_ROW;
+
+const FormatInfo kFormats[] = {
+    {LOOM_DTYPE_F16, "F16", 1, 2, kWeight | kKv, 0, false, quantize_row_f16, dequantize_row_f16},
+    {LOOM_DTYPE_BF16, "BF16", 1, 2, kWeight, 0, false, quantize_row_bf16, dequantize_row_bf16},
+    {LOOM_DTYPE_Q8_0, "Q8_0", LOOM_QK8_0, sizeof(loom_block_q8_0), kWeight | kKv, 0, false, quantize_row_q8_0,
+     dequantize_row_q8_0},
+    {LOOM_DTYPE_Q4_0, "Q4_0", LOOM_QK4_0, sizeof(loom_block_q4_0), kWeight, 0, false, quantize_row_q4_0,
+     dequantize_row_q4_0},
+    {LOOM_DTYPE_Q4_K, "Q4_K", LOOM_QK_K, sizeof(loom_block_q4_k), kWeight, 0, false, quantize_row_q4_k,
+     dequantize_row_q4_k},
+    {LOOM_DTYPE_Q6_K, "Q6_K", LOOM_QK_K, sizeof(loom_block_q6_k), kWeight, 0, false, quantize_row_q6_k,
+     dequantize_row_q6_k},
+    {LOOM_DTYPE_I8_ROW, "I8_ROW", 0, sizeof(float), kWeight | kRow, 1, false, quantize_row_i8_row,
+     dequantize_row_i8_row},
+    {LOOM_DTYPE_INT8_KV, "INT8_KV", 0, sizeof(float), kKv | kRow, 1, false, quantize_row_i8_row,
+     dequantize_row_i8_row},
+    {LOOM_DTYPE_I4_G128, "I4_G128", 128, sizeof(loom_block_i4_g128), kWeight, 0, true, quantize_row_i4_g128,
+     dequantize_row_i4_g128},
+};
+
+static_assert(sizeof(loom_block_q8_0) == 34 && sizeof(loom_block_q4_0) == 18, "GGML block sizes");
+static_assert(sizeof(loom_block_q4_k) == 144 && sizeof(loom_block_q6_k) == 210, "GGML K-quant block sizes");
+static_assert(sizeof(loom_block_i4_g128) == 68, "I4_G128 block size");
+}  // namespace
+
+uint32_t format_count() { return static_cast<uint32_t>(std::size(kFormats)); }
+const FormatInfo& format_at(uint32_t index) { return kFormats[index]; }
+
+const FormatInfo* find_format(loom_dtype dtype) {
+  for (const FormatInfo& f : kFormats) {
+    if (f.dtype == dtype) return &f;
+  }
+  return nullptr;
+}
+
+uint64_t row_bytes(const FormatInfo& format, int64_t n_cols) {
+  const uint64_t n = static_cast<uint64_t>(n_cols);
+  if (format.flags & LOOM_QUANT_FORMAT_ROW) return format.block_bytes + n * format.row_elem_bytes;
+  return n / format.block_elems * format.block_bytes;
+}
+
+}  // namespace loom::quant
