@@ -55,6 +55,10 @@ class LoadedPlugin {
   const loom_sampler_i* sampler() const;
   const loom_drafter_i* drafter() const;
 
+  // Call the entry point again as a host of another ABI version would (conformance uses this to
+  // check that a plugin refuses an incompatible major and accepts a newer minor).
+  loom_status query_as(uint32_t abi_major, uint32_t abi_minor, const loom_plugin_desc** out_desc) const;
+
  private:
   friend class PluginLoader;
   LoadedPlugin() = default;
@@ -63,6 +67,7 @@ class LoadedPlugin {
   std::filesystem::path library_path_;
   std::optional<PluginManifest> manifest_;
   const loom_plugin_desc* desc_ = nullptr;
+  loom_plugin_query_fn query_ = nullptr;
 };
 
 struct PluginLoadError {

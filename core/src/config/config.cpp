@@ -1,0 +1,128 @@
+#include "config/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/error.h"
+#include "config/config_schema.h"
+
+namespace loom {
+
+namespace {
+
+std::string location(const std::filesystem::path& file, const toml::node& node) {
+  return file.string() + ":" + std::to_string(node.source().begin.line);
+}
+
+std::vector<std::string> section_names() {
+  std::vector<std::string> names;
+  for (const auto& spec : config_schema()) {
+    if (std::find(names.begin(), names.end(), spec.section) == names.end()) names.push_back(spec.section);
+  }
+  return names;
+}
+
+std::string keys_of(const std::string& section) {
+  std::string keys;
+  for (const auto& spec : config_schema()) {
+    if (spec.section == section) keys += (keys.empty() ? "" : ", ") + spec.key;
+  }
+  return keys;
+}
+
+const KeySpec* find_spec(const std::string& section, const std::string& key) {
+  for (const auto& spec : config_schema()) {
+    if (spec.section == section && spec.key == key) return &spec;
+  }
+  return nullptr;
+}
+
+void apply_section(Config& config, const std::filesystem::path& file, const std::string& section,
+                   const toml::table& table) {
+  for (const auto& [key_view, node] : table) {
+    const std::string key(key_view.str());
+    const KeySpec* spec = find_spec(section, key);
+    if (spec == nullptr) {
+      throw Error(location(file, node) + ": unknown key '" + section + "." + key + "' (keys of [" + section +
+                  "]: " + keys_of(section) + ")");
+    }
+    std::string problem = spec->assign(config, node);
+    if (!problem.empty()) throw Error(location(file, node) + ": key '" + section + "." + key + "': " + problem);
+  }
+}
+
+}  // namespace
+
+int64_t parse_byte_size(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  if (i == 0) throw Error("size \"" + text + "\" does not start with a number");
+  double number = 0;
+  try {
+    number = std::stod(text.substr(0, i));
+  } catch (...) {
+    throw Error("size \"" + text + "\" is not a number");
+  }
+  std::string unit = text.substr(i);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
+  static const std::pair<const char*, double> units[] = {
+      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"KiB", 1024.0}, {"MiB", 1048576.0},
+      {"GiB", 1073741824.0}, {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}};
+  for (const auto& [name, scale] : units) {
+    if (unit == name) return static_cast<int64_t>(number * scale);
+  }
+  throw Error("size \"" + text + "\" has an unknown unit '" + unit + "' (use B, KiB, MiB, GiB, KB, MB, GB)");
+}
+
+Config parse_config(const std::string& toml_text, const std::filesystem::path& label) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, label.string());
+  } catch (const toml::parse_error& e) {
+    throw Error(label.string() + ":" + std::to_string(e.source().begin.line) + ": invalid TOML: " +
+                std::string(e.description()));
+  }
+  Config config;
+  config.source = label;
+  const auto sections = section_names();
+  for (const auto& [name_view, node] : root) {
+    const std::string name(name_view.str());
+    if (std::find(sections.begin(), sections.end(), name) == sections.end()) {
+      std::string all;
+      for (const auto& s : sections) all += (all.empty() ? "" : ", ") + s;
+      throw Error(location(label, node) + ": unknown section '" + name + "' (sections: " + all + ")");
+    }
+    const auto* table = node.as_table();
+    if (table == nullptr) throw Error(location(label, node) + ": '" + name + "' must be a table ([" + name + "])");
+    apply_section(config, label, name, *table);
+  }
+  return config;
+}
+
+Config load_config(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path.string() + ": cannot open the configuration file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse_config(buffer.str(), path);
+}
+
+std::string config_to_toml(const Config& config) {
+  std::ostringstream out;
+  out << "# resolved configuration" << (config.source.empty() ? " (defaults)" : " of " + config.source.string())
+      << "\n";
+  std::string section;
+  for (const auto& spec : config_schema()) {
+    if (spec.section != section) {
+      section = spec.section;
+      out << "\n[" << section << "]\n";
+    }
+    out << spec.key << " = " << spec.render(config) << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace loom

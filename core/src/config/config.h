@@ -1,0 +1,102 @@
+// loom.toml: typed settings, validated against a schema. Unknown keys, wrong types and out-of-range
+// values are errors that name the file, the line, the key and what is allowed.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace loom {
+
+struct ModelSettings {
+  std::string path;           // GGUF file; empty = the installed default model
+  int64_t n_ctx = 0;          // 0 = the model's own context length
+  std::string chat_template;  // empty = the model's template
+};
+
+struct BackendSettings {
+  std::string name = "cpu";  // plugin name: cpu, vulkan, cuda, ...
+  int64_t device = 0;
+  int64_t threads = 0;  // 0 = all cores
+};
+
+struct KvSettings {
+  std::string allocator = "paged";
+  int64_t block_size = 16;
+  int64_t memory_bytes = 512ll << 20;  // from `memory = "512MiB"`
+  double memory_fraction = 0.0;        // of device memory; 0 = use memory_bytes
+  std::string dtype = "f16";           // f32 | f16 | int8
+  bool prefix_caching = true;
+};
+
+struct SchedulerSettings {
+  int64_t max_num_seqs = 64;
+  int64_t max_batched_tokens = 2048;
+  bool chunked_prefill = true;
+  std::string policy = "fcfs";  // fcfs | priority
+};
+
+struct SamplerSettings {
+  std::string plugin = "samplers";
+  std::vector<std::string> chain;  // empty = plugin default
+  double temperature = 0.8;
+  int64_t top_k = 40;
+  double top_p = 0.95;
+  double min_p = 0.05;
+  double typical_p = 1.0;
+  double repetition_penalty = 1.0;
+  double frequency_penalty = 0.0;
+  double presence_penalty = 0.0;
+  int64_t penalty_last_n = 64;
+  int64_t seed = -1;  // -1 = random per request
+};
+
+struct DrafterSettings {
+  std::string kind = "none";  // none | ngram | draft_model
+  int64_t k = 4;
+  std::string model;
+  int64_t ngram_max = 3;
+};
+
+struct QuantSettings {
+  std::string plugin = "quant";
+};
+
+struct ServerSettings {
+  std::string host = "127.0.0.1";
+  int64_t port = 8080;
+  std::string api_key;
+  int64_t max_queue = 256;
+  int64_t max_body_bytes = 1 << 20;
+  std::string model_name;  // name in /v1/models; empty = file stem
+};
+
+struct PluginSettings {
+  std::vector<std::string> search_path;
+};
+
+struct Config {
+  std::filesystem::path source;  // the file it came from; empty for defaults
+  ModelSettings model;
+  BackendSettings backend;
+  KvSettings kv;
+  SchedulerSettings scheduler;
+  SamplerSettings sampler;
+  DrafterSettings drafter;
+  QuantSettings quant;
+  ServerSettings server;
+  PluginSettings plugins;
+};
+
+// Parse and validate; throws loom::Error "FILE:LINE: key 'section.key': problem (allowed: ...)".
+Config load_config(const std::filesystem::path& path);
+Config parse_config(const std::string& toml_text, const std::filesystem::path& label);
+
+// The resolved configuration as TOML, every key with its value (defaults included).
+std::string config_to_toml(const Config& config);
+
+// "512MiB", "2GB", "1048576" -> bytes; throws loom::Error on a bad size.
+int64_t parse_byte_size(const std::string& text);
+
+}  // namespace loom

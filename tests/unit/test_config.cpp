@@ -1,0 +1,123 @@
+#include <catch2/catch.hpp>
+
+#include "common/error.h"
+#include "config/config.h"
+
+namespace {
+
+std::string config_error(const std::string& text) {
+  try {
+    loom::parse_config(text, "test.toml");
+  } catch (const loom::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a full configuration parses into typed settings", "[config]") {
+  auto config = loom::parse_config(R"(
+[model]
+path = "m.gguf"
+[backend]
+name = "vulkan"
+threads = 2
+[kv]
+block_size = 32
+memory = "256MiB"
+dtype = "int8"
+prefix_caching = false
+[scheduler]
+max_num_seqs = 8
+[sampler]
+chain = ["top_k", "temperature"]
+temperature = 0
+top_p = 0.9
+[drafter]
+kind = "ngram"
+k = 5
+[server]
+port = 9000
+[plugins]
+search_path = ["/opt/loom"]
+)",
+                                   "full.toml");
+  CHECK(config.model.path == "m.gguf");
+  CHECK(config.backend.name == "vulkan");
+  CHECK(config.backend.threads == 2);
+  CHECK(config.kv.block_size == 32);
+  CHECK(config.kv.memory_bytes == 256ll << 20);
+  CHECK(config.kv.dtype == "int8");
+  CHECK_FALSE(config.kv.prefix_caching);
+  CHECK(config.scheduler.max_num_seqs == 8);
+  CHECK(config.sampler.chain == std::vector<std::string>{"top_k", "temperature"});
+  CHECK(config.sampler.temperature == 0.0);  // an integer is accepted where a number is asked
+  CHECK(config.sampler.top_p == Approx(0.9));
+  CHECK(config.drafter.kind == "ngram");
+  CHECK(config.drafter.k == 5);
+  CHECK(config.server.port == 9000);
+  CHECK(config.plugins.search_path == std::vector<std::string>{"/opt/loom"});
+}
+
+TEST_CASE("malformed TOML names the file and line", "[config]") {
+  auto message = config_error("[model]\npath = \"unterminated\n");
+  CHECK_THAT(message, Catch::Contains("test.toml:2"));
+  CHECK_THAT(message, Catch::Contains("invalid TOML"));
+}
+
+TEST_CASE("unknown sections and keys are errors listing what exists", "[config]") {
+  auto section = config_error("[modle]\npath = \"x\"\n");
+  CHECK_THAT(section, Catch::Contains("test.toml:1"));
+  CHECK_THAT(section, Catch::Contains("unknown section 'modle'"));
+  CHECK_THAT(section, Catch::Contains("model"));
+  auto key = config_error("[kv]\nblock_size = 16\nblocksize = 16\n");
+  CHECK_THAT(key, Catch::Contains("test.toml:3"));
+  CHECK_THAT(key, Catch::Contains("unknown key 'kv.blocksize'"));
+  CHECK_THAT(key, Catch::Contains("block_size"));
+}
+
+TEST_CASE("wrong types name the key and the expected type", "[config]") {
+  auto message = config_error("[server]\nport = \"eighty\"\n");
+  CHECK_THAT(message, Catch::Contains("test.toml:2"));
+  CHECK_THAT(message, Catch::Contains("'server.port'"));
+  CHECK_THAT(message, Catch::Contains("must be an integer in 1..65535"));
+  CHECK_THAT(config_error("[kv]\nprefix_caching = 1\n"), Catch::Contains("must be true or false"));
+  CHECK_THAT(config_error("[sampler]\nchain = \"top_k\"\n"), Catch::Contains("must be an array of"));
+  CHECK_THAT(config_error("kv = 3\n"), Catch::Contains("'kv' must be a table"));
+}
+
+TEST_CASE("out-of-range values name the key, the value and the range", "[config]") {
+  auto port = config_error("[server]\nport = 70000\n");
+  CHECK_THAT(port, Catch::Contains("'server.port'"));
+  CHECK_THAT(port, Catch::Contains("value 70000 is out of range"));
+  auto top_p = config_error("[sampler]\ntop_p = 1.5\n");
+  CHECK_THAT(top_p, Catch::Contains("'sampler.top_p'"));
+  CHECK_THAT(top_p, Catch::Contains("[1e-06, 1]"));
+  CHECK_THAT(config_error("[kv]\nblock_size = 24\n"), Catch::Contains("a power of two"));
+  auto dtype = config_error("[kv]\ndtype = \"int4\"\n");
+  CHECK_THAT(dtype, Catch::Contains("\"int4\" is not allowed"));
+  CHECK_THAT(dtype, Catch::Contains("f32, f16, int8"));
+  CHECK_THAT(config_error("[sampler]\nchain = [\"top_q\"]\n"), Catch::Contains("\"top_q\" is not allowed"));
+  CHECK_THAT(config_error("[kv]\nmemory = \"12 parsecs\"\n"), Catch::Contains("unknown unit"));
+  CHECK_THAT(config_error("[kv]\nmemory = 1000\n"), Catch::Contains("too small"));
+}
+
+TEST_CASE("the resolved configuration round-trips through its own printout", "[config]") {
+  auto config = loom::parse_config("[kv]\nblock_size = 64\n[sampler]\nchain = [\"min_p\"]\n", "a.toml");
+  auto printed = loom::config_to_toml(config);
+  CHECK_THAT(printed, Catch::Contains("block_size = 64"));
+  auto again = loom::parse_config(printed, "printed.toml");
+  CHECK(again.kv.block_size == 64);
+  CHECK(again.sampler.chain == std::vector<std::string>{"min_p"});
+  auto body = [](const std::string& text) { return text.substr(text.find('\n')); };  // skip the source line
+  CHECK(body(loom::config_to_toml(again)) == body(printed));
+}
+
+TEST_CASE("byte sizes accept binary and decimal units", "[config]") {
+  CHECK(loom::parse_byte_size("512MiB") == 512ll << 20);
+  CHECK(loom::parse_byte_size("2GB") == 2000000000ll);
+  CHECK(loom::parse_byte_size("1.5GiB") == 1610612736ll);
+  CHECK(loom::parse_byte_size("4096") == 4096);
+  CHECK_THROWS_AS(loom::parse_byte_size("MiB"), loom::Error);
+}
