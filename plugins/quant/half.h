@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace loom::quant {
 
@@ -14,11 +15,15 @@ float bf16_to_fp32(uint16_t bits);
 
 inline bool is_fp16_finite(uint16_t bits) { return (bits & 0x7c00u) != 0x7c00u; }
 
-// GGML's nearest_int: round half to even, for the small magnitudes the quantizers produce.
-// Out-of-range magnitudes (only from degenerate scales) saturate instead of overflowing the int.
+// GGML's nearest_int: adding 1.5 * 2^23 makes the FPU round to an integer (half to even) and
+// leaves it in the low mantissa bits. Valid for |value| <= 2^22 - 1; larger magnitudes (only from
+// degenerate scales) saturate instead of wrapping.
 inline int nearest_int(float value) {
-  if (!(std::fabs(value) < 1073741824.0f)) return value > 0 ? 1073741824 : -1073741824;
-  return static_cast<int>(std::nearbyint(value));
+  if (!(std::fabs(value) <= 4194303.0f)) return value > 0 ? 4194303 : -4194303;
+  const float shifted = value + 12582912.0f;
+  int32_t bits;
+  std::memcpy(&bits, &shifted, sizeof(bits));
+  return (bits & 0x007fffff) - 0x00400000;
 }
 
 }  // namespace loom::quant
