@@ -90,20 +90,23 @@ std::set<int32_t> support_of(const std::vector<float>& probs) {
 }
 
 // p strictly between consecutive cumulative sums: the smallest set reaching it has exactly n tokens,
-// with no float ambiguity. Checked for every n.
-void top_p_exact_support(CaseContext& ctx) {
+// with no float ambiguity. Checked for every n (or every `stride`-th n on a large vocabulary, where a
+// plugin may switch to a selection algorithm that never sorts the whole set).
+void check_top_p_support(CaseContext& ctx, uint32_t n_vocab, float scale, uint64_t seed, uint32_t stride) {
   Harness h(ctx);
-  const std::vector<float> logits = make_logits(k_vocab, 21);
+  const std::vector<float> logits = make_logits(n_vocab, seed, scale);
   std::vector<double> p = softmax(std::vector<double>(logits.begin(), logits.end()));
-  std::vector<size_t> order(k_vocab);
+  std::vector<size_t> order(n_vocab);
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
   double previous = 0.0;
-  for (size_t n = 1; n < k_vocab; ++n) {
+  for (size_t n = 1; n < n_vocab; ++n) {
     const double cumulative = previous + p[order[n - 1]];
     const double target = (previous + cumulative) / 2;
     previous = cumulative;
-    if (cumulative - target < 1e-5 || target >= 0.999) continue;  // too close for a float p
+    if (n % stride != 0 && n > 3) continue;
+    // A float p must sit clearly inside the gap, or the expected set is ambiguous.
+    if (cumulative - target < 2e-7 + 4 * target * 0x1.0p-24 || target >= 0.999) continue;
     loom_sampling_params params = h.neutral({LOOM_SAMPLER_STAGE_TOP_P});
     params.top_p = static_cast<float>(target);
     const std::set<int32_t> support = support_of(h.final_distribution(params, logits));
@@ -111,6 +114,24 @@ void top_p_exact_support(CaseContext& ctx) {
     for (size_t i = 0; i < n; ++i) want.insert(static_cast<int32_t>(order[i]));
     require(support == want, "top_p = " + std::to_string(target) + " should keep exactly the " + std::to_string(n) +
                                  " most probable tokens; kept " + std::to_string(support.size()));
+  }
+}
+
+void top_p_exact_support(CaseContext& ctx) { check_top_p_support(ctx, k_vocab, 2.0f, 21, 1); }
+// 6000 tokens at low contrast: top-p keeps thousands, beyond any fixed "sort the best few" window.
+void top_p_exact_support_large(CaseContext& ctx) { check_top_p_support(ctx, 6000, 0.4f, 23, 97); }
+
+// Top-k on a vocabulary large enough for a plugin's small-k fast path: exactly the k best survive,
+// with the probabilities renormalised.
+void top_k_large_vocab(CaseContext& ctx) {
+  Harness h(ctx);
+  const std::vector<float> logits = make_logits(8192, 24);
+  for (int32_t k : {1, 10, 40, 127, 3000}) {
+    loom_sampling_params params = h.neutral({LOOM_SAMPLER_STAGE_TOP_K});
+    params.top_k = k;
+    require_close(h.final_distribution(params, logits),
+                  reference_distribution(params, {LOOM_SAMPLER_STAGE_TOP_K}, logits, {}), k_prob_tolerance,
+                  "top_k = " + std::to_string(k) + " over 8192 tokens");
   }
 }
 
@@ -168,6 +189,8 @@ std::vector<Case> sampler_cases() {
     cases.push_back({std::string("sampler.distribution.") + dc.name, LOOM_PLUGIN_KIND_SAMPLER,
                      [dc](CaseContext& ctx) { run_distribution_case(ctx, dc); }});
   cases.push_back({"sampler.top_p.exact_support", LOOM_PLUGIN_KIND_SAMPLER, top_p_exact_support});
+  cases.push_back({"sampler.top_p.exact_support_large_vocab", LOOM_PLUGIN_KIND_SAMPLER, top_p_exact_support_large});
+  cases.push_back({"sampler.top_k.large_vocab", LOOM_PLUGIN_KIND_SAMPLER, top_k_large_vocab});
   cases.push_back({"sampler.top_p.ties_at_boundary", LOOM_PLUGIN_KIND_SAMPLER, top_p_ties_at_boundary});
   cases.push_back({"sampler.min_p.exact_support", LOOM_PLUGIN_KIND_SAMPLER, min_p_exact_support});
   for (Case& c : sampler_edge_cases()) cases.push_back(std::move(c));

@@ -57,6 +57,7 @@ struct Scratch {
   std::vector<float> token_bias;      // [n_vocab], all zero between uses
   std::vector<int32_t> touched;       // tokens whose count/bias is non-zero, to clear them in O(touched)
   std::vector<Candidate> top;         // [n_top_logprobs] selection heap
+  std::vector<Candidate> heap;        // [top_k] selection heap
 
   void reserve_vocab(uint32_t n_vocab) {
     if (candidates.size() < n_vocab) candidates.resize(n_vocab);

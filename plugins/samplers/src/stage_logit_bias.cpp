@@ -31,14 +31,16 @@ void apply_logit_bias(CandidateSet& set, const loom_sampling_params& p, uint32_t
     if (scratch.token_counts[token]++ == 0) touched.push_back(token);
     bias[token] += p.logit_bias_values[i];
   }
+  bool is_masking = false;
   if (set.is_identity) {
-    for (int32_t token : touched) set.data[token].logit += bias[token];
+    for (int32_t token : touched) is_masking |= (set.data[token].logit += bias[token]) == -INFINITY;
   } else {
-    for (uint32_t i = 0; i < set.n; ++i) set.data[i].logit += bias[set.data[i].id];
+    for (uint32_t i = 0; i < set.n; ++i) is_masking |= (set.data[i].logit += bias[set.data[i].id]) == -INFINITY;
   }
   clear(scratch);
   set.is_sorted = false;
-  set.drop_masked();
+  // Only a -inf bias or an overflowing penalty masks a token; skip the O(n) compaction otherwise.
+  if (is_masking) set.drop_masked();
 }
 
 }  // namespace loom::samplers

@@ -39,18 +39,24 @@ void apply_penalties(CandidateSet& set, const loom_sampling_params& p, const int
     if (counts[token]++ == 0) touched.push_back(token);
   }
 
+  bool is_masking = false;
   if (set.is_identity) {
     // The full vocabulary in token order: touch only the penalised tokens, O(window).
-    for (int32_t token : touched) set.data[token].logit = penalised(set.data[token].logit, counts[token], p);
+    for (int32_t token : touched) {
+      set.data[token].logit = penalised(set.data[token].logit, counts[token], p);
+      is_masking |= set.data[token].logit == -INFINITY;
+    }
   } else {
     for (uint32_t i = 0; i < set.n; ++i) {
       const int32_t count = counts[set.data[i].id];
       if (count > 0) set.data[i].logit = penalised(set.data[i].logit, count, p);
+      is_masking |= set.data[i].logit == -INFINITY;
     }
   }
   for (int32_t token : touched) counts[token] = 0;
   set.is_sorted = false;
-  set.drop_masked();
+  // Only a -inf bias or an overflowing penalty masks a token; skip the O(n) compaction otherwise.
+  if (is_masking) set.drop_masked();
 }
 
 }  // namespace loom::samplers

@@ -10,8 +10,10 @@ void apply_top_p(CandidateSet& set, float p) {
   const float max = set.max_logit();
   const double total = set.sum_exp(max);
   const auto mass = [max](const Candidate& c) { return std::exp(static_cast<double>(c.logit - max)); };
-  set.n = smallest_prefix_reaching(set.data, set.n, set.is_sorted, ranks_before, mass, static_cast<double>(p) * total);
-  set.is_sorted = true;
+  const PrefixResult kept =
+      smallest_prefix_reaching(set.data, set.n, set.is_sorted, ranks_before, mass, static_cast<double>(p) * total);
+  set.n = kept.count;
+  set.is_sorted = kept.is_ordered;
   set.is_identity = false;
 }
 

@@ -25,7 +25,7 @@ void apply_typical_p(CandidateSet& set, float typical_p) {
     return da < db || (da == db && a.id < b.id);
   };
   const auto mass = [max](const Candidate& c) { return std::exp(static_cast<double>(c.logit - max)); };
-  set.n = smallest_prefix_reaching(set.data, set.n, false, before, mass, static_cast<double>(typical_p) * total);
+  set.n = smallest_prefix_reaching(set.data, set.n, false, before, mass, static_cast<double>(typical_p) * total).count;
   set.is_sorted = false;
   set.is_identity = false;
 }

@@ -17,7 +17,7 @@ void apply_penalties(CandidateSet& set, const loom_sampling_params& params, cons
 // Adds params->logit_bias_values to the listed tokens (duplicates add up; -inf bans a token).
 void apply_logit_bias(CandidateSet& set, const loom_sampling_params& params, uint32_t n_vocab, Scratch& scratch);
 // Keeps the k highest logits (k <= 0 or k >= n: unchanged).
-void apply_top_k(CandidateSet& set, int32_t k);
+void apply_top_k(CandidateSet& set, int32_t k, Scratch& scratch);
 // Keeps the smallest set of most probable tokens whose probability sums to >= p.
 void apply_top_p(CandidateSet& set, float p);
 // Keeps the tokens with probability >= min_p * (largest probability).
