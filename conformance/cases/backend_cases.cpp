@@ -1,8 +1,251 @@
-// Conformance cases for the backend kind.
-#include "conformance_case.h"
+// Conformance cases for the backend kind: every op against the CPU reference backend, through the
+// plugin's loom_backend_i table, with guard regions around every operand.
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "backend_support.h"
 
 namespace loom::conformance {
 
-std::vector<Case> backend_cases() { return {}; }
+std::vector<Case> backend_attention_cases();  // backend_attention_cases.cpp
+
+namespace {
+
+using namespace backend;
+
+// Runs the op on the plugin under test and on the reference and compares the dst tensors.
+void compare_with_reference(CaseContext& ctx, loom_op_type type, const std::vector<HostTensor>& srcs, HostTensor dst,
+                            const void* params, double tolerance, const std::string& what) {
+  auto dut = device_under_test(ctx);
+  auto ref = reference_device(ctx);
+  std::vector<HostTensor> s_dut = srcs, s_ref = srcs;
+  HostTensor d_dut = dst, d_ref = dst;
+  auto ptrs = [](std::vector<HostTensor>& v) {
+    std::vector<HostTensor*> out;
+    for (auto& t : v) out.push_back(&t);
+    return out;
+  };
+  loom_status st = dut->run(type, ptrs(s_dut), &d_dut, params);
+  require(st == LOOM_STATUS_OK, what + ": run_ops failed (" + std::to_string(st) + "): " + dut->last_error());
+  st = ref->run(type, ptrs(s_ref), &d_ref, params);
+  require(st == LOOM_STATUS_OK, what + ": reference run_ops failed: " + ref->last_error());
+  if (d_dut.dtype == LOOM_DTYPE_F32) {
+    require_close(d_dut.floats(), d_ref.floats(), tolerance, what);
+  } else {  // F16 / BF16 outputs of COPY: conversions must round identically
+    require(d_dut.data == d_ref.data, what + ": converted bits differ from the reference");
+  }
+}
+
+const loom_dtype kWeightTypes[] = {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_BF16, LOOM_DTYPE_Q4_0,
+                                   LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K, LOOM_DTYPE_Q5_K};
+
+// n_in per type: not a multiple of 64 where the block size allows (tails, odd block counts).
+int64_t odd_n_in(loom_dtype dtype) {
+  switch (dtype) {
+    case LOOM_DTYPE_Q4_0:
+    case LOOM_DTYPE_Q8_0: return 96 + 32 * 4;  // 7 blocks
+    case LOOM_DTYPE_Q4_K:
+    case LOOM_DTYPE_Q5_K:
+    case LOOM_DTYPE_Q6_K: return 768;  // 3 super-blocks
+    default: return 100;                // not a multiple of 8: exercises SIMD tails
+  }
+}
+
+void check_declared_weight(const Device& dev, loom_dtype dtype) {
+  if (!dev.declares_weight(dtype)) not_supported("caps do not declare " + dtype_label(dtype) + " weights");
+}
+
+Case matmul_case(loom_dtype dtype, int64_t n_tok) {
+  return {"backend.matmul." + dtype_label(dtype) + ".tok" + std::to_string(n_tok), LOOM_PLUGIN_KIND_BACKEND, [=](CaseContext& ctx) {
+            check_declared_weight(*device_under_test(ctx), dtype);
+            std::mt19937 rng(1234 + uint32_t(dtype) * 7 + uint32_t(n_tok));
+            const int64_t n_in = odd_n_in(dtype), n_out = 37;
+            HostTensor w = random_weights(rng, dtype, n_in, n_out);
+            HostTensor x = f32_tensor(random_floats(rng, size_t(n_in * n_tok)), n_in, n_tok);
+            // Quantized weights: the backend may quantize activations to int8 blocks (≈1/254 relative
+            // error per element); over random-sign sums that is ≲1% of max|ref|, while a wrong scale,
+            // nibble order or offset gives O(1) errors. Float weights: only summation order differs.
+            const bool quantized = dtype != LOOM_DTYPE_F32 && dtype != LOOM_DTYPE_F16 && dtype != LOOM_DTYPE_BF16;
+            compare_with_reference(ctx, LOOM_OP_MATMUL, {w, x}, zero_tensor(LOOM_DTYPE_F32, n_out, n_tok), nullptr,
+                                   quantized ? 3e-2 : 1e-4, "MATMUL " + dtype_label(dtype));
+          }};
+}
+
+Case get_rows_case(loom_dtype dtype) {
+  return {"backend.get_rows." + dtype_label(dtype), LOOM_PLUGIN_KIND_BACKEND, [=](CaseContext& ctx) {
+            check_declared_weight(*device_under_test(ctx), dtype);
+            std::mt19937 rng(99 + uint32_t(dtype));
+            const int64_t n_in = odd_n_in(dtype), n_rows = 11;
+            HostTensor table = random_weights(rng, dtype, n_in, n_rows);
+            HostTensor ids = i32_tensor({3, 0, 10, 3, 7}, 5);
+            // Dequantization is exact arithmetic on the block fields: only float rounding may differ.
+            compare_with_reference(ctx, LOOM_OP_GET_ROWS, {table, ids}, zero_tensor(LOOM_DTYPE_F32, n_in, 5), nullptr, 1e-6,
+                                   "GET_ROWS " + dtype_label(dtype));
+          }};
+}
+
+// Element-wise and row-wise F32 ops: float math, results agree to a few ulps (1e-5 normalised).
+constexpr double kRowOpTolerance = 1e-5;
+
+std::vector<Case> row_op_cases() {
+  std::vector<Case> out;
+  auto add = [&](std::string name, std::function<void(CaseContext&, std::mt19937&)> body) {
+    out.push_back({"backend." + name, LOOM_PLUGIN_KIND_BACKEND, [body](CaseContext& ctx) {
+                     std::mt19937 rng(4242);
+                     body(ctx, rng);
+                   }});
+  };
+  for (int64_t n_rows : {1, 9}) {
+    const std::string sfx = ".rows" + std::to_string(n_rows);
+    add("add" + sfx, [n_rows](CaseContext& ctx, std::mt19937& rng) {
+      const int64_t n = 77;
+      compare_with_reference(ctx, LOOM_OP_ADD, {f32_tensor(random_floats(rng, size_t(n * n_rows)), n, n_rows), f32_tensor(random_floats(rng, size_t(n * n_rows)), n, n_rows)},
+                             zero_tensor(LOOM_DTYPE_F32, n, n_rows), nullptr, kRowOpTolerance, "ADD");
+    });
+    add("mul_broadcast" + sfx, [n_rows](CaseContext& ctx, std::mt19937& rng) {
+      const int64_t n = 77;
+      compare_with_reference(ctx, LOOM_OP_MUL, {f32_tensor(random_floats(rng, size_t(n * n_rows)), n, n_rows), f32_tensor(random_floats(rng, size_t(n)), n)},
+                             zero_tensor(LOOM_DTYPE_F32, n, n_rows), nullptr, kRowOpTolerance, "MUL broadcast");
+    });
+    add("scale" + sfx, [n_rows](CaseContext& ctx, std::mt19937& rng) {
+      const loom_scale_params p{sizeof(loom_scale_params), -0.37f};
+      compare_with_reference(ctx, LOOM_OP_SCALE, {f32_tensor(random_floats(rng, size_t(50 * n_rows)), 50, n_rows)},
+                             zero_tensor(LOOM_DTYPE_F32, 50, n_rows), &p, kRowOpTolerance, "SCALE");
+    });
+    add("rms_norm" + sfx, [n_rows](CaseContext& ctx, std::mt19937& rng) {
+      const loom_norm_params p{sizeof(loom_norm_params), 1e-5f};
+      const int64_t n = 1000;
+      HostTensor x = f32_tensor(random_floats(rng, size_t(n * n_rows), -3.0f, 3.0f), n, n_rows);
+      compare_with_reference(ctx, LOOM_OP_RMS_NORM, {x, f32_tensor(random_floats(rng, size_t(n)), n)},
+                             zero_tensor(LOOM_DTYPE_F32, n, n_rows), &p, kRowOpTolerance, "RMS_NORM");
+      HostTensor no_weight = zero_tensor(LOOM_DTYPE_F32, n);
+      no_weight.absent = true;
+      compare_with_reference(ctx, LOOM_OP_RMS_NORM, {x, no_weight}, zero_tensor(LOOM_DTYPE_F32, n, n_rows), &p,
+                             kRowOpTolerance, "RMS_NORM without weight");
+    });
+    add("softmax" + sfx, [n_rows](CaseContext& ctx, std::mt19937& rng) {
+      compare_with_reference(ctx, LOOM_OP_SOFTMAX, {f32_tensor(random_floats(rng, size_t(333 * n_rows), -20.0f, 20.0f), 333, n_rows)},
+                             zero_tensor(LOOM_DTYPE_F32, 333, n_rows), nullptr, kRowOpTolerance, "SOFTMAX");
+    });
+  }
+  for (loom_activation act : {LOOM_ACTIVATION_SILU, LOOM_ACTIVATION_GELU_TANH, LOOM_ACTIVATION_GELU_ERF, LOOM_ACTIVATION_RELU}) {
+    const std::string name = act == LOOM_ACTIVATION_SILU ? "silu" : act == LOOM_ACTIVATION_GELU_TANH ? "gelu_tanh" : act == LOOM_ACTIVATION_GELU_ERF ? "gelu_erf" : "relu";
+    add("glu." + name, [act](CaseContext& ctx, std::mt19937& rng) {
+      const loom_glu_params p{sizeof(loom_glu_params), act};
+      compare_with_reference(ctx, LOOM_OP_GLU, {f32_tensor(random_floats(rng, 300, -6, 6), 100, 3), f32_tensor(random_floats(rng, 300), 100, 3)},
+                             zero_tensor(LOOM_DTYPE_F32, 100, 3), &p, kRowOpTolerance, "GLU " + std::to_string(act));
+    });
+    add("unary." + name, [act](CaseContext& ctx, std::mt19937& rng) {
+      const loom_glu_params p{sizeof(loom_glu_params), act};
+      compare_with_reference(ctx, LOOM_OP_UNARY, {f32_tensor(random_floats(rng, 300, -6, 6), 100, 3)},
+                             zero_tensor(LOOM_DTYPE_F32, 100, 3), &p, kRowOpTolerance, "UNARY " + std::to_string(act));
+    });
+  }
+  for (loom_rope_mode mode : {LOOM_ROPE_NORMAL, LOOM_ROPE_NEOX}) {
+    for (uint32_t n_dims : {64u, 32u}) {
+      add(std::string("rope.") + (mode == LOOM_ROPE_NEOX ? "neox" : "normal") + ".dims" + std::to_string(n_dims),
+          [mode, n_dims](CaseContext& ctx, std::mt19937& rng) {
+            const loom_rope_params p{sizeof(loom_rope_params), mode, n_dims, 10000.0f, 1.0f, {}};
+            const int64_t head_dim = 64, n_heads = 3, n_tok = 5;
+            HostTensor pos = i32_tensor({0, 1, 17, 500, 4095}, n_tok);
+            // Angles up to 4095 rad: a backend computing them in float may lose ~1e-4 of absolute
+            // phase; 2e-4 normalised still catches wrong pairing, direction or frequencies.
+            compare_with_reference(ctx, LOOM_OP_ROPE, {f32_tensor(random_floats(rng, size_t(head_dim * n_heads * n_tok)), head_dim, n_heads, n_tok), pos},
+                                   zero_tensor(LOOM_DTYPE_F32, head_dim, n_heads, n_tok), &p, 2e-4, "ROPE");
+          });
+    }
+  }
+  const loom_dtype float_types[] = {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_BF16};
+  for (loom_dtype from : float_types)
+    for (loom_dtype to : float_types)
+      add("copy." + dtype_label(from) + "_to_" + dtype_label(to), [from, to](CaseContext& ctx, std::mt19937& rng) {
+        // Source values: random floats converted by the reference itself (COPY F32 → from).
+        // Magnitudes from 1e-8 (F16 subnormals / underflow) to 6e4 (near F16's max).
+        std::vector<float> values = random_floats(rng, 3 * 45);
+        std::uniform_real_distribution<float> exponent(-8.0f, 4.7f);
+        for (float& v : values) v *= std::pow(10.0f, exponent(rng));
+        HostTensor src = f32_tensor(values, 45, 3);
+        if (from != LOOM_DTYPE_F32) {
+          auto ref = reference_device(ctx);
+          HostTensor converted = zero_tensor(from, 45, 3);
+          require(ref->run(LOOM_OP_COPY, {&src}, &converted, nullptr) == LOOM_STATUS_OK, "reference COPY failed");
+          src = converted;
+        }
+        // F32 results must be exact (widening is exact; narrowing must round to nearest even).
+        compare_with_reference(ctx, LOOM_OP_COPY, {src}, zero_tensor(to, 45, 3), nullptr, 0.0, "COPY");
+      });
+  return out;
+}
+
+std::vector<Case> buffer_cases() {
+  std::vector<Case> out;
+  out.push_back({"backend.copies_round_trip", LOOM_PLUGIN_KIND_BACKEND, [](CaseContext& ctx) {
+                   auto dev = device_under_test(ctx);
+                   const auto& api = dev->api();
+                   std::mt19937 rng(7);
+                   std::vector<uint8_t> data(10007);
+                   for (auto& b : data) b = uint8_t(rng());
+                   loom_buffer_t *a = nullptr, *b = nullptr;
+                   require(api.buffer_create(dev->handle(), 20000, LOOM_BUFFER_USAGE_COMPUTE, &a) == LOOM_STATUS_OK, "buffer_create");
+                   require(api.buffer_create(dev->handle(), 20000, LOOM_BUFFER_USAGE_COMPUTE, &b) == LOOM_STATUS_OK, "buffer_create");
+                   std::vector<uint8_t> back(data.size());
+                   const bool ok = api.copy_to_device(dev->handle(), nullptr, a, 13, data.data(), data.size()) == LOOM_STATUS_OK &&
+                                   api.copy_buffer(dev->handle(), nullptr, b, 9000, a, 13, data.size()) == LOOM_STATUS_OK &&
+                                   api.copy_to_host(dev->handle(), nullptr, back.data(), b, 9000, back.size()) == LOOM_STATUS_OK &&
+                                   api.stream_synchronize(dev->handle(), nullptr) == LOOM_STATUS_OK;
+                   const bool host_ptr_ok = !dev->caps().host_memory || (api.buffer_host_pointer && api.buffer_host_pointer(dev->handle(), b) != nullptr);
+                   api.buffer_destroy(dev->handle(), a);
+                   api.buffer_destroy(dev->handle(), b);
+                   require(ok, "a copy failed: " + dev->last_error());
+                   require(back == data, "bytes changed on the way device → device → host");
+                   require(host_ptr_ok, "caps.host_memory = 1 but buffer_host_pointer returned NULL");
+                 }});
+  out.push_back({"backend.bounds_violation_is_an_error", LOOM_PLUGIN_KIND_BACKEND, [](CaseContext& ctx) {
+                   auto dev = device_under_test(ctx);
+                   const auto& api = dev->api();
+                   loom_buffer_t* buf = nullptr;
+                   require(api.buffer_create(dev->handle(), 1024, LOOM_BUFFER_USAGE_COMPUTE, &buf) == LOOM_STATUS_OK, "buffer_create");
+                   std::vector<uint8_t> bytes(100);
+                   const loom_status copy_st = api.copy_to_device(dev->handle(), nullptr, buf, 1000, bytes.data(), bytes.size());
+                   // A MATMUL whose dst view runs past the end of its buffer.
+                   loom_op op{};
+                   op.struct_size = sizeof(op);
+                   op.type = LOOM_OP_MATMUL;
+                   op.n_src = 2;
+                   auto view = [&](int64_t ne0, int64_t ne1, uint64_t offset) {
+                     loom_tensor t{};
+                     t.struct_size = sizeof(t);
+                     t.dtype = LOOM_DTYPE_F32;
+                     t.buffer = buf;
+                     t.offset = offset;
+                     t.ne[0] = ne0, t.ne[1] = ne1, t.ne[2] = 1, t.ne[3] = 1;
+                     t.nb[0] = 4, t.nb[1] = uint64_t(ne0) * 4, t.nb[2] = t.nb[3] = t.nb[1] * uint64_t(ne1);
+                     return t;
+                   };
+                   op.src[0] = view(16, 8, 0);    // W [16, 8]: 512 bytes
+                   op.src[1] = view(16, 2, 512);  // x [16, 2]: 128 bytes
+                   op.dst = view(8, 2, 1000);     // dst [8, 2]: 64 bytes at 1000 > 1024
+                   const loom_status op_st = api.run_ops(dev->handle(), nullptr, &op, 1);
+                   api.stream_synchronize(dev->handle(), nullptr);
+                   api.buffer_destroy(dev->handle(), buf);
+                   require(copy_st != LOOM_STATUS_OK, "copy_to_device past the end of a buffer returned OK");
+                   require(op_st != LOOM_STATUS_OK, "MATMUL with dst past the end of its buffer returned OK");
+                 }});
+  return out;
+}
+
+}  // namespace
+
+std::vector<Case> backend_cases() {
+  std::vector<Case> out = buffer_cases();
+  for (loom_dtype dtype : kWeightTypes) {
+    for (int64_t n_tok : {1, 7, 33}) out.push_back(matmul_case(dtype, n_tok));
+    out.push_back(get_rows_case(dtype));
+  }
+  for (auto& c : row_op_cases()) out.push_back(std::move(c));
+  for (auto& c : backend_attention_cases()) out.push_back(std::move(c));
+  return out;
+}
 
 }  // namespace loom::conformance

@@ -1,0 +1,151 @@
+// Paged attention against a naive dense attention written here, over a randomly permuted block
+// layout: several sequences of different lengths, prefill chunks mixed with decode rows, GQA,
+// sliding window, softcap, and F32 / F16 / INT8 KV caches written by the backend's own STORE_KV.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "backend_support.h"
+
+namespace loom::conformance {
+namespace {
+
+using namespace backend;
+
+struct Seq {
+  int32_t ctx_len;  // keys after this batch
+  int32_t n_query;  // rows of this sequence in the batch (the last n_query positions)
+};
+
+struct AttentionSetup {
+  int64_t head_dim = 64, n_heads = 8, n_kv_heads = 2;  // GQA: 4 query heads per KV head
+  uint32_t block_size = 16, sliding_window = 0;
+  float softcap = 0.0f, scale = 0.125f;
+  loom_dtype kv_dtype = LOOM_DTYPE_F32;
+};
+
+// out[head_dim, n_heads, n_tok] by the definition: dense softmax over the visible keys.
+std::vector<float> naive_attention(const AttentionSetup& s, const std::vector<Seq>& seqs, const std::vector<float>& q,
+                                   const std::vector<std::vector<float>>& k, const std::vector<std::vector<float>>& v,
+                                   int64_t n_tok) {
+  std::vector<float> out(size_t(s.head_dim * s.n_heads * n_tok), 0.0f);
+  int64_t row = 0;
+  for (size_t si = 0; si < seqs.size(); si++) {
+    for (int32_t i = 0; i < seqs[si].n_query; i++, row++) {
+      const int64_t pos = seqs[si].ctx_len - seqs[si].n_query + i;
+      const int64_t first = s.sliding_window ? std::max<int64_t>(0, pos - s.sliding_window + 1) : 0;
+      for (int64_t h = 0; h < s.n_heads; h++) {
+        const int64_t kvh = h / (s.n_heads / s.n_kv_heads);
+        const float* qv = &q[size_t((row * s.n_heads + h) * s.head_dim)];
+        std::vector<double> w;
+        for (int64_t j = first; j <= pos; j++) {
+          const float* kv = &k[si][size_t((j * s.n_kv_heads + kvh) * s.head_dim)];
+          double dot = 0.0;
+          for (int64_t d = 0; d < s.head_dim; d++) dot += double(qv[d]) * kv[d];
+          dot *= s.scale;
+          if (s.softcap > 0.0f) dot = s.softcap * std::tanh(dot / s.softcap);
+          w.push_back(dot);
+        }
+        const double mx = *std::max_element(w.begin(), w.end());
+        double sum = 0.0;
+        for (double& x : w) sum += x = std::exp(x - mx);
+        float* o = &out[size_t((row * s.n_heads + h) * s.head_dim)];
+        for (int64_t j = first; j <= pos; j++) {
+          const float* vv = &v[si][size_t((j * s.n_kv_heads + kvh) * s.head_dim)];
+          for (int64_t d = 0; d < s.head_dim; d++) o[d] += float(w[size_t(j - first)] / sum * vv[d]);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+void run_attention_case(CaseContext& ctx, const AttentionSetup& s, double tolerance, uint32_t seed) {
+  auto dev = device_under_test(ctx);
+  if (!dev->declares_kv(s.kv_dtype)) not_supported("caps do not declare " + dtype_label(s.kv_dtype) + " KV caches");
+  if (dev->caps().max_block_size && s.block_size > dev->caps().max_block_size) not_supported("block size above caps.max_block_size");
+  std::mt19937 rng(seed);
+  // A full prefill, a chunked-prefill continuation, two decodes (one with a 1-token context).
+  const std::vector<Seq> seqs = {{37, 37}, {50, 13}, {70, 1}, {1, 1}, {33, 5}};
+  const int64_t max_blocks = (70 + s.block_size - 1) / s.block_size;  // longest context is 70
+  const int64_t n_blocks = max_blocks * int64_t(seqs.size()) + 3;      // a few blocks stay unused
+  std::vector<int32_t> perm(n_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);  // blocks of a sequence are scattered over the pool
+  std::vector<int32_t> tables(size_t(max_blocks * int64_t(seqs.size())), -1), seq_info;
+  size_t next_block = 0;
+  int64_t n_tok = 0;
+  for (size_t si = 0; si < seqs.size(); si++) {
+    for (int64_t b = 0; b * s.block_size < uint32_t(seqs[si].ctx_len); b++) tables[si * max_blocks + size_t(b)] = perm[next_block++];
+    seq_info.insert(seq_info.end(), {int32_t(n_tok), seqs[si].n_query, seqs[si].ctx_len, 0});
+    n_tok += seqs[si].n_query;
+  }
+  // K/V of every position of every sequence, written with one STORE_KV through the slot mapping.
+  std::vector<std::vector<float>> k(seqs.size()), v(seqs.size());
+  std::vector<float> k_all, v_all;
+  std::vector<int32_t> slots;
+  for (size_t si = 0; si < seqs.size(); si++) {
+    k[si] = random_floats(rng, size_t(seqs[si].ctx_len * s.n_kv_heads * s.head_dim), -2.0f, 2.0f);
+    v[si] = random_floats(rng, k[si].size());
+    k_all.insert(k_all.end(), k[si].begin(), k[si].end());
+    v_all.insert(v_all.end(), v[si].begin(), v[si].end());
+    for (int32_t p = 0; p < seqs[si].ctx_len; p++)
+      slots.push_back(tables[si * max_blocks + size_t(p / int32_t(s.block_size))] * int32_t(s.block_size) + p % int32_t(s.block_size));
+  }
+  slots.push_back(-1);  // a padding row: must be skipped
+  k_all.resize(k_all.size() + size_t(s.n_kv_heads * s.head_dim), 99.0f);
+  v_all.resize(v_all.size() + size_t(s.n_kv_heads * s.head_dim), 99.0f);
+  const int64_t n_store = int64_t(slots.size()), n_slots = n_blocks * s.block_size;
+  HostTensor kt = f32_tensor(k_all, s.head_dim, s.n_kv_heads, n_store), vt = f32_tensor(v_all, s.head_dim, s.n_kv_heads, n_store);
+  HostTensor slot_t = i32_tensor(slots, n_store);
+  HostTensor k_cache = zero_tensor(s.kv_dtype, s.head_dim, s.n_kv_heads, n_slots), v_cache = k_cache;
+  loom_status st = dev->run(LOOM_OP_STORE_KV, {&kt, &vt, &slot_t, &k_cache, &v_cache}, nullptr, nullptr);
+  require(st == LOOM_STATUS_OK, "STORE_KV failed: " + dev->last_error());
+
+  const std::vector<float> q = random_floats(rng, size_t(s.head_dim * s.n_heads * n_tok), -2.0f, 2.0f);
+  HostTensor qt = f32_tensor(q, s.head_dim, s.n_heads, n_tok);
+  HostTensor table_t = i32_tensor(tables, max_blocks, int64_t(seqs.size()));
+  HostTensor seq_t = i32_tensor(seq_info, 4, int64_t(seqs.size()));
+  HostTensor out = zero_tensor(LOOM_DTYPE_F32, s.head_dim, s.n_heads, n_tok);
+  const loom_attention_params p{sizeof(loom_attention_params), s.scale, s.block_size, s.sliding_window, s.softcap, 0};
+  st = dev->run(LOOM_OP_PAGED_ATTENTION, {&qt, &k_cache, &v_cache, &table_t, &seq_t}, &out, &p);
+  require(st == LOOM_STATUS_OK, "PAGED_ATTENTION failed: " + dev->last_error());
+  require_close(out.floats(), naive_attention(s, seqs, q, k, v, n_tok), tolerance, "PAGED_ATTENTION vs naive attention");
+}
+
+}  // namespace
+
+std::vector<Case> backend_attention_cases() {
+  std::vector<Case> out;
+  auto add = [&](const std::string& name, AttentionSetup s, double tolerance, uint32_t seed) {
+    out.push_back({"backend.paged_attention." + name, LOOM_PLUGIN_KIND_BACKEND,
+                   [=](CaseContext& ctx) { run_attention_case(ctx, s, tolerance, seed); }});
+  };
+  // F32 cache: only summation order and exp/tanh rounding differ from the naive double loop.
+  add("f32", AttentionSetup{}, 1e-4, 1);
+  AttentionSetup window;
+  window.sliding_window = 20;
+  add("f32.sliding_window", window, 1e-4, 2);
+  AttentionSetup capped;
+  capped.softcap = 5.0f;
+  capped.scale = 0.5f;  // logits large enough for the softcap to bend them
+  add("f32.softcap", capped, 1e-4, 3);
+  AttentionSetup odd;
+  odd.head_dim = 40, odd.n_heads = 6, odd.n_kv_heads = 6, odd.block_size = 8;  // no GQA, odd sizes
+  add("f32.odd_head_dim", odd, 1e-4, 4);
+  // F16 cache: K/V rounded to 11-bit mantissas (relative error ≤ 2^-11 ≈ 4.9e-4 per element).
+  AttentionSetup f16;
+  f16.kv_dtype = LOOM_DTYPE_F16;
+  add("f16_cache", f16, 3e-3, 5);
+  // INT8 cache: per-row absmax/127 steps (≤ 0.4% of the row max per element); outputs are convex
+  // combinations of V rows, so a few percent of max|out| bounds the error of a correct backend.
+  AttentionSetup int8;
+  int8.kv_dtype = LOOM_DTYPE_INT8_KV;
+  add("int8_cache", int8, 4e-2, 6);
+  int8.sliding_window = 9;
+  add("int8_cache.sliding_window", int8, 4e-2, 7);
+  return out;
+}
+
+}  // namespace loom::conformance
