@@ -5,6 +5,12 @@ function(loom_strict_warnings target)
       $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wpedantic -Wshadow=local -Wno-missing-field-initializers>
       $<$<AND:$<COMPILE_LANGUAGE:CXX,C>,$<BOOL:${LOOM_WERROR}>>:-Werror>)
   endif()
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_GREATER_EQUAL 12)
+    # GCC 12's middle-end warnings misfire on inlined std::string / std::vector code at -O3
+    # (GCC PR 105329, 105651, 106199): they point into libstdc++, never at our code.
+    target_compile_options(${target} PRIVATE
+      $<$<COMPILE_LANGUAGE:CXX>:-Wno-restrict -Wno-stringop-overflow -Wno-stringop-overread -Wno-array-bounds>)
+  endif()
 endfunction()
 
 # A plugin is a MODULE library with a manifest beside it, collected in one folder.
