@@ -21,6 +21,11 @@ inline bool ranks_before(const Candidate& a, const Candidate& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
+// ranks_before as a function object, so templates inline it instead of calling through a pointer.
+struct RanksBefore {
+  bool operator()(const Candidate& a, const Candidate& b) const { return ranks_before(a, b); }
+};
+
 struct CandidateSet {
   Candidate* data = nullptr;  // [n], points into Scratch::candidates
   uint32_t n = 0;

@@ -9,10 +9,41 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "candidates.h"
 
 namespace loom::samplers {
+
+// Moves the k best (by `before`) of data[0, n) to data[0, k) in `before` order. For k << n a bounded
+// heap whose front is the worst kept costs about one comparison per element, several times cheaper
+// than nth_element's swapping passes; otherwise nth_element + sort of the k.
+template <class Before>
+void select_best(Candidate* data, uint32_t n, uint32_t k, Before before, std::vector<Candidate>& heap) {
+  if (k >= n) {
+    std::sort(data, data + n, before);
+    return;
+  }
+  if (k > n / 64) {
+    std::nth_element(data, data + k, data + n, before);
+    std::sort(data, data + k, before);
+    return;
+  }
+  heap.assign(data, data + k);
+  std::make_heap(heap.begin(), heap.end(), before);
+  for (uint32_t i = k; i < n; ++i) {
+    if (!before(data[i], heap.front())) continue;
+    // The evicted element must stay in data (a later stage or the quickselect may still need it).
+    const Candidate evicted = heap.front();
+    std::pop_heap(heap.begin(), heap.end(), before);
+    heap.back() = data[i];
+    std::push_heap(heap.begin(), heap.end(), before);
+    data[i] = evicted;
+  }
+  std::sort_heap(heap.begin(), heap.end(), before);
+  // data[0, k) held the heap's seed; whatever of it was evicted now sits in data[k, n).
+  std::copy(heap.begin(), heap.end(), data);
+}
 
 struct PrefixResult {
   uint32_t count;    // data[0, count) is the kept set
@@ -23,7 +54,7 @@ struct PrefixResult {
 // is >= target (count = n when rounding leaves the target just out of reach).
 template <class Before, class Mass>
 PrefixResult smallest_prefix_reaching(Candidate* data, uint32_t n, bool is_sorted, Before before, Mass mass,
-                                      double target) {
+                                      double target, std::vector<Candidate>& heap) {
   constexpr uint32_t k_head = 64;    // case 1 size
   constexpr uint32_t k_leaf = 256;   // below this a sort beats another split
   double cumulative = 0.0;
@@ -39,8 +70,7 @@ PrefixResult smallest_prefix_reaching(Candidate* data, uint32_t n, bool is_sorte
     return {count == 0 ? n : count, true};
   }
   const uint32_t head = std::min(n, k_head);
-  if (head < n) std::nth_element(data, data + head, data + n, before);
-  std::sort(data, data + head, before);
+  select_best(data, n, head, before, heap);
   if (const uint32_t count = walk(0, head); count != 0) return {count, true};
 
   // Invariant: data[0, lo) all rank before data[lo, hi), which rank before data[hi, n);

@@ -110,9 +110,9 @@ void sample_row(loom_sampler& sampler, loom_sample_row& row, uint32_t n_vocab, S
         break;
       case LOOM_SAMPLER_STAGE_LOGIT_BIAS: apply_logit_bias(set, params, n_vocab, scratch); break;
       case LOOM_SAMPLER_STAGE_TOP_K: apply_top_k(set, params.top_k, scratch); break;
-      case LOOM_SAMPLER_STAGE_TOP_P: apply_top_p(set, params.top_p); break;
+      case LOOM_SAMPLER_STAGE_TOP_P: apply_top_p(set, params.top_p, scratch); break;
       case LOOM_SAMPLER_STAGE_MIN_P: apply_min_p(set, params.min_p); break;
-      case LOOM_SAMPLER_STAGE_TYPICAL_P: apply_typical_p(set, params.typical_p); break;
+      case LOOM_SAMPLER_STAGE_TYPICAL_P: apply_typical_p(set, params.typical_p, scratch); break;
       case LOOM_SAMPLER_STAGE_TEMPERATURE: apply_temperature(set, params.temperature); break;
       default: fail_invalid("unknown stage id " + std::to_string(chain_owner.stages[s]));
     }

@@ -5,7 +5,7 @@
 
 namespace loom::samplers {
 
-void apply_typical_p(CandidateSet& set, float typical_p) {
+void apply_typical_p(CandidateSet& set, float typical_p, Scratch& scratch) {
   if (typical_p >= 1.0f || set.n <= 1) return;
   const float max = set.max_logit();
   const double total = set.sum_exp(max);
@@ -25,7 +25,7 @@ void apply_typical_p(CandidateSet& set, float typical_p) {
     return da < db || (da == db && a.id < b.id);
   };
   const auto mass = [max](const Candidate& c) { return std::exp(static_cast<double>(c.logit - max)); };
-  set.n = smallest_prefix_reaching(set.data, set.n, false, before, mass, static_cast<double>(typical_p) * total).count;
+  set.n = smallest_prefix_reaching(set.data, set.n, false, before, mass, static_cast<double>(typical_p) * total, scratch.heap).count;
   set.is_sorted = false;
   set.is_identity = false;
 }

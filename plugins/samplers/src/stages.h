@@ -19,12 +19,12 @@ void apply_logit_bias(CandidateSet& set, const loom_sampling_params& params, uin
 // Keeps the k highest logits (k <= 0 or k >= n: unchanged).
 void apply_top_k(CandidateSet& set, int32_t k, Scratch& scratch);
 // Keeps the smallest set of most probable tokens whose probability sums to >= p.
-void apply_top_p(CandidateSet& set, float p);
+void apply_top_p(CandidateSet& set, float p, Scratch& scratch);
 // Keeps the tokens with probability >= min_p * (largest probability).
 void apply_min_p(CandidateSet& set, float min_p);
 // Locally typical sampling (Meister et al.): keeps the smallest set, ordered by |-log p - H|,
 // whose probability sums to >= typical_p.
-void apply_typical_p(CandidateSet& set, float typical_p);
+void apply_typical_p(CandidateSet& set, float typical_p, Scratch& scratch);
 // Divides logits by the temperature; temperature <= 0 keeps only the argmax (greedy).
 void apply_temperature(CandidateSet& set, float temperature);
 
