@@ -81,7 +81,7 @@ class BpeWord {
     if (left == -1 || right == -1) return;
     const Symbol& l = symbols_[left];
     const Symbol& r = symbols_[right];
-    const int32_t rank = vocab_.find_merge(std::string_view(l.text, l.n), std::string_view(r.text, r.n));
+    const int32_t rank = vocab_.find_merge(std::string_view(l.text, l.n), std::string_view(r.text, r.n), key_);
     if (rank < 0) return;
     queue_.push(Bigram{left, right, rank, l.n + r.n});
   }
@@ -89,6 +89,7 @@ class BpeWord {
   const Vocab& vocab_;
   std::vector<Symbol> symbols_;
   std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue_;
+  std::string key_;
 };
 
 }  // namespace

@@ -72,11 +72,13 @@ Tokenizer::Tokenizer(tokenizer::VocabData data) : vocab_(std::move(data)) {
     ignore_merges_ = pre_kind_ == tokenizer::PreTokenizerKind::llama3;
   }
   special_lengths_by_byte_.resize(256);
+  special_second_bytes_.assign(256, std::vector<bool>(256, false));
   for (size_t rank = 0; rank < vocab_.special_ids.size(); ++rank) {
     // Values are ranks in special_ids, whose order is the matching precedence.
     const std::string& text = vocab_.data.tokens[vocab_.special_ids[rank]];
     special_by_text_.emplace(text, static_cast<int32_t>(rank));
     auto& lengths = special_lengths_by_byte_[static_cast<uint8_t>(text[0])];
+    if (text.size() >= 2) special_second_bytes_[static_cast<uint8_t>(text[0])][static_cast<uint8_t>(text[1])] = true;
     if (std::find(lengths.begin(), lengths.end(), text.size()) == lengths.end()) lengths.push_back(text.size());
   }
   for (auto& lengths : special_lengths_by_byte_) std::sort(lengths.rbegin(), lengths.rend());
@@ -94,9 +96,13 @@ std::vector<Tokenizer::Fragment> Tokenizer::split_special(std::string_view text,
   };
   std::vector<Candidate> candidates;
   for (size_t pos = 0; pos < text.size(); ++pos) {
-    const auto& lengths = special_lengths_by_byte_[static_cast<uint8_t>(text[pos])];
+    const auto first = static_cast<uint8_t>(text[pos]);
+    const auto& lengths = special_lengths_by_byte_[first];
+    if (lengths.empty()) continue;
+    const bool second_ok =
+        pos + 1 < text.size() && special_second_bytes_[first][static_cast<uint8_t>(text[pos + 1])];
     for (size_t len : lengths) {
-      if (pos + len > text.size()) continue;
+      if (pos + len > text.size() || (len >= 2 && !second_ok)) continue;
       auto it = special_by_text_.find(text.substr(pos, len));
       if (it == special_by_text_.end()) continue;
       const auto rank = static_cast<size_t>(it->second);

@@ -77,6 +77,8 @@ class Tokenizer {
   bool ignore_merges_ = false;
   // Special-token texts grouped by first byte, then by length, for one-pass matching.
   std::vector<std::vector<size_t>> special_lengths_by_byte_;
+  // For each first byte, which second bytes any special text of 2+ bytes has (a cheap pre-filter).
+  std::vector<std::vector<bool>> special_second_bytes_;
   tokenizer::StringIdMap special_by_text_;  // text -> rank in vocab_.special_ids
 };
 

@@ -94,9 +94,8 @@ Vocab::Vocab(VocabData vocab_data) : data(std::move(vocab_data)) {
   }
 }
 
-int32_t Vocab::find_merge(std::string_view left, std::string_view right) const {
-  std::string key;
-  key.reserve(left.size() + 1 + right.size());
+int32_t Vocab::find_merge(std::string_view left, std::string_view right, std::string& key) const {
+  key.clear();
   key.append(left).append(1, ' ').append(right);
   auto it = merge_rank.find(key);
   return it == merge_rank.end() ? -1 : it->second;

@@ -67,7 +67,8 @@ struct Vocab {
     auto it = token_to_id.find(text);
     return it == token_to_id.end() ? -1 : it->second;
   }
-  int32_t find_merge(std::string_view left, std::string_view right) const;  // rank or -1
+  // Rank of the merge "left right" or -1; `scratch` is reused across calls to avoid allocations.
+  int32_t find_merge(std::string_view left, std::string_view right, std::string& scratch) const;
 };
 
 }  // namespace loom::tokenizer
