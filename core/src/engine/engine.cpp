@@ -1,0 +1,268 @@
+#include "engine/engine.h"
+
+#include <random>
+
+#include "backend/backend.h"
+#include "common/error.h"
+#include "gguf/gguf_file.h"
+#include "plugin/plugin_registry.h"
+#include "tokenizer/tokenizer.h"
+
+namespace loom {
+
+namespace {
+
+loom_dtype kv_dtype_from_name(const std::string& name) {
+  if (name == "f32") return LOOM_DTYPE_F32;
+  if (name == "int8") return LOOM_DTYPE_INT8_KV;
+  return LOOM_DTYPE_F16;
+}
+
+// Bytes one token's K and V take over all layers.
+uint64_t kv_bytes_per_token(const ModelInfo& info, loom_dtype dtype) {
+  uint64_t row = 0;  // one kv head's row of head_dim values
+  switch (dtype) {
+    case LOOM_DTYPE_F32: row = 4ull * info.head_dim; break;
+    case LOOM_DTYPE_INT8_KV: row = 4ull + info.head_dim; break;  // f32 scale + int8 values
+    default: row = 2ull * info.head_dim; break;
+  }
+  return 2ull * info.n_layers * info.n_kv_heads * row;
+}
+
+}  // namespace
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::stop: return "stop";
+    case FinishReason::length: return "length";
+    case FinishReason::cancelled: return "cancelled";
+    case FinishReason::error: return "error";
+    case FinishReason::none: return "none";
+  }
+  return "none";
+}
+
+Engine::Engine(const Config& config, const std::filesystem::path& model_path) : config_(config) {
+  gguf_ = std::make_unique<gguf::GgufFile>(gguf::GgufFile::open(model_path));
+  tokenizer_ = Tokenizer::from_gguf(*gguf_);
+  backend_ = Backend::create(find_backend_plugin(config, config.backend.name), backend_config_json(config));
+  model_ = Model::load(*gguf_, *backend_, ModelOptions{config.model.n_ctx});
+
+  const loom_dtype kv_dtype = kv_dtype_from_name(config.kv.dtype);
+  const uint64_t per_token = kv_bytes_per_token(model_->info(), kv_dtype);
+  uint64_t budget = static_cast<uint64_t>(config.kv.memory_bytes);
+  if (config.kv.memory_fraction > 0 && backend_->caps().memory_free > 0) {
+    budget = static_cast<uint64_t>(config.kv.memory_fraction * static_cast<double>(backend_->caps().memory_free));
+  }
+  const auto block_size = static_cast<uint32_t>(config.kv.block_size);
+  const uint64_t n_blocks = budget / (per_token * block_size);
+  if (n_blocks == 0) {
+    throw Error("kv.memory of " + std::to_string(budget) + " bytes holds no block of " + std::to_string(block_size) +
+                " tokens (" + std::to_string(per_token * block_size) + " bytes): raise kv.memory");
+  }
+  kv_cache_ = model_->create_kv_cache(static_cast<uint32_t>(n_blocks), block_size, kv_dtype);
+  kv_ = std::make_unique<KvManager>(find_plugin(config, LOOM_PLUGIN_KIND_KV, config.kv.allocator),
+                                    static_cast<uint32_t>(n_blocks), block_size, config.kv.prefix_caching);
+  sampler_ = std::make_unique<SamplerHandle>(find_plugin(config, LOOM_PLUGIN_KIND_SAMPLER, config.sampler.plugin),
+                                             config.sampler);
+  scheduler_ = std::make_unique<Scheduler>(config.scheduler, *kv_);
+
+  info_.model_path = model_path.string();
+  info_.model_name = model_->info().name.empty() ? model_path.stem().string() : model_->info().name;
+  info_.backend_name = backend_->name();
+  info_.device_name = backend_->caps().device_name;
+  info_.kv_blocks = static_cast<uint32_t>(n_blocks);
+  info_.kv_block_size = block_size;
+  info_.kv_bytes_per_token = per_token;
+  info_.kv_bytes = per_token * block_size * n_blocks;
+  info_.kv_capacity_tokens = n_blocks * block_size;
+  info_.max_num_seqs = static_cast<uint32_t>(config.scheduler.max_num_seqs);
+  info_.n_ctx = model_->n_ctx();
+  stats_.kv_blocks_total = info_.kv_blocks;
+  stats_.kv_blocks_free = info_.kv_blocks;
+  stats_.kv_block_size = block_size;
+}
+
+Engine::~Engine() {
+  stop(false);
+  std::lock_guard step_lock(step_mutex_);
+  drain_inbox();
+  for (auto& [id, seq] : sequences_) {
+    if (seq->status != SequenceStatus::finished) finish(*seq, FinishReason::cancelled);
+  }
+  sequences_.clear();
+}
+
+RequestId Engine::submit(Request request) {
+  const auto n_prompt = static_cast<int64_t>(request.prompt.size());
+  const int64_t n_vocab = model_->info().n_vocab;
+  auto reject = [&](const std::string& why) {
+    std::lock_guard lock(mutex_);
+    ++stats_.requests_rejected;
+    throw Error(why);
+  };
+  if (n_prompt == 0) reject("the prompt is empty");
+  for (int32_t token : request.prompt) {
+    if (token < 0 || token >= n_vocab) {
+      reject("prompt token id " + std::to_string(token) + " is outside the vocabulary (0.." +
+             std::to_string(n_vocab - 1) + ")");
+    }
+  }
+  if (n_prompt >= info_.n_ctx) {
+    reject("the prompt has " + std::to_string(n_prompt) + " tokens but the context holds " +
+           std::to_string(info_.n_ctx) + " (one more is needed to generate)");
+  }
+  if (request.max_tokens == 0) reject("max_tokens must be at least 1");
+  request.max_tokens = static_cast<uint32_t>(std::min<int64_t>(request.max_tokens, info_.n_ctx - n_prompt));
+  const uint64_t blocks = (static_cast<uint64_t>(n_prompt) + 1 + info_.kv_block_size - 1) / info_.kv_block_size;
+  if (blocks > info_.kv_blocks) {
+    reject("the prompt has " + std::to_string(n_prompt) + " tokens, which need " + std::to_string(blocks) +
+           " KV blocks, but the whole pool has " + std::to_string(info_.kv_blocks) + " (raise kv.memory)");
+  }
+  try {
+    sampler_->validate(request.sampling.params);
+  } catch (const Error& e) {
+    reject(std::string("invalid sampling parameters: ") + e.what());
+  }
+
+  auto seq = std::make_unique<Sequence>();
+  seq->tokens = request.prompt;
+  seq->n_prompt = static_cast<uint32_t>(n_prompt);
+  seq->arrival = Clock::now();
+  seq->decoder = std::make_unique<StreamingDecoder>(*tokenizer_);
+  seq->stop = std::make_unique<StopMatcher>(request.stop);
+  seq->request = std::move(request);
+
+  std::lock_guard lock(mutex_);
+  seq->id = next_id_++;
+  const RequestId id = seq->id;
+  inbox_.push_back(std::move(seq));
+  ++n_unfinished_;
+  ++stats_.requests_submitted;
+  stats_.prompt_tokens += static_cast<uint64_t>(n_prompt);
+  wake_.notify_all();
+  return id;
+}
+
+void Engine::cancel(RequestId id) {
+  std::lock_guard lock(mutex_);
+  cancellations_.push_back(id);
+  wake_.notify_all();
+}
+
+size_t Engine::n_unfinished() const {
+  std::lock_guard lock(mutex_);
+  return n_unfinished_;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Engine::drain_inbox() {
+  std::vector<std::unique_ptr<Sequence>> arrivals;
+  std::vector<RequestId> cancels;
+  {
+    std::lock_guard lock(mutex_);
+    arrivals.swap(inbox_);
+    cancels.swap(cancellations_);
+  }
+  for (auto& seq : arrivals) {
+    // States are made here, on the engine thread, so the sampler is only ever used from one thread.
+    uint64_t seed = seq->request.sampling.seed ? *seq->request.sampling.seed : std::random_device{}();
+    seq->sampler_state = sampler_->create_state(seed);
+    scheduler_->add(seq.get());
+    sequences_[seq->id] = std::move(seq);
+  }
+  for (RequestId id : cancels) {
+    auto it = sequences_.find(id);
+    if (it != sequences_.end() && it->second->status != SequenceStatus::finished) finish(*it->second, FinishReason::cancelled);
+  }
+}
+
+void Engine::emit(Sequence& seq, std::vector<int32_t> tokens, std::string text, std::vector<TokenLogprob> logprobs,
+                  FinishReason reason, const std::string& error) {
+  if (!seq.request.on_event) return;
+  RequestEvent event;
+  event.id = seq.id;
+  event.tokens = std::move(tokens);
+  event.text = std::move(text);
+  event.logprobs = std::move(logprobs);
+  event.finish = reason;
+  event.error = error;
+  if (reason != FinishReason::none) {
+    event.n_prompt_tokens = seq.n_prompt;
+    event.n_completion_tokens = seq.n_generated();
+    event.n_cached_tokens = seq.n_cached;
+    if (seq.got_first_token) event.ttft_seconds = std::chrono::duration<double>(seq.first_token - seq.arrival).count();
+    event.queue_seconds = std::chrono::duration<double>(seq.first_scheduled - seq.arrival).count();
+  }
+  seq.request.on_event(event);
+}
+
+void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error) {
+  std::string tail;
+  if (reason == FinishReason::stop || reason == FinishReason::length) tail = seq.stop->push(seq.decoder->flush()) + seq.stop->flush();
+  scheduler_->remove(&seq);
+  sampler_->destroy_state(seq.sampler_state);
+  seq.sampler_state = nullptr;
+  seq.status = SequenceStatus::finished;
+  if (seq.first_scheduled == Clock::time_point{}) seq.first_scheduled = Clock::now();
+  emit(seq, {}, std::move(tail), {}, reason, error);
+  std::lock_guard lock(mutex_);
+  --n_unfinished_;
+  if (reason == FinishReason::cancelled) ++stats_.requests_cancelled;
+  else if (reason == FinishReason::error) ++stats_.requests_failed;
+  else ++stats_.requests_finished;
+  stats_.cached_prompt_tokens += seq.n_cached;
+}
+
+void Engine::start() {
+  std::lock_guard lock(mutex_);
+  if (running_) return;
+  running_ = true;
+  stop_requested_ = false;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::stop(bool drain) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!running_) return;
+    stop_requested_ = true;
+    drain_on_stop_ = drain;
+    wake_.notify_all();
+  }
+  thread_.join();
+  std::lock_guard lock(mutex_);
+  running_ = false;
+}
+
+void Engine::loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] {
+        return stop_requested_ || !inbox_.empty() || !cancellations_.empty() || scheduler_->has_work();
+      });
+      if (stop_requested_ && (!drain_on_stop_ || n_unfinished_ == 0)) break;
+    }
+    try {
+      step();
+    } catch (const std::exception& e) {
+      // A failed step must not take the server down: fail the requests in flight, keep serving.
+      std::lock_guard step_lock(step_mutex_);
+      for (auto& [id, seq] : sequences_) {
+        if (seq->status == SequenceStatus::running) finish(*seq, FinishReason::error, e.what());
+      }
+    }
+  }
+  std::lock_guard step_lock(step_mutex_);
+  drain_inbox();
+  for (auto& [id, seq] : sequences_) {
+    if (seq->status != SequenceStatus::finished) finish(*seq, FinishReason::cancelled);
+  }
+}
+
+}  // namespace loom

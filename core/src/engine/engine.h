@@ -1,0 +1,127 @@
+// Engine — the one API that `generate`, `chat`, the server and the benchmarks use: submit a request,
+// receive its tokens as events, cancel it, read statistics.
+//
+// It owns the model on its backend, the KV pool (memory on the backend, bookkeeping in the KV
+// allocator plugin), the scheduler and the sampler. Each step() runs one forward pass over a mixed
+// batch of prefill chunks and decode tokens chosen by the scheduler (continuous batching), then
+// samples the sequences that reached their end. Either call step() yourself (single-threaded use) or
+// start() a background loop; submit() and cancel() are thread-safe in both cases.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "config/config.h"
+#include "engine/kv_manager.h"
+#include "engine/metrics.h"
+#include "engine/request.h"
+#include "engine/sampler_handle.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "model/model.h"
+
+namespace loom {
+
+class Tokenizer;
+class Backend;
+class LoadedPlugin;
+
+struct EngineInfo {
+  std::string model_path;
+  std::string model_name;
+  std::string backend_name;
+  std::string device_name;
+  uint32_t kv_blocks = 0;
+  uint32_t kv_block_size = 0;
+  uint64_t kv_bytes = 0;
+  uint64_t kv_bytes_per_token = 0;
+  uint64_t kv_capacity_tokens = 0;  // blocks * block size
+  uint32_t max_num_seqs = 0;
+  int64_t n_ctx = 0;
+};
+
+class Engine {
+ public:
+  // Loads the backend, sampler and KV plugins the config names and the model at `model_path`.
+  // loom::Error naming what is missing or invalid.
+  Engine(const Config& config, const std::filesystem::path& model_path);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const EngineInfo& info() const { return info_; }
+  const ModelInfo& model_info() const { return model_->info(); }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const gguf::GgufFile& gguf() const { return *gguf_; }
+  const loom_sampling_params& default_sampling() const { return sampler_->defaults(); }
+
+  // Check and queue a request. loom::Error (nothing queued) when it can never run: empty prompt,
+  // prompt longer than the context, more KV than the whole pool, invalid sampling parameters.
+  RequestId submit(Request request);
+  // Finish the request with FinishReason::cancelled at the next step; its blocks are freed.
+  void cancel(RequestId id);
+
+  // One scheduler step (single-threaded use). Returns false when there was nothing to do.
+  bool step();
+  // Run steps on a background thread until stop().
+  void start();
+  // Stop the loop. With `drain`, first finish every request already submitted; otherwise cancel them.
+  void stop(bool drain);
+  // Requests not yet finished (queued, waiting or running).
+  size_t n_unfinished() const;
+
+  EngineStats stats() const;
+
+ private:
+  void drain_inbox();
+  void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
+  void emit(Sequence& seq, std::vector<int32_t> tokens, std::string text, std::vector<TokenLogprob> logprobs,
+            FinishReason finish, const std::string& error = "");
+  void build_batch(const SchedulerDecision& decision);
+  void run_pending_copies();
+  void sample_and_advance(const SchedulerDecision& decision);
+  void accept_token(Sequence& seq, int32_t token, TokenLogprob logprob);
+  void loop();
+  void update_stats(bool stepped);
+
+  Config config_;
+  EngineInfo info_;
+  std::unique_ptr<gguf::GgufFile> gguf_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Model> model_;
+  KvCache kv_cache_;
+  std::unique_ptr<KvManager> kv_;
+  std::unique_ptr<SamplerHandle> sampler_;
+  std::unique_ptr<Scheduler> scheduler_;
+
+  // Engine-thread state.
+  std::map<RequestId, std::unique_ptr<Sequence>> sequences_;
+  ForwardBatch batch_;
+  std::vector<float> logits_;
+  std::vector<loom_sample_row> rows_;
+  std::vector<float> top_logprobs_;
+  std::vector<int32_t> top_tokens_;
+
+  // Shared with submitters.
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<std::unique_ptr<Sequence>> inbox_;
+  std::vector<RequestId> cancellations_;
+  RequestId next_id_ = 1;
+  size_t n_unfinished_ = 0;
+  EngineStats stats_;
+  std::thread thread_;
+  bool running_ = false;
+  bool stop_requested_ = false;
+  bool drain_on_stop_ = false;
+  std::mutex step_mutex_;  // step() from a caller and the loop never overlap
+};
+
+}  // namespace loom

@@ -1,0 +1,189 @@
+// Engine::step — one scheduler decision, one forward pass over the mixed batch, one sampling pass.
+#include <algorithm>
+
+#include "backend/backend.h"
+#include "common/error.h"
+#include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace loom {
+
+bool Engine::step() {
+  std::lock_guard step_lock(step_mutex_);
+  drain_inbox();
+  if (!scheduler_->has_work()) {
+    update_stats(false);  // cancellations may have freed blocks
+    return false;
+  }
+
+  SchedulerDecision decision = scheduler_->schedule();
+  if (decision.chunks.empty()) {
+    // Nothing could run: only possible when the head of the queue cannot get blocks even with
+    // nothing else running. Refuse it rather than wait forever.
+    if (scheduler_->n_running() == 0) {
+      for (auto& [id, seq] : sequences_) {
+        if (seq->status == SequenceStatus::waiting) {
+          finish(*seq, FinishReason::error, "not enough free KV blocks for this request even with nothing else running");
+          break;
+        }
+      }
+    }
+  } else {
+    const auto now = Clock::now();
+    for (const auto& chunk : decision.chunks) {
+      if (chunk.seq->first_scheduled == Clock::time_point{}) {
+        chunk.seq->first_scheduled = now;
+        std::lock_guard lock(mutex_);
+        stats_.queue_time.observe(std::chrono::duration<double>(now - chunk.seq->arrival).count());
+      }
+    }
+    build_batch(decision);
+    run_pending_copies();
+    model_->forward(batch_, kv_cache_, logits_);
+    sample_and_advance(decision);
+  }
+
+  update_stats(true);
+  return true;
+}
+
+void Engine::update_stats(bool stepped) {
+  for (auto it = sequences_.begin(); it != sequences_.end();) {
+    it = it->second->status == SequenceStatus::finished ? sequences_.erase(it) : std::next(it);
+  }
+  const loom_kv_stats kv = kv_->stats();
+  std::lock_guard lock(mutex_);
+  if (stepped) ++stats_.steps;
+  stats_.preemptions = scheduler_->n_preemptions();
+  stats_.running = scheduler_->n_running();
+  stats_.waiting = scheduler_->n_waiting() + inbox_.size();
+  stats_.kv_blocks_used = kv.n_used;
+  stats_.kv_blocks_free = kv.n_free;
+  stats_.prefix_queries = kv.prefix_queries;
+  stats_.prefix_hits = kv.prefix_hits;
+}
+
+void Engine::build_batch(const SchedulerDecision& decision) {
+  batch_.clear();
+  const int32_t block_size = static_cast<int32_t>(info_.kv_block_size);
+  for (const auto& chunk : decision.chunks) {
+    Sequence& seq = *chunk.seq;
+    ForwardBatch::Seq entry;
+    entry.first_row = static_cast<int32_t>(batch_.tokens.size());
+    entry.n_query = static_cast<int32_t>(chunk.n_tokens);
+    entry.context_len = static_cast<int32_t>(seq.n_computed + chunk.n_tokens);
+    entry.block_table = kv_->block_table(seq.id);
+    for (uint32_t i = 0; i < chunk.n_tokens; ++i) {
+      const int32_t position = static_cast<int32_t>(seq.n_computed + i);
+      batch_.tokens.push_back(seq.tokens[static_cast<size_t>(position)]);
+      batch_.positions.push_back(position);
+      const int32_t block = entry.block_table.at(static_cast<size_t>(position / block_size));
+      batch_.slot_mapping.push_back(block * block_size + position % block_size);
+    }
+    if (chunk.samples()) batch_.logit_rows.push_back(entry.first_row + entry.n_query - 1);
+    batch_.seqs.push_back(std::move(entry));
+  }
+}
+
+// Copy-on-write: blocks the allocator split off a shared block get its contents before anyone writes.
+void Engine::run_pending_copies() {
+  const auto copies = kv_->take_pending_copies();
+  if (copies.empty()) return;
+  const auto& table = backend_->table();
+  for (int32_t layer = 0; layer < model_->info().n_layers; ++layer) {
+    for (const loom_tensor* t : {&kv_cache_.k(layer), &kv_cache_.v(layer)}) {
+      const uint64_t slot_bytes = t->nb[2];
+      for (const auto& copy : copies) {
+        const uint64_t src = t->offset + uint64_t(copy.src_block) * info_.kv_block_size * slot_bytes;
+        const uint64_t dst = t->offset + uint64_t(copy.dst_block) * info_.kv_block_size * slot_bytes;
+        loom_status status = table.copy_buffer(backend_->handle(), nullptr, t->buffer, dst, t->buffer, src,
+                                               uint64_t(copy.n_tokens) * slot_bytes);
+        if (status != LOOM_STATUS_OK) throw Error(std::string("KV copy-on-write failed: ") + table.last_error(backend_->handle()));
+      }
+    }
+  }
+}
+
+void Engine::sample_and_advance(const SchedulerDecision& decision) {
+  const auto n_vocab = static_cast<uint32_t>(model_->info().n_vocab);
+  std::vector<Sequence*> sampled;
+  rows_.clear();
+  uint32_t max_top = 0;
+  for (const auto& chunk : decision.chunks) {
+    if (chunk.samples()) max_top = std::max(max_top, chunk.seq->request.n_logprobs);
+  }
+  top_tokens_.assign(size_t(max_top) * decision.chunks.size(), 0);
+  top_logprobs_.assign(size_t(max_top) * decision.chunks.size(), 0.0f);
+
+  size_t logit_row = 0;
+  for (const auto& chunk : decision.chunks) {
+    Sequence& seq = *chunk.seq;
+    const bool samples = chunk.samples();
+    seq.n_computed += chunk.n_tokens;
+    if (!samples) continue;
+    loom_sample_row row{};
+    row.struct_size = sizeof(row);
+    seq.request.sampling.params.n_top_logprobs = seq.request.n_logprobs;
+    row.params = &seq.request.sampling.params;
+    row.state = seq.sampler_state;
+    row.history = seq.tokens.data();
+    row.n_history = static_cast<uint32_t>(seq.tokens.size());
+    row.logits = logits_.data() + logit_row * n_vocab;
+    if (seq.request.n_logprobs > 0) {
+      row.top_tokens = top_tokens_.data() + rows_.size() * max_top;
+      row.top_logprobs = top_logprobs_.data() + rows_.size() * max_top;
+    }
+    rows_.push_back(row);
+    sampled.push_back(&seq);
+    ++logit_row;
+  }
+  sampler_->sample(rows_, n_vocab);
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    TokenLogprob lp;
+    lp.token = rows_[i].token;
+    lp.logprob = rows_[i].logprob;
+    for (uint32_t k = 0; k < sampled[i]->request.n_logprobs; ++k) {
+      lp.top.emplace_back(rows_[i].top_tokens[k], rows_[i].top_logprobs[k]);
+    }
+    accept_token(*sampled[i], rows_[i].token, std::move(lp));
+  }
+}
+
+void Engine::accept_token(Sequence& seq, int32_t token, TokenLogprob logprob) {
+  const auto now = Clock::now();
+  {
+    std::lock_guard lock(mutex_);
+    ++stats_.generated_tokens;
+    if (!seq.got_first_token) {
+      stats_.ttft.observe(std::chrono::duration<double>(now - seq.arrival).count());
+    } else {
+      stats_.tpot.observe(std::chrono::duration<double>(now - seq.last_token).count());
+    }
+  }
+  if (!seq.got_first_token) {
+    seq.got_first_token = true;
+    seq.first_token = now;
+  }
+  seq.last_token = now;
+  seq.tokens.push_back(token);
+
+  std::vector<TokenLogprob> logprobs;
+  if (seq.request.want_logprobs) logprobs.push_back(std::move(logprob));
+  if (!seq.request.ignore_eos && tokenizer_->is_end_of_generation(token)) {
+    emit(seq, {token}, "", std::move(logprobs), FinishReason::none);
+    finish(seq, FinishReason::stop);
+    return;
+  }
+  std::string text = seq.stop->push(seq.decoder->push(token));
+  const bool stopped = seq.stop->stopped();
+  const bool at_limit = seq.n_generated() >= seq.request.max_tokens ||
+                        static_cast<int64_t>(seq.tokens.size()) >= info_.n_ctx;
+  emit(seq, {token}, std::move(text), std::move(logprobs), FinishReason::none);
+  if (stopped) {
+    finish(seq, FinishReason::stop);
+  } else if (at_limit) {
+    finish(seq, FinishReason::length);
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,103 @@
+#include "engine/kv_manager.h"
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "plugin/host_services.h"
+#include "plugin/plugin_registry.h"
+
+namespace loom {
+
+KvManager::KvManager(std::shared_ptr<LoadedPlugin> plugin, uint32_t n_blocks, uint32_t block_size, bool prefix_caching)
+    : plugin_(std::move(plugin)), n_blocks_(n_blocks), block_size_(block_size) {
+  table_ = plugin_->kv();
+  if (table_ == nullptr) throw Error("plugin '" + plugin_->name() + "' is not a KV allocator");
+  nlohmann::json config = {{"n_blocks", n_blocks}, {"block_size", block_size}, {"prefix_caching", prefix_caching}};
+  char error[LOOM_ERROR_BUFFER_SIZE] = {};
+  loom_status status = table_->create(default_host_services(), config.dump().c_str(), &kv_, error, sizeof(error));
+  if (status != LOOM_STATUS_OK) throw Error("KV allocator '" + plugin_->name() + "' refused to start: " + error);
+}
+
+KvManager::~KvManager() {
+  if (kv_ != nullptr) table_->destroy(kv_);
+}
+
+void KvManager::fail(loom_status status, const char* what) const {
+  const char* message = table_->last_error(kv_);
+  throw Error(std::string("KV allocator: ") + what + " failed (status " + std::to_string(status) +
+              "): " + (message ? message : ""));
+}
+
+loom_kv_stats KvManager::stats() const {
+  loom_kv_stats stats{};
+  stats.struct_size = sizeof(stats);
+  if (loom_status status = table_->get_stats(kv_, &stats); status != LOOM_STATUS_OK) fail(status, "get_stats");
+  return stats;
+}
+
+uint32_t KvManager::blocks_needed(const std::vector<int32_t>& tokens) const {
+  if (table_->blocks_needed == nullptr) {  // optional slot: assume no prefix reuse
+    return static_cast<uint32_t>((tokens.size() + block_size_ - 1) / block_size_);
+  }
+  uint32_t n = 0;
+  loom_status status = table_->blocks_needed(kv_, tokens.data(), static_cast<uint32_t>(tokens.size()), &n);
+  if (status != LOOM_STATUS_OK) fail(status, "blocks_needed");
+  return n;
+}
+
+std::optional<uint32_t> KvManager::create(uint64_t seq_id, const std::vector<int32_t>& tokens) {
+  uint32_t n_cached = 0;
+  loom_status status = table_->seq_create(kv_, seq_id, tokens.data(), static_cast<uint32_t>(tokens.size()), &n_cached);
+  if (status == LOOM_STATUS_OUT_OF_MEMORY) return std::nullopt;
+  if (status != LOOM_STATUS_OK) fail(status, "seq_create");
+  return n_cached;
+}
+
+bool KvManager::append(uint64_t seq_id, const int32_t* tokens, uint32_t n_tokens) {
+  loom_status status = table_->seq_append(kv_, seq_id, tokens, n_tokens);
+  if (status == LOOM_STATUS_OUT_OF_MEMORY) return false;
+  if (status != LOOM_STATUS_OK) fail(status, "seq_append");
+  return true;
+}
+
+void KvManager::truncate(uint64_t seq_id, uint32_t n_keep) {
+  if (table_->seq_truncate == nullptr) throw Error("KV allocator '" + plugin_->name() + "' cannot truncate sequences");
+  if (loom_status status = table_->seq_truncate(kv_, seq_id, n_keep); status != LOOM_STATUS_OK) fail(status, "seq_truncate");
+}
+
+void KvManager::free(uint64_t seq_id) {
+  if (loom_status status = table_->seq_free(kv_, seq_id); status != LOOM_STATUS_OK) fail(status, "seq_free");
+}
+
+std::vector<int32_t> KvManager::block_table(uint64_t seq_id) const {
+  std::vector<int32_t> table(64);
+  for (;;) {
+    uint32_t n = 0;
+    loom_status status = table_->seq_block_table(kv_, seq_id, table.data(), static_cast<uint32_t>(table.size()), &n);
+    if (status == LOOM_STATUS_OK && n <= table.size()) {
+      table.resize(n);
+      return table;
+    }
+    if (status != LOOM_STATUS_OK && status != LOOM_STATUS_OUT_OF_RANGE) fail(status, "seq_block_table");
+    table.resize(std::max<size_t>(n, table.size() * 2));
+  }
+}
+
+std::vector<loom_kv_block_copy> KvManager::take_pending_copies() {
+  std::vector<loom_kv_block_copy> copies;
+  if (table_->take_pending_copies == nullptr) return copies;
+  copies.resize(16);
+  for (;;) {
+    uint32_t n = 0;
+    for (auto& c : copies) c.struct_size = sizeof(c);
+    loom_status status = table_->take_pending_copies(kv_, copies.data(), static_cast<uint32_t>(copies.size()), &n);
+    if (status == LOOM_STATUS_OK && n <= copies.size()) {
+      copies.resize(n);
+      return copies;
+    }
+    if (status != LOOM_STATUS_OK && status != LOOM_STATUS_OUT_OF_RANGE) fail(status, "take_pending_copies");
+    copies.resize(std::max<size_t>(n, copies.size() * 2));
+  }
+}
+
+}  // namespace loom

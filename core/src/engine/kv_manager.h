@@ -1,0 +1,48 @@
+// KvManager — the engine's C++ face of a KV-allocator plugin instance (loom/kv.h). Bookkeeping only:
+// it hands out block tables; the KV memory itself lives in the backend's KvCache.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "loom/kv.h"
+
+namespace loom {
+
+class LoadedPlugin;
+
+class KvManager {
+ public:
+  KvManager(std::shared_ptr<LoadedPlugin> plugin, uint32_t n_blocks, uint32_t block_size, bool prefix_caching);
+  ~KvManager();
+  KvManager(const KvManager&) = delete;
+  KvManager& operator=(const KvManager&) = delete;
+
+  uint32_t block_size() const { return block_size_; }
+  uint32_t n_blocks() const { return n_blocks_; }
+  loom_kv_stats stats() const;
+
+  uint32_t blocks_needed(const std::vector<int32_t>& tokens) const;
+  // Create the sequence holding `tokens`; returns how many leading tokens already have KV, or
+  // nullopt when the pool is out of blocks (nothing allocated). Other failures throw loom::Error.
+  std::optional<uint32_t> create(uint64_t seq_id, const std::vector<int32_t>& tokens);
+  // Append tokens; false when out of blocks (nothing appended).
+  bool append(uint64_t seq_id, const int32_t* tokens, uint32_t n_tokens);
+  void truncate(uint64_t seq_id, uint32_t n_keep);
+  void free(uint64_t seq_id);
+  std::vector<int32_t> block_table(uint64_t seq_id) const;
+  std::vector<loom_kv_block_copy> take_pending_copies();
+
+ private:
+  [[noreturn]] void fail(loom_status status, const char* what) const;
+
+  std::shared_ptr<LoadedPlugin> plugin_;
+  const loom_kv_i* table_ = nullptr;
+  loom_kv_t* kv_ = nullptr;
+  uint32_t n_blocks_ = 0;
+  uint32_t block_size_ = 0;
+};
+
+}  // namespace loom

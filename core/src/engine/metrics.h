@@ -1,0 +1,54 @@
+// Counters and latency histograms the engine keeps for `loom bench` and the server's /metrics.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom {
+
+// A cumulative histogram with fixed upper bounds (Prometheus style).
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds);
+  void observe(double value);
+  const std::vector<double>& bounds() const { return bounds_; }
+  const std::vector<uint64_t>& counts() const { return counts_; }  // per bucket, not cumulative; last = +Inf
+  uint64_t count() const { return count_; }
+  double sum() const { return sum_; }
+  double mean() const { return count_ ? sum_ / static_cast<double>(count_) : 0.0; }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;
+  uint64_t count_ = 0;
+  double sum_ = 0;
+};
+
+struct EngineStats {
+  uint64_t requests_submitted = 0;
+  uint64_t requests_rejected = 0;
+  uint64_t requests_finished = 0;
+  uint64_t requests_cancelled = 0;
+  uint64_t requests_failed = 0;
+  uint64_t prompt_tokens = 0;
+  uint64_t generated_tokens = 0;
+  uint64_t cached_prompt_tokens = 0;
+  uint64_t steps = 0;
+  uint64_t preemptions = 0;
+  uint64_t running = 0;
+  uint64_t waiting = 0;
+  uint32_t kv_blocks_total = 0;
+  uint32_t kv_blocks_used = 0;
+  uint32_t kv_blocks_free = 0;
+  uint32_t kv_block_size = 0;
+  uint64_t prefix_queries = 0;
+  uint64_t prefix_hits = 0;
+  uint64_t draft_tokens_proposed = 0;
+  uint64_t draft_tokens_accepted = 0;
+  Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
+  Histogram tpot{{0.005, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3, 0.6, 1.2}};
+  Histogram queue_time{{0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30}};
+};
+
+}  // namespace loom

@@ -1,0 +1,63 @@
+// What a client asks for (Request) and what it gets back (RequestEvent), shared by `generate`, `chat`,
+// the server and the benchmarks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "loom/sampler.h"
+
+namespace loom {
+
+using RequestId = uint64_t;
+using Clock = std::chrono::steady_clock;
+
+enum class FinishReason { none, stop, length, cancelled, error };
+const char* finish_reason_name(FinishReason reason);  // OpenAI's words: "stop", "length", ...
+
+struct SamplingOptions {
+  loom_sampling_params params{};  // filled from the sampler plugin's defaults, then overridden
+  std::optional<uint64_t> seed;   // none = a fresh random seed per request
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // alternatives, best first
+};
+
+struct RequestEvent {
+  RequestId id = 0;
+  std::vector<int32_t> tokens;  // new tokens since the last event
+  std::string text;             // their text: complete UTF-8 only, stop strings removed
+  std::vector<TokenLogprob> logprobs;
+  FinishReason finish = FinishReason::none;  // set on the last event
+  std::string error;                         // with FinishReason::error
+  // usage, valid on the last event
+  uint32_t n_prompt_tokens = 0;
+  uint32_t n_completion_tokens = 0;
+  uint32_t n_cached_tokens = 0;
+  double ttft_seconds = 0;
+  double queue_seconds = 0;
+};
+
+using EventCallback = std::function<void(const RequestEvent&)>;
+
+struct Request {
+  std::vector<int32_t> prompt;
+  uint32_t max_tokens = 256;
+  SamplingOptions sampling;
+  std::vector<std::string> stop;  // stop strings
+  bool ignore_eos = false;
+  uint32_t n_logprobs = 0;        // 0 = none; else the chosen token's logprob plus this many alternatives
+  bool want_logprobs = false;
+  int32_t priority = 0;           // with policy "priority": larger runs first
+  bool speculative = true;        // use the configured drafter when there is one
+  EventCallback on_event;         // called from the engine thread; must not block for long
+};
+
+}  // namespace loom

@@ -1,0 +1,134 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace loom {
+
+uint32_t SchedulerDecision::n_tokens() const {
+  uint32_t n = 0;
+  for (const auto& c : chunks) n += c.n_tokens;
+  return n;
+}
+
+Scheduler::Scheduler(const SchedulerSettings& settings, KvManager& kv) : settings_(settings), kv_(kv) {}
+
+void Scheduler::add(Sequence* seq) {
+  seq->status = SequenceStatus::waiting;
+  if (settings_.policy == "priority") {
+    // Stable: among equal priorities, first come first served.
+    auto it = std::find_if(waiting_.begin(), waiting_.end(),
+                           [&](const Sequence* s) { return s->request.priority < seq->request.priority; });
+    waiting_.insert(it, seq);
+  } else {
+    waiting_.push_back(seq);
+  }
+}
+
+void Scheduler::remove(Sequence* seq) {
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
+  running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
+  if (seq->has_kv) {
+    kv_.free(seq->id);
+    seq->has_kv = false;
+  }
+}
+
+void Scheduler::preempt(Sequence* victim, SchedulerDecision& decision) {
+  running_.erase(std::remove(running_.begin(), running_.end(), victim), running_.end());
+  if (victim->has_kv) kv_.free(victim->id);
+  victim->has_kv = false;
+  victim->n_computed = 0;
+  victim->status = SequenceStatus::waiting;
+  ++victim->n_preemptions;
+  ++n_preemptions_;
+  waiting_.push_front(victim);  // it was admitted before everything still waiting
+  decision.preempted.push_back(victim);
+}
+
+// The allocator holds every known token of a running sequence except, at most, the one sampled last
+// step; give it that one now, preempting younger sequences until it fits.
+bool Scheduler::ensure_kv(Sequence* seq, SchedulerDecision& decision) {
+  uint32_t held = seq->n_kv_tokens;
+  uint32_t missing = static_cast<uint32_t>(seq->tokens.size()) - held;
+  if (missing == 0) return true;
+  while (!kv_.append(seq->id, seq->tokens.data() + held, missing)) {
+    Sequence* youngest = running_.back();
+    preempt(youngest, decision);
+    if (youngest == seq) return false;
+  }
+  seq->n_kv_tokens = static_cast<uint32_t>(seq->tokens.size());
+  return true;
+}
+
+// The allocator registers a prompt's blocks for reuse when the sequence is created, before their K/V
+// is computed. A block shared from a sequence whose prefill is still under way (chunked) holds
+// nothing yet: recompute from the first such block. The values written are the same, so writing
+// them into the shared block again is harmless.
+uint32_t Scheduler::computed_prefix(Sequence* seq, uint32_t n_cached) {
+  if (n_cached == 0) return 0;
+  const uint32_t block_size = kv_.block_size();
+  std::vector<int32_t> pending;
+  for (Sequence* other : running_) {
+    if (other->n_computed >= other->n_kv_tokens) continue;
+    auto table = kv_.block_table(other->id);
+    for (size_t b = other->n_computed / block_size; b < table.size(); ++b) pending.push_back(table[b]);
+  }
+  if (pending.empty()) return n_cached;
+  auto table = kv_.block_table(seq->id);
+  for (uint32_t b = 0; b < n_cached / block_size && b < table.size(); ++b) {
+    if (std::find(pending.begin(), pending.end(), table[b]) != pending.end()) return b * block_size;
+  }
+  return n_cached;
+}
+
+bool Scheduler::admit(Sequence* seq) {
+  auto n_cached = kv_.create(seq->id, seq->tokens);
+  if (!n_cached) return false;
+  seq->has_kv = true;
+  seq->n_kv_tokens = static_cast<uint32_t>(seq->tokens.size());
+  seq->n_computed = std::min(*n_cached, computed_prefix(seq, *n_cached));
+  if (seq->n_preemptions == 0) seq->n_cached = seq->n_computed;
+  seq->status = SequenceStatus::running;
+  running_.push_back(seq);
+  return true;
+}
+
+SchedulerDecision Scheduler::schedule() {
+  SchedulerDecision decision;
+  int64_t budget = settings_.max_batched_tokens;
+
+  // 1. Running sequences, oldest first: a decode token each, or the next chunk of their prompt.
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Sequence* seq = running_[i];
+    if (!ensure_kv(seq, decision)) break;  // it preempted itself: everything after it is younger
+    uint32_t n = seq->n_uncomputed();
+    if (n == 0) continue;
+    if (n > budget) {
+      if (!settings_.chunked_prefill && !decision.chunks.empty()) continue;
+      n = static_cast<uint32_t>(budget);
+    }
+    decision.chunks.push_back({seq, n});
+    budget -= n;
+  }
+
+  // 2. Waiting sequences join while there is room; not in a step that had to preempt (that would
+  // take back the blocks just freed and thrash).
+  while (decision.preempted.empty() && !waiting_.empty() && budget > 0 &&
+         running_.size() < static_cast<size_t>(settings_.max_num_seqs)) {
+    Sequence* seq = waiting_.front();
+    if (!admit(seq)) break;  // not enough free blocks: wait for running sequences to finish
+    waiting_.pop_front();
+    uint32_t n = seq->n_uncomputed();
+    if (n > budget) {
+      if (!settings_.chunked_prefill && !decision.chunks.empty()) break;  // runs alone next step
+      n = static_cast<uint32_t>(budget);
+    }
+    decision.chunks.push_back({seq, n});
+    budget -= n;
+  }
+  return decision;
+}
+
+}  // namespace loom

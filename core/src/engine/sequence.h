@@ -1,0 +1,42 @@
+// One request's state inside the engine: its tokens, how many have KV, and where it is in its life.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/stop_matcher.h"
+#include "tokenizer/streaming_decoder.h"
+
+namespace loom {
+
+enum class SequenceStatus { waiting, running, finished };
+
+struct Sequence {
+  RequestId id = 0;
+  Request request;
+  std::vector<int32_t> tokens;  // prompt + generated
+  uint32_t n_prompt = 0;
+  uint32_t n_computed = 0;      // tokens whose KV is in the cache
+  uint32_t n_kv_tokens = 0;     // tokens the KV allocator holds slots for
+  uint32_t n_cached = 0;        // of the prompt, reused from the prefix cache (first admission)
+  bool has_kv = false;          // the KV allocator holds this sequence
+  SequenceStatus status = SequenceStatus::waiting;
+  bool cancel_requested = false;
+  uint32_t n_preemptions = 0;
+  loom_sampler_state_t* sampler_state = nullptr;
+  std::unique_ptr<StreamingDecoder> decoder;
+  std::unique_ptr<StopMatcher> stop;  // holds back text that may be the start of a stop string
+  Clock::time_point arrival;
+  Clock::time_point first_scheduled;
+  Clock::time_point first_token;
+  Clock::time_point last_token;
+  bool got_first_token = false;
+
+  uint32_t n_generated() const { return static_cast<uint32_t>(tokens.size()) - n_prompt; }
+  // Tokens that still need a forward pass before the next token can be sampled.
+  uint32_t n_uncomputed() const { return static_cast<uint32_t>(tokens.size()) - n_computed; }
+};
+
+}  // namespace loom

@@ -1,0 +1,209 @@
+// The engine end to end on a small synthetic model and the in-tree plugins (cpu, paged, samplers):
+// continuous batching must not change what any request generates, whatever the batch, the block
+// layout, preemption or the prefix cache do.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <random>
+
+#include "common/error.h"
+#include "engine/engine.h"
+#include "gguf/synth_model.h"
+#include "test_paths.h"
+
+namespace {
+
+std::filesystem::path synthetic_model() {
+  static const auto path = [] {
+    auto dir = loom::test::scratch_dir("engine-model");
+    loom::gguf::SynthSpec spec;
+    spec.arch = "llama";
+    spec.n_layers = 2;
+    spec.dim = 64;
+    spec.n_heads = 4;
+    spec.n_kv_heads = 2;
+    spec.ff_dim = 128;
+    spec.n_vocab = 512;
+    spec.n_ctx = 512;
+    spec.seed = 7;
+    auto file = dir / "llama-tiny.gguf";
+    loom::gguf::write_synthetic_model(spec, file);
+    return file;
+  }();
+  return path;
+}
+
+loom::Config engine_config(int64_t kv_bytes = 8ll << 20, int64_t max_batched = 64) {
+  loom::Config config;
+  config.plugins.search_path = {loom::test::plugin_build_dir().string()};
+  config.backend.threads = 2;
+  config.kv.memory_bytes = kv_bytes;
+  config.kv.block_size = 4;
+  config.kv.dtype = "f32";
+  config.scheduler.max_batched_tokens = max_batched;
+  config.scheduler.max_num_seqs = 16;
+  return config;
+}
+
+std::vector<int32_t> prompt_of(uint32_t seed, size_t length) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> tokens = {1};  // BOS
+  while (tokens.size() < length) tokens.push_back(static_cast<int32_t>(3 + rng() % 500));
+  return tokens;
+}
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::string text;
+  loom::FinishReason finish = loom::FinishReason::none;
+  uint32_t n_cached = 0;
+  std::string error;
+};
+
+loom::Request greedy_request(std::vector<int32_t> prompt, uint32_t max_tokens, Outcome* out, const loom::Engine& engine) {
+  loom::Request request;
+  request.prompt = std::move(prompt);
+  request.max_tokens = max_tokens;
+  request.ignore_eos = true;  // a random model may emit EOS anywhere; compare full lengths
+  request.sampling.params = engine.default_sampling();
+  request.sampling.params.temperature = 0.0f;
+  request.on_event = [out](const loom::RequestEvent& e) {
+    out->tokens.insert(out->tokens.end(), e.tokens.begin(), e.tokens.end());
+    out->text += e.text;
+    if (e.finish != loom::FinishReason::none) {
+      out->finish = e.finish;
+      out->n_cached = e.n_cached_tokens;
+      out->error = e.error;
+    }
+  };
+  return request;
+}
+
+void run_until_done(loom::Engine& engine) {
+  for (int guard = 0; engine.n_unfinished() > 0; ++guard) {
+    REQUIRE(guard < 100000);
+    engine.step();
+  }
+}
+
+// Each prompt alone, one at a time: the reference every batched run must reproduce.
+std::vector<Outcome> run_one_by_one(const std::vector<std::vector<int32_t>>& prompts, uint32_t max_tokens) {
+  loom::Engine engine(engine_config(), synthetic_model());
+  std::vector<Outcome> outcomes(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    engine.submit(greedy_request(prompts[i], max_tokens, &outcomes[i], engine));
+    run_until_done(engine);
+  }
+  return outcomes;
+}
+
+}  // namespace
+
+TEST_CASE("continuous batching gives every request the tokens it gets alone", "[engine]") {
+  std::vector<std::vector<int32_t>> prompts;
+  for (uint32_t i = 0; i < 6; ++i) prompts.push_back(prompt_of(100 + i, 5 + 9 * i));  // 5..50 tokens
+  const auto alone = run_one_by_one(prompts, 12);
+
+  // All at once, with a small token budget so long prompts are prefilled in chunks beside decodes.
+  loom::Engine engine(engine_config(8ll << 20, 24), synthetic_model());
+  std::vector<Outcome> batched(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) engine.submit(greedy_request(prompts[i], 12, &batched[i], engine));
+  run_until_done(engine);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    INFO("request " << i);
+    CHECK(batched[i].finish == loom::FinishReason::length);
+    CHECK(batched[i].tokens.size() == 12);
+    CHECK(batched[i].tokens == alone[i].tokens);
+  }
+  auto stats = engine.stats();
+  CHECK(stats.requests_finished == prompts.size());
+  CHECK(stats.kv_blocks_used == 0);  // nothing leaked
+  CHECK(stats.generated_tokens == 12 * prompts.size());
+}
+
+TEST_CASE("preemption by recompute when blocks run out loses no request and changes no output", "[engine]") {
+  // 2 layers x 2 kv heads x 16 dims x 4 bytes x 2 (K and V) = 512 bytes per token, so 1 MiB holds
+  // 8 blocks of 256 tokens. Eight 250-token prompts fit one block each, but generating 20 tokens
+  // crosses into a second block: the pool runs out and the youngest sequences are preempted.
+  auto config = engine_config(1 << 20, 512);
+  config.kv.block_size = 256;
+  config.scheduler.max_num_seqs = 8;
+  loom::Engine engine(config, synthetic_model());
+  REQUIRE(engine.info().kv_blocks == 8);
+  std::vector<std::vector<int32_t>> long_prompts;
+  for (uint32_t i = 0; i < 8; ++i) long_prompts.push_back(prompt_of(300 + i, 250));
+  const auto long_alone = run_one_by_one(long_prompts, 20);
+  std::vector<Outcome> batched(long_prompts.size());
+  for (size_t i = 0; i < long_prompts.size(); ++i) engine.submit(greedy_request(long_prompts[i], 20, &batched[i], engine));
+  run_until_done(engine);
+  for (size_t i = 0; i < long_prompts.size(); ++i) {
+    INFO("request " << i);
+    CHECK(batched[i].finish == loom::FinishReason::length);
+    CHECK(batched[i].tokens == long_alone[i].tokens);
+  }
+  auto stats = engine.stats();
+  CHECK(stats.preemptions > 0);
+  CHECK(stats.requests_finished == long_prompts.size());
+  CHECK(stats.kv_blocks_used == 0);
+}
+
+TEST_CASE("a repeated prompt reuses cached blocks and generates the same tokens", "[engine]") {
+  loom::Engine engine(engine_config(), synthetic_model());
+  const auto prompt = prompt_of(400, 37);
+  Outcome first, second;
+  engine.submit(greedy_request(prompt, 8, &first, engine));
+  run_until_done(engine);
+  engine.submit(greedy_request(prompt, 8, &second, engine));
+  run_until_done(engine);
+  CHECK(first.n_cached == 0);
+  CHECK(second.n_cached == 36);  // 9 full blocks of 4; the last token is always recomputed
+  CHECK(second.tokens == first.tokens);
+  auto stats = engine.stats();
+  CHECK(stats.prefix_hits >= 9);
+}
+
+TEST_CASE("requests that can never run are refused with the reason", "[engine]") {
+  loom::Engine engine(engine_config(), synthetic_model());
+  Outcome ignored;
+  auto too_long = greedy_request(prompt_of(1, 600), 4, &ignored, engine);
+  REQUIRE_THROWS_WITH(engine.submit(std::move(too_long)), Catch::Contains("the context holds 512"));
+  REQUIRE_THROWS_WITH(engine.submit(greedy_request({}, 4, &ignored, engine)), Catch::Contains("empty"));
+  REQUIRE_THROWS_WITH(engine.submit(greedy_request({1, 99999}, 4, &ignored, engine)),
+                      Catch::Contains("outside the vocabulary"));
+  auto bad_sampling = greedy_request(prompt_of(2, 5), 4, &ignored, engine);
+  bad_sampling.sampling.params.top_p = 7.0f;
+  REQUIRE_THROWS_WITH(engine.submit(std::move(bad_sampling)), Catch::Contains("top_p"));
+  CHECK(engine.stats().requests_rejected == 4);
+  CHECK(engine.n_unfinished() == 0);
+}
+
+TEST_CASE("cancelling a running request frees its blocks and tells the client", "[engine]") {
+  loom::Engine engine(engine_config(), synthetic_model());
+  Outcome outcome;
+  auto id = engine.submit(greedy_request(prompt_of(5, 30), 200, &outcome, engine));
+  engine.step();
+  engine.step();
+  CHECK(engine.stats().kv_blocks_used > 0);
+  engine.cancel(id);
+  engine.step();
+  CHECK(outcome.finish == loom::FinishReason::cancelled);
+  CHECK(engine.n_unfinished() == 0);
+  CHECK(engine.stats().kv_blocks_used == 0);
+  CHECK(engine.stats().requests_cancelled == 1);
+}
+
+TEST_CASE("the background loop serves requests submitted from other threads", "[engine]") {
+  loom::Engine engine(engine_config(), synthetic_model());
+  engine.start();
+  std::vector<Outcome> outcomes(4);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    clients.emplace_back([&, i] { engine.submit(greedy_request(prompt_of(600 + i, 10), 6, &outcomes[i], engine)); });
+  }
+  for (auto& t : clients) t.join();
+  engine.stop(true);  // drain: finish everything already submitted
+  for (const auto& o : outcomes) {
+    CHECK(o.finish == loom::FinishReason::length);
+    CHECK(o.tokens.size() == 6);
+  }
+}
