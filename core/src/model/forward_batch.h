@@ -1,0 +1,34 @@
+// ForwardBatch — what the model runner hands the model for one step: a flat list of tokens from
+// one or more sequences (prefill chunks and decode tokens mixed), where each token's K/V goes
+// (slot_mapping) and where each sequence's earlier K/V lives (block tables). The model only
+// executes it; deciding what runs and where KV lives is the scheduler's and the allocator's job.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace loom {
+
+struct ForwardBatch {
+  std::vector<int32_t> tokens;        // [n_tok]
+  std::vector<int32_t> positions;     // [n_tok] position of each token in its sequence
+  std::vector<int32_t> slot_mapping;  // [n_tok] KV slot = block * block_size + offset; < 0 = do not store
+  struct Seq {
+    int32_t first_row = 0;     // first row of this sequence in tokens
+    int32_t n_query = 0;       // rows of this sequence in this batch (consecutive)
+    int32_t context_len = 0;   // tokens of the sequence after this step, including these rows
+    std::vector<int32_t> block_table;  // KV block ids of the sequence, in order
+  };
+  std::vector<Seq> seqs;
+  std::vector<int32_t> logit_rows;  // rows whose logits are wanted, e.g. the last row of each sequence
+
+  void clear() {
+    tokens.clear();
+    positions.clear();
+    slot_mapping.clear();
+    seqs.clear();
+    logit_rows.clear();
+  }
+};
+
+}  // namespace loom

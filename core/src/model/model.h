@@ -1,0 +1,121 @@
+// Model — a decoder-only transformer (llama, qwen2, gemma3) whose weights live in backend buffers and
+// whose forward pass is a list of ABI ops (GET_ROWS, RMS_NORM, MATMUL, ROPE, STORE_KV,
+// PAGED_ATTENTION, GLU, ADD, ...) run by the backend in one call.
+//
+// Weights are uploaded once with their GGUF dtype; the only load-time conversion is a lossless
+// repack of Q5_0 into Q8_0 for a backend that lacks Q5_0 (every Q5_0 value (q - 16) * d is a Q8_0
+// value with the same d), and F16/BF16 norm vectors widened to F32 (ops take F32 norm weights).
+// Scratch buffers are reused across calls and grow when a bigger batch arrives; the op list is
+// rebuilt only when the batch's shape changes, so a decode step re-runs the same list.
+//
+// Not thread-safe: one forward at a time per Model.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/model_info.h"
+
+namespace loom {
+
+namespace gguf {
+class GgufFile;
+}
+
+struct ModelOptions {
+  int64_t n_ctx = 0;  // positions allowed per sequence; 0 = the model's training context
+};
+
+struct LoadReport {
+  uint64_t weight_bytes = 0;
+  int32_t n_tensors = 0;
+  int32_t n_repacked = 0;  // Q5_0 -> Q8_0 for the backend
+};
+
+class Model {
+ public:
+  // loom::Error naming the file and the reason: unsupported arch, missing tensor, wrong shape,
+  // a tensor type the backend cannot use.
+  static std::unique_ptr<Model> load(const std::filesystem::path& gguf_path, Backend& backend,
+                                     ModelOptions options = {});
+  static std::unique_ptr<Model> load(const gguf::GgufFile& file, Backend& backend, ModelOptions options = {});
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelInfo& info() const { return info_; }
+  int64_t n_ctx() const { return n_ctx_; }
+  const LoadReport& load_report() const { return report_; }
+  Backend& backend() const { return backend_; }
+
+  // A pool of n_blocks blocks of block_size tokens for every layer. loom::Error when the backend
+  // cannot hold that dtype or block size, or the memory is not available.
+  KvCache create_kv_cache(uint32_t n_blocks, uint32_t block_size, loom_dtype dtype = LOOM_DTYPE_F16);
+
+  // Runs the batch; K/V of every token with a slot is stored in `kv`. logits_out is resized to
+  // [logit_rows.size() * n_vocab] (row r holds the logits of batch row logit_rows[r]).
+  // loom::Error for an inconsistent batch (the message says which field) or position >= n_ctx.
+  void forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>& logits_out);
+
+ private:
+  struct LayerWeights {
+    loom_tensor attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, post_attn_norm;
+    loom_tensor ffn_norm, w_gate, w_up, w_down, post_ffn_norm;
+  };
+  // Shape of the last op list; the same shape with the same buffers means the list is reusable.
+  struct GraphKey {
+    int64_t n_tok = -1, n_out = -1, n_seqs = -1, max_blocks = -1;
+    int64_t cap_tok = -1, cap_out = -1;  // the scratch layout
+    uint64_t kv_generation = 0;
+    const void* kv_buffer = nullptr;
+    const void* compute_buffer = nullptr;
+    const void* input_buffer = nullptr;
+    bool operator==(const GraphKey&) const = default;
+  };
+
+  Model(ModelInfo info, Backend& backend, ModelOptions options);
+  void load_weights(const gguf::GgufFile& file);
+  void validate(const ForwardBatch& batch, const KvCache& kv) const;
+  void ensure_scratch(int64_t n_tok, int64_t n_out);
+  void stage_inputs(const ForwardBatch& batch, int64_t max_blocks);
+  void build_graph(int64_t n_tok, int64_t n_out, int64_t n_seqs, int64_t max_blocks, const KvCache& kv);
+
+  ModelInfo info_;
+  Backend& backend_;
+  int64_t n_ctx_ = 0;
+  LoadReport report_;
+
+  Buffer weights_;
+  loom_tensor tok_embd_{}, output_norm_{}, output_{};
+  std::vector<LayerWeights> layers_;
+
+  // Op parameters: the ops point at these, so they live as long as the model.
+  loom_norm_params norm_params_{};
+  loom_rope_params rope_global_{}, rope_local_{};
+  loom_attention_params attn_global_{}, attn_local_{};
+  loom_glu_params glu_params_{};
+  loom_scale_params embd_scale_{};
+
+  // Activations [.., n_tok] sized for cap_tok_ tokens and cap_out_ logit rows.
+  Buffer compute_;
+  int64_t cap_tok_ = 0, cap_out_ = 0;
+  uint64_t off_x_ = 0, off_h_ = 0, off_q_ = 0, off_k_ = 0, off_v_ = 0, off_attn_ = 0, off_g_ = 0, off_u_ = 0;
+  uint64_t off_xo_ = 0, off_logits_ = 0;
+
+  // I32 inputs: tokens | positions | slots | logit_rows | seqs [4, n_seqs] | block_tables.
+  Buffer inputs_;
+  std::vector<int32_t> staging_;
+  uint64_t off_tokens_ = 0, off_positions_ = 0, off_slots_ = 0, off_rows_ = 0, off_seqs_ = 0, off_tables_ = 0;
+
+  std::vector<loom_op> ops_;
+  GraphKey graph_key_;
+  uint64_t next_kv_generation_ = 1;
+};
+
+}  // namespace loom

@@ -1,0 +1,256 @@
+// The forward pass: batch validation, scratch management and the op list.
+//
+//   x = embed(tokens) [* sqrt(dim)]                               // [dim, n_tok]
+//   per layer:
+//     h = rms_norm(x) * attn_norm
+//     q, k, v = h·Wq (+bq), h·Wk (+bk), h·Wv (+bv)              // [head_dim, heads, n_tok]
+//     q, k = rms_norm per head (gemma3); rope(q, k, positions)
+//     store k, v at slot_mapping; a = paged_attention(q, cache)  // [head_dim, n_heads, n_tok]
+//     h = a·Wo; h = rms_norm(h) * post_attn_norm (gemma3); x += h
+//     h = rms_norm(x) * ffn_norm
+//     h = (act(h·Wgate) * h·Wup)·Wdown; h = rms_norm(h) * post_ffn_norm (gemma3); x += h
+//   logits = rms_norm(x[logit_rows]) * output_norm · Woutᵀ         // [n_vocab, n_out]
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+#include "model/model.h"
+
+namespace loom {
+
+namespace {
+
+uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+[[noreturn]] void bad_batch(const std::string& what) { throw Error("forward batch: " + what); }
+
+}  // namespace
+
+void Model::validate(const ForwardBatch& b, const KvCache& kv) const {
+  const size_t n = b.tokens.size();
+  if (n == 0) bad_batch("no tokens");
+  if (b.positions.size() != n || b.slot_mapping.size() != n) {
+    bad_batch("tokens (" + std::to_string(n) + "), positions (" + std::to_string(b.positions.size()) +
+              ") and slot_mapping (" + std::to_string(b.slot_mapping.size()) + ") must have the same length");
+  }
+  if (n > static_cast<size_t>(INT32_MAX)) bad_batch("too many tokens");
+  if (kv.n_blocks() == 0 || kv.k_.size() != static_cast<size_t>(info_.n_layers)) {
+    bad_batch("the KV cache was not created by this model");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (b.tokens[i] < 0 || b.tokens[i] >= info_.n_vocab) {
+      bad_batch("token " + std::to_string(b.tokens[i]) + " at row " + std::to_string(i) + " is outside the vocabulary [0, " +
+                std::to_string(info_.n_vocab) + ")");
+    }
+    if (b.positions[i] < 0) bad_batch("position " + std::to_string(b.positions[i]) + " at row " + std::to_string(i));
+    if (b.positions[i] >= n_ctx_) {
+      throw Error("context overflow: position " + std::to_string(b.positions[i]) + " at row " + std::to_string(i) +
+                  " is beyond the context size " + std::to_string(n_ctx_) + " (n_ctx)");
+    }
+    if (b.slot_mapping[i] >= 0 && static_cast<uint64_t>(b.slot_mapping[i]) >= kv.n_slots()) {
+      bad_batch("slot " + std::to_string(b.slot_mapping[i]) + " at row " + std::to_string(i) + " is outside the KV cache (" +
+                std::to_string(kv.n_slots()) + " slots)");
+    }
+  }
+  if (b.seqs.empty()) bad_batch("no sequences");
+  size_t covered = 0;
+  for (size_t s = 0; s < b.seqs.size(); ++s) {
+    const ForwardBatch::Seq& seq = b.seqs[s];
+    const std::string name = "sequence " + std::to_string(s) + ": ";
+    if (seq.n_query < 1 || seq.first_row < 0 || static_cast<size_t>(seq.first_row) + static_cast<size_t>(seq.n_query) > n) {
+      bad_batch(name + "rows [" + std::to_string(seq.first_row) + ", +" + std::to_string(seq.n_query) +
+                ") are not inside the batch of " + std::to_string(n));
+    }
+    if (seq.context_len < seq.n_query) bad_batch(name + "context_len is smaller than n_query");
+    if (seq.context_len > n_ctx_) {
+      throw Error("context overflow: " + name + "context length " + std::to_string(seq.context_len) +
+                  " exceeds the context size " + std::to_string(n_ctx_) + " (n_ctx)");
+    }
+    if (static_cast<uint64_t>(seq.block_table.size()) * kv.block_size() < static_cast<uint64_t>(seq.context_len)) {
+      bad_batch(name + "block table of " + std::to_string(seq.block_table.size()) + " blocks cannot hold " +
+                std::to_string(seq.context_len) + " tokens");
+    }
+    for (int32_t block : seq.block_table) {
+      if (block < 0 || static_cast<uint32_t>(block) >= kv.n_blocks()) {
+        bad_batch(name + "block " + std::to_string(block) + " is outside the KV cache (" + std::to_string(kv.n_blocks()) +
+                  " blocks)");
+      }
+    }
+    for (int32_t i = 0; i < seq.n_query; ++i) {
+      const int32_t expected = seq.context_len - seq.n_query + i;
+      if (b.positions[static_cast<size_t>(seq.first_row + i)] != expected) {
+        bad_batch(name + "row " + std::to_string(seq.first_row + i) + " has position " +
+                  std::to_string(b.positions[static_cast<size_t>(seq.first_row + i)]) + ", expected " +
+                  std::to_string(expected) + " from context_len and n_query");
+      }
+    }
+    covered += static_cast<size_t>(seq.n_query);
+  }
+  if (covered != n) bad_batch("sequences cover " + std::to_string(covered) + " rows of " + std::to_string(n));
+  for (int32_t row : b.logit_rows) {
+    if (row < 0 || static_cast<size_t>(row) >= n) bad_batch("logit row " + std::to_string(row) + " is outside the batch");
+  }
+}
+
+void Model::ensure_scratch(int64_t n_tok, int64_t n_out) {
+  if (n_tok <= cap_tok_ && n_out <= cap_out_ && compute_) return;
+  cap_tok_ = std::max<int64_t>(cap_tok_, static_cast<int64_t>(align_up(static_cast<uint64_t>(n_tok), 16)));
+  cap_out_ = std::max<int64_t>(cap_out_, std::max<int64_t>(n_out, 1));
+  const uint64_t t = static_cast<uint64_t>(cap_tok_), r = static_cast<uint64_t>(cap_out_);
+  uint64_t off = 0;
+  auto take = [&](uint64_t floats) {
+    const uint64_t at = off;
+    off = align_up(off + floats * 4, 256);
+    return at;
+  };
+  const uint64_t dim = uint64_t(info_.dim), q_dim = uint64_t(info_.q_dim()), kv_dim = uint64_t(info_.kv_dim());
+  off_x_ = take(dim * t);
+  off_h_ = take(dim * t);
+  off_q_ = take(q_dim * t);
+  off_k_ = take(kv_dim * t);
+  off_v_ = take(kv_dim * t);
+  off_attn_ = take(q_dim * t);
+  off_g_ = take(uint64_t(info_.ff_dim) * t);
+  off_u_ = take(uint64_t(info_.ff_dim) * t);
+  off_xo_ = take(dim * r);
+  off_logits_ = take(uint64_t(info_.n_vocab) * r);
+  compute_.reset();  // every earlier forward has synchronized, so nothing uses it
+  compute_ = backend_.alloc(off, LOOM_BUFFER_USAGE_COMPUTE);
+}
+
+void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks) {
+  const size_t n = b.tokens.size(), n_out = b.logit_rows.size(), n_seqs = b.seqs.size();
+  const size_t width = static_cast<size_t>(max_blocks);
+  // Each part starts at a 16-element boundary so views stay aligned.
+  auto pad = [](size_t count) { return (count + 15) / 16 * 16; };
+  size_t at = 0;
+  auto take = [&](size_t count) {
+    const size_t start = at;
+    at += pad(count);
+    return start;
+  };
+  const size_t tokens = take(n), positions = take(n), slots = take(n), rows = take(n_out), seqs = take(4 * n_seqs);
+  const size_t tables = take(width * n_seqs);
+  staging_.assign(at, 0);  // keeps its capacity: no allocation once the largest batch was seen
+  std::copy(b.tokens.begin(), b.tokens.end(), staging_.begin() + static_cast<ptrdiff_t>(tokens));
+  std::copy(b.positions.begin(), b.positions.end(), staging_.begin() + static_cast<ptrdiff_t>(positions));
+  std::copy(b.slot_mapping.begin(), b.slot_mapping.end(), staging_.begin() + static_cast<ptrdiff_t>(slots));
+  std::copy(b.logit_rows.begin(), b.logit_rows.end(), staging_.begin() + static_cast<ptrdiff_t>(rows));
+  for (size_t s = 0; s < n_seqs; ++s) {
+    const ForwardBatch::Seq& seq = b.seqs[s];
+    int32_t* d = staging_.data() + seqs + 4 * s;
+    d[0] = seq.first_row;
+    d[1] = seq.n_query;
+    d[2] = seq.context_len;
+    d[3] = 0;
+    std::copy(seq.block_table.begin(), seq.block_table.end(), staging_.begin() + static_cast<ptrdiff_t>(tables + width * s));
+  }
+  off_tokens_ = tokens * 4;
+  off_positions_ = positions * 4;
+  off_slots_ = slots * 4;
+  off_rows_ = rows * 4;
+  off_seqs_ = seqs * 4;
+  off_tables_ = tables * 4;
+  const uint64_t bytes = at * 4;
+  if (!inputs_ || inputs_.size() < bytes) {
+    inputs_.reset();
+    inputs_ = backend_.alloc(std::max<uint64_t>(bytes * 2, 4096), LOOM_BUFFER_USAGE_COMPUTE);
+  }
+  backend_.upload(inputs_, 0, staging_.data(), bytes);
+}
+
+void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_blocks, const KvCache& kv) {
+  const ModelInfo& m = info_;
+  const int64_t dim = m.dim, q_dim = m.q_dim(), kv_dim = m.kv_dim(), hd = m.head_dim, ff = m.ff_dim;
+  auto f32 = [&](uint64_t off, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
+    return tensor_view(compute_, off, LOOM_DTYPE_F32, ne0, ne1, ne2);
+  };
+  auto i32 = [&](uint64_t off, int64_t ne0, int64_t ne1 = 1) {
+    return tensor_view(inputs_, off, LOOM_DTYPE_I32, ne0, ne1);
+  };
+  attn_global_.block_size = kv.block_size();
+  attn_local_.block_size = kv.block_size();
+
+  ops_.clear();
+  auto op = [&](loom_op_type type, const loom_tensor& dst, std::initializer_list<loom_tensor> srcs,
+                const void* params = nullptr) { ops_.push_back(make_op(type, dst, srcs, params)); };
+  auto norm = [&](const loom_tensor& dst, const loom_tensor& src, const loom_tensor& weight) {
+    op(LOOM_OP_RMS_NORM, dst, {src, weight}, &norm_params_);
+  };
+
+  const loom_tensor x = f32(off_x_, dim, n), h = f32(off_h_, dim, n);
+  const loom_tensor q = f32(off_q_, q_dim, n), k = f32(off_k_, kv_dim, n), v = f32(off_v_, kv_dim, n);
+  const loom_tensor q3 = f32(off_q_, hd, m.n_heads, n), k3 = f32(off_k_, hd, m.n_kv_heads, n);
+  const loom_tensor v3 = f32(off_v_, hd, m.n_kv_heads, n);
+  const loom_tensor attn3 = f32(off_attn_, hd, m.n_heads, n), attn = f32(off_attn_, q_dim, n);
+  const loom_tensor g = f32(off_g_, ff, n), u = f32(off_u_, ff, n);
+  const loom_tensor positions = i32(off_positions_, n), slots = i32(off_slots_, n);
+  const loom_tensor seqs = i32(off_seqs_, 4, n_seqs), tables = i32(off_tables_, max_blocks, n_seqs);
+
+  op(LOOM_OP_GET_ROWS, x, {tok_embd_, i32(off_tokens_, n)});
+  if (m.embedding_scale != 1.0f) op(LOOM_OP_SCALE, x, {x}, &embd_scale_);
+  for (int32_t il = 0; il < m.n_layers; ++il) {
+    const LayerWeights& l = layers_[static_cast<size_t>(il)];
+    const bool local = m.layer_is_local[static_cast<size_t>(il)];
+    norm(h, x, l.attn_norm);
+    op(LOOM_OP_MATMUL, q, {l.wq, h});
+    op(LOOM_OP_MATMUL, k, {l.wk, h});
+    op(LOOM_OP_MATMUL, v, {l.wv, h});
+    if (l.bq.buffer != nullptr) op(LOOM_OP_ADD, q, {q, l.bq});
+    if (l.bk.buffer != nullptr) op(LOOM_OP_ADD, k, {k, l.bk});
+    if (l.bv.buffer != nullptr) op(LOOM_OP_ADD, v, {v, l.bv});
+    if (m.qk_norm) {
+      norm(q3, q3, l.q_norm);
+      norm(k3, k3, l.k_norm);
+    }
+    const loom_rope_params* rope = local ? &rope_local_ : &rope_global_;
+    op(LOOM_OP_ROPE, q3, {q3, positions}, rope);
+    op(LOOM_OP_ROPE, k3, {k3, positions}, rope);
+    op(LOOM_OP_STORE_KV, no_tensor(), {k3, v3, slots, kv.k(il), kv.v(il)});
+    op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), tables, seqs}, local ? &attn_local_ : &attn_global_);
+    op(LOOM_OP_MATMUL, h, {l.wo, attn});
+    if (m.post_norms) norm(h, h, l.post_attn_norm);
+    op(LOOM_OP_ADD, x, {x, h});
+
+    norm(h, x, l.ffn_norm);
+    op(LOOM_OP_MATMUL, g, {l.w_gate, h});
+    op(LOOM_OP_MATMUL, u, {l.w_up, h});
+    op(LOOM_OP_GLU, g, {g, u}, &glu_params_);
+    op(LOOM_OP_MATMUL, h, {l.w_down, g});
+    if (m.post_norms) norm(h, h, l.post_ffn_norm);
+    op(LOOM_OP_ADD, x, {x, h});
+  }
+  if (n_out > 0) {
+    // Only the wanted rows go through the output projection (the biggest matmul for small models).
+    const loom_tensor xo = f32(off_xo_, dim, n_out);
+    op(LOOM_OP_GET_ROWS, xo, {x, i32(off_rows_, n_out)});
+    norm(xo, xo, output_norm_);
+    op(LOOM_OP_MATMUL, f32(off_logits_, m.n_vocab, n_out), {output_, xo});
+  }
+}
+
+void Model::forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>& logits_out) {
+  validate(batch, kv);
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  const int64_t n_out = static_cast<int64_t>(batch.logit_rows.size());
+  const int64_t n_seqs = static_cast<int64_t>(batch.seqs.size());
+  size_t max_blocks = 1;
+  for (const auto& seq : batch.seqs) max_blocks = std::max(max_blocks, seq.block_table.size());
+
+  ensure_scratch(n, n_out);
+  stage_inputs(batch, static_cast<int64_t>(max_blocks));
+  const GraphKey key{n,          n_out,           n_seqs,           static_cast<int64_t>(max_blocks),
+                     cap_tok_,   cap_out_,        kv.generation(),  kv.buffer_.get(),
+                     compute_.get(), inputs_.get()};
+  if (!(key == graph_key_)) {
+    graph_key_ = GraphKey{};  // a failed build must not leave a half-built list marked valid
+    build_graph(n, n_out, n_seqs, static_cast<int64_t>(max_blocks), kv);
+    graph_key_ = key;
+  }
+  backend_.run(ops_);
+  logits_out.resize(static_cast<size_t>(n_out) * static_cast<size_t>(info_.n_vocab));
+  backend_.download(logits_out.data(), compute_, off_logits_, logits_out.size() * sizeof(float));
+  backend_.synchronize();
+}
+
+}  // namespace loom

@@ -1,0 +1,181 @@
+// Hyper-parameters with llama.cpp's semantics. References (llama.cpp, src/llama-model.cpp):
+//  - gemma3: swa pattern 6 (layers with (il + 1) % 6 != 0 are local), local rope base 10000 and
+//    scale 1, global layers use `gemma3.rope.freq_base` and the file's rope scaling; attention scale
+//    1/sqrt(head_dim), except the 27B (62 layers) which uses 1/sqrt(dim / n_heads); embeddings are
+//    scaled by sqrt(dim); GELU (tanh) gate; norms stored with the +1 already folded in.
+//  - qwen2: NEOX rope, q/k/v biases.
+//  - llama (Llama 2/3, TinyLlama, SmolLM, Mistral): NORMAL rope, SiLU gate.
+#include "model/model_info.h"
+
+#include <cmath>
+
+#include "common/error.h"
+#include "gguf/gguf_file.h"
+
+namespace loom {
+
+namespace {
+
+class Reader {
+ public:
+  Reader(const gguf::GgufFile& file, std::string arch) : file_(file), arch_(std::move(arch)) {}
+
+  std::string key(const std::string& suffix) const { return arch_ + "." + suffix; }
+
+  std::optional<uint64_t> opt_uint(const std::string& suffix) const {
+    const std::string k = key(suffix);
+    const gguf::MetadataValue* value = file_.find(k);
+    if (value != nullptr && value->type == gguf::ValueType::array) {
+      // Per-layer arrays (some converters write head_count_kv that way): Loom needs them uniform.
+      const std::vector<int64_t> values = file_.get_int_array(k);
+      if (values.empty()) fail(k, "is an empty array");
+      for (int64_t v : values) {
+        if (v != values[0]) fail(k, "differs between layers, which Loom does not support");
+      }
+      if (values[0] < 0) fail(k, "is negative");
+      return static_cast<uint64_t>(values[0]);
+    }
+    return file_.get_uint(k);
+  }
+  int32_t need_int(const std::string& suffix, int64_t lo, int64_t hi) const {
+    const auto v = opt_uint(suffix);
+    if (!v) fail(key(suffix), "is missing");
+    return checked(suffix, *v, lo, hi);
+  }
+  int32_t opt_int(const std::string& suffix, int64_t fallback, int64_t lo, int64_t hi) const {
+    const auto v = opt_uint(suffix);
+    return v ? checked(suffix, *v, lo, hi) : static_cast<int32_t>(fallback);
+  }
+  std::optional<float> opt_float(const std::string& suffix) const {
+    const auto v = file_.get_float(key(suffix));
+    if (!v) return std::nullopt;
+    if (!std::isfinite(*v)) fail(key(suffix), "is not finite");
+    return static_cast<float>(*v);
+  }
+  std::optional<std::string> opt_string(const std::string& suffix) const { return file_.get_string(key(suffix)); }
+
+  [[noreturn]] void fail(const std::string& k, const std::string& what) const {
+    throw Error(file_.label() + ": metadata '" + k + "' " + what);
+  }
+
+ private:
+  int32_t checked(const std::string& suffix, uint64_t v, int64_t lo, int64_t hi) const {
+    if (static_cast<int64_t>(v) < lo || static_cast<int64_t>(v) > hi || v > (1ull << 40)) {
+      fail(key(suffix), "is " + std::to_string(v) + " (expected " + std::to_string(lo) + ".." + std::to_string(hi) + ")");
+    }
+    return static_cast<int32_t>(v);
+  }
+
+  const gguf::GgufFile& file_;
+  std::string arch_;
+};
+
+}  // namespace
+
+std::string arch_list() { return "llama, qwen2, gemma3"; }
+
+ModelInfo read_model_info(const gguf::GgufFile& file) {
+  ModelInfo info;
+  const auto arch = file.get_string("general.architecture");
+  if (!arch) throw Error(file.label() + ": metadata 'general.architecture' is missing (not a model file?)");
+  info.arch_name = *arch;
+  if (*arch == "llama") {
+    info.arch = ModelArch::llama;
+  } else if (*arch == "qwen2") {
+    info.arch = ModelArch::qwen2;
+  } else if (*arch == "gemma3") {
+    info.arch = ModelArch::gemma3;
+  } else {
+    throw Error(file.label() + ": architecture '" + *arch + "' is not supported (supported: " + arch_list() + ")");
+  }
+  info.name = file.get_string("general.name").value_or("");
+
+  const Reader r(file, *arch);
+  info.n_layers = r.need_int("block_count", 1, 4096);
+  info.dim = r.need_int("embedding_length", 1, 1 << 20);
+  info.n_heads = r.need_int("attention.head_count", 1, 4096);
+  info.n_kv_heads = r.opt_int("attention.head_count_kv", info.n_heads, 1, info.n_heads);
+  if (info.n_heads % info.n_kv_heads != 0) {
+    r.fail(r.key("attention.head_count_kv"), "(" + std::to_string(info.n_kv_heads) + ") does not divide head_count (" +
+                                                 std::to_string(info.n_heads) + ")");
+  }
+  const int64_t default_head_dim = info.dim % info.n_heads == 0 ? info.dim / info.n_heads : 0;
+  info.head_dim = r.opt_int("attention.key_length", default_head_dim, 1, 4096);
+  if (info.head_dim == 0) r.fail(r.key("attention.key_length"), "is missing and dim is not a multiple of head_count");
+  const int32_t v_head_dim = r.opt_int("attention.value_length", info.head_dim, 1, 4096);
+  if (v_head_dim != info.head_dim) {
+    r.fail(r.key("attention.value_length"), "(" + std::to_string(v_head_dim) + ") differs from key_length (" +
+                                                std::to_string(info.head_dim) + "), which Loom does not support");
+  }
+  if (info.head_dim % 2 != 0) r.fail(r.key("attention.key_length"), "must be even for rotary embeddings");
+  info.ff_dim = r.need_int("feed_forward_length", 1, 1 << 22);
+  info.n_ctx_train = r.opt_int("context_length", 2048, 1, 1 << 30);
+  info.n_rot = r.opt_int("rope.dimension_count", info.head_dim, 2, info.head_dim);
+  if (info.n_rot % 2 != 0) r.fail(r.key("rope.dimension_count"), "must be even");
+
+  const bool gemma3 = info.arch == ModelArch::gemma3;
+  info.rms_eps = r.opt_float("attention.layer_norm_rms_epsilon").value_or(gemma3 ? 1e-6f : 1e-5f);
+  if (!(info.rms_eps > 0.0f)) r.fail(r.key("attention.layer_norm_rms_epsilon"), "must be > 0");
+  info.rope_freq_base = r.opt_float("rope.freq_base").value_or(gemma3 ? 1e6f : 10000.0f);
+  if (!(info.rope_freq_base > 0.0f)) r.fail(r.key("rope.freq_base"), "must be > 0");
+
+  const std::string scaling = r.opt_string("rope.scaling.type").value_or("none");
+  if (scaling == "linear") {
+    const float factor = r.opt_float("rope.scaling.factor").value_or(1.0f);
+    if (!(factor > 0.0f)) r.fail(r.key("rope.scaling.factor"), "must be > 0");
+    info.rope_freq_scale = 1.0f / factor;
+  } else if (scaling != "none") {
+    r.fail(r.key("rope.scaling.type"), "is '" + scaling + "'; Loom supports only 'none' and 'linear'");
+  } else if (const auto factor = r.opt_float("rope.scaling.factor"); factor && *factor > 1.0f) {
+    // Older converters write a factor without a type; llama.cpp treats that as linear.
+    info.rope_freq_scale = 1.0f / *factor;
+  }
+  info.rope_freq_base_local = info.rope_freq_base;
+  info.rope_freq_scale_local = info.rope_freq_scale;
+  info.layer_is_local.assign(static_cast<size_t>(info.n_layers), false);
+  info.attention_scale = 1.0f / std::sqrt(static_cast<float>(info.head_dim));
+
+  switch (info.arch) {
+    case ModelArch::llama:
+      info.rope_mode = LOOM_ROPE_NORMAL;
+      break;
+    case ModelArch::qwen2:
+      info.rope_mode = LOOM_ROPE_NEOX;
+      info.qkv_bias = true;
+      break;
+    case ModelArch::gemma3: {
+      info.rope_mode = LOOM_ROPE_NEOX;
+      info.ffn_activation = LOOM_ACTIVATION_GELU_TANH;
+      info.qk_norm = true;
+      info.post_norms = true;
+      info.embedding_scale = std::sqrt(static_cast<float>(info.dim));
+      info.sliding_window = static_cast<uint32_t>(r.opt_int("attention.sliding_window", 0, 0, 1 << 30));
+      info.rope_freq_base_local = 10000.0f;
+      info.rope_freq_scale_local = 1.0f;
+      if (info.sliding_window > 0) {
+        for (int32_t il = 0; il < info.n_layers; ++il) info.layer_is_local[static_cast<size_t>(il)] = (il + 1) % 6 != 0;
+      }
+      // gemma_pytorch's query_pre_attn_scalar: dim / n_heads for the 27B, head_dim otherwise.
+      const float pre_attn = info.n_layers == 62 ? static_cast<float>(info.dim) / static_cast<float>(info.n_heads)
+                                                 : static_cast<float>(info.head_dim);
+      info.attention_scale = 1.0f / std::sqrt(pre_attn);
+      break;
+    }
+  }
+  if (const auto scale = r.opt_float("attention.scale"); scale && *scale > 0.0f) info.attention_scale = *scale;
+
+  const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
+  if (embd == nullptr) throw Error(file.label() + ": tensor 'token_embd.weight' is missing");
+  if (embd->dims.size() != 2 || embd->dims[0] != info.dim) {
+    throw Error(file.label() + ": tensor 'token_embd.weight' must be [" + std::to_string(info.dim) + ", n_vocab]");
+  }
+  info.n_vocab = static_cast<int32_t>(embd->dims[1]);
+  info.tied_output = file.find_tensor("output.weight") == nullptr;
+  if (file.find_tensor("rope_freqs.weight") != nullptr) {
+    throw Error(file.label() + ": tensor 'rope_freqs.weight' (Llama 3.1-style rope frequency factors) is not "
+                               "supported by Loom's ROPE op");
+  }
+  return info;
+}
+
+}  // namespace loom

@@ -1,0 +1,65 @@
+// ModelInfo — the hyper-parameters of a decoder-only transformer, read from GGUF metadata with
+// llama.cpp's key names and per-architecture defaults (llama-model.cpp, load_hparams).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loom/backend.h"
+
+namespace loom::gguf {
+class GgufFile;
+}
+
+namespace loom {
+
+enum class ModelArch { llama, qwen2, gemma3 };
+
+struct ModelInfo {
+  ModelArch arch = ModelArch::llama;
+  std::string arch_name;  // general.architecture
+  std::string name;       // general.name
+
+  int32_t n_layers = 0;
+  int32_t dim = 0;         // embedding_length
+  int32_t n_heads = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;    // attention.key_length (== value_length)
+  int32_t ff_dim = 0;
+  int32_t n_vocab = 0;
+  int32_t n_ctx_train = 0;
+
+  // Rotary embedding. Global layers use rope_freq_base/scale; local (sliding-window) layers use the
+  // _local pair (gemma3: base 10000, no scaling).
+  loom_rope_mode rope_mode = LOOM_ROPE_NORMAL;
+  int32_t n_rot = 0;
+  float rope_freq_base = 10000.0f;
+  float rope_freq_scale = 1.0f;
+  float rope_freq_base_local = 10000.0f;
+  float rope_freq_scale_local = 1.0f;
+
+  float rms_eps = 1e-5f;
+  uint32_t sliding_window = 0;      // tokens a local layer sees (0 = none)
+  std::vector<bool> layer_is_local;  // [n_layers]
+  float attention_scale = 0.0f;      // multiplies q·k
+  float embedding_scale = 1.0f;      // multiplies the token embeddings (gemma: sqrt(dim))
+
+  loom_activation ffn_activation = LOOM_ACTIVATION_SILU;
+  bool qkv_bias = false;    // qwen2
+  bool qk_norm = false;     // gemma3: RMS norm of each q and k head before rope
+  bool post_norms = false;  // gemma3: norms after attention and after the FFN, before the residual add
+  bool tied_output = false; // no output.weight: the logits reuse token_embd
+
+  int32_t q_dim() const { return n_heads * head_dim; }
+  int32_t kv_dim() const { return n_kv_heads * head_dim; }
+};
+
+// Read and check the hyper-parameters. loom::Error naming the file and key for an unsupported
+// architecture, a missing key or an inconsistent value. `tied_output` and `n_vocab` are taken from
+// the tensor list.
+ModelInfo read_model_info(const gguf::GgufFile& file);
+
+std::string arch_list();  // "llama, qwen2, gemma3"
+
+}  // namespace loom

@@ -1,0 +1,234 @@
+// Model loading: hyper-parameters, the tensor inventory with shape checks, and one upload of every
+// weight into a single backend buffer.
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "common/error.h"
+#include "gguf/block_quantize.h"
+#include "gguf/dtype_traits.h"
+#include "gguf/gguf_file.h"
+#include "model/model.h"
+
+namespace loom {
+
+namespace {
+
+constexpr uint64_t kAlign = 256;
+
+uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+// GGML's Q5_0 block: 32 values (q - 16) * d with 5-bit q split into low nibbles and a high-bit mask.
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+
+// Exact: Q5_0's integers -16..15 fit int8, and the scale is kept bit for bit.
+void repack_q5_0_to_q8_0(std::span<const uint8_t> in, std::vector<uint8_t>& out) {
+  const size_t n_blocks = in.size() / sizeof(BlockQ5_0);
+  out.resize(n_blocks * sizeof(loom_block_q8_0));
+  for (size_t b = 0; b < n_blocks; ++b) {
+    BlockQ5_0 src;
+    std::memcpy(&src, in.data() + b * sizeof(BlockQ5_0), sizeof(src));
+    uint32_t qh;
+    std::memcpy(&qh, src.qh, 4);
+    loom_block_q8_0 dst;
+    dst.d = src.d;
+    for (int j = 0; j < 16; ++j) {
+      const int xh0 = static_cast<int>(((qh >> j) << 4) & 0x10);
+      const int xh1 = static_cast<int>((qh >> (j + 12)) & 0x10);
+      dst.qs[j] = static_cast<int8_t>(((src.qs[j] & 0x0F) | xh0) - 16);
+      dst.qs[j + 16] = static_cast<int8_t>(((src.qs[j] >> 4) | xh1) - 16);
+    }
+    std::memcpy(out.data() + b * sizeof(loom_block_q8_0), &dst, sizeof(dst));
+  }
+}
+
+enum class Conversion { none, q5_0_to_q8_0, to_f32 };
+
+struct PlannedTensor {
+  const gguf::TensorInfo* source = nullptr;
+  loom_tensor* target = nullptr;
+  loom_dtype dtype = LOOM_DTYPE_F32;
+  Conversion conversion = Conversion::none;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+}  // namespace
+
+Model::Model(ModelInfo info, Backend& backend, ModelOptions options) : info_(std::move(info)), backend_(backend) {
+  n_ctx_ = options.n_ctx > 0 ? options.n_ctx : info_.n_ctx_train;
+  norm_params_ = {sizeof(loom_norm_params), info_.rms_eps};
+  rope_global_ = {sizeof(loom_rope_params), info_.rope_mode, static_cast<uint32_t>(info_.n_rot), info_.rope_freq_base,
+                  info_.rope_freq_scale, {}};
+  rope_local_ = rope_global_;
+  rope_local_.freq_base = info_.rope_freq_base_local;
+  rope_local_.freq_scale = info_.rope_freq_scale_local;
+  attn_global_ = {sizeof(loom_attention_params), info_.attention_scale, 0, 0, 0.0f, 0};
+  attn_local_ = attn_global_;
+  attn_local_.sliding_window = info_.sliding_window;
+  glu_params_ = {sizeof(loom_glu_params), info_.ffn_activation};
+  embd_scale_ = {sizeof(loom_scale_params), info_.embedding_scale};
+}
+
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::load(const std::filesystem::path& gguf_path, Backend& backend, ModelOptions options) {
+  const gguf::GgufFile file = gguf::GgufFile::open(gguf_path);
+  return load(file, backend, options);
+}
+
+std::unique_ptr<Model> Model::load(const gguf::GgufFile& file, Backend& backend, ModelOptions options) {
+  std::unique_ptr<Model> model(new Model(read_model_info(file), backend, options));
+  if (model->info_.head_dim > static_cast<int32_t>(backend.caps().max_head_dim) && backend.caps().max_head_dim > 0) {
+    throw Error(file.label() + ": head_dim " + std::to_string(model->info_.head_dim) + " exceeds backend '" +
+                backend.name() + "' limit " + std::to_string(backend.caps().max_head_dim));
+  }
+  model->load_weights(file);
+  return model;
+}
+
+void Model::load_weights(const gguf::GgufFile& file) {
+  const ModelInfo& m = info_;
+  std::vector<PlannedTensor> plan;
+  auto supported_list = [&] {
+    std::string s;
+    const uint32_t n = std::min<uint32_t>(backend_.caps().n_weight_dtypes, LOOM_BACKEND_MAX_DTYPES);
+    for (uint32_t i = 0; i < n; ++i) s += (i ? ", " : "") + dtype_name(backend_.caps().weight_dtypes[i]);
+    return s;
+  };
+  // `dims` is the expected GGUF shape (ne0 first). Vectors (norms, biases) become F32.
+  auto add = [&](const std::string& name, std::vector<int64_t> dims, loom_tensor* target, bool optional = false) {
+    const gguf::TensorInfo* t = file.find_tensor(name);
+    if (t == nullptr) {
+      if (optional) {
+        *target = no_tensor();
+        return;
+      }
+      throw Error(file.label() + ": tensor '" + name + "' is missing (required by " + m.arch_name + ")");
+    }
+    if (t->dims != dims) {
+      std::ostringstream got, want;
+      for (auto d : t->dims) got << (got.tellp() > 0 ? ", " : "") << d;
+      for (auto d : dims) want << (want.tellp() > 0 ? ", " : "") << d;
+      throw Error(file.label() + ": tensor '" + name + "' has shape [" + got.str() + "], expected [" + want.str() + "]");
+    }
+    PlannedTensor p;
+    p.source = t;
+    p.target = target;
+    p.dtype = t->type;
+    if (dims.size() == 1) {
+      if (t->type != LOOM_DTYPE_F32) {
+        if (t->type != LOOM_DTYPE_F16 && t->type != LOOM_DTYPE_BF16) {
+          throw Error(file.label() + ": tensor '" + name + "' has type " + dtype_name(t->type) +
+                      "; norm weights and biases must be F32, F16 or BF16");
+        }
+        p.conversion = Conversion::to_f32;
+        p.dtype = LOOM_DTYPE_F32;
+      }
+    } else if (!backend_.supports_weight_dtype(t->type)) {
+      if (t->type == LOOM_DTYPE_Q5_0 && backend_.supports_weight_dtype(LOOM_DTYPE_Q8_0)) {
+        p.conversion = Conversion::q5_0_to_q8_0;
+        p.dtype = LOOM_DTYPE_Q8_0;
+      } else {
+        throw Error(file.label() + ": tensor '" + name + "' has type " + dtype_name(t->type) + ", which backend '" +
+                    backend_.name() + "' does not support (it supports: " + supported_list() + ")");
+      }
+    }
+    p.bytes = dims.size() == 1 ? uint64_t(dims[0]) * 4 : dtype_row_bytes(p.dtype, dims[0]) * uint64_t(dims[1]);
+    plan.push_back(p);
+  };
+
+  const int64_t dim = m.dim, q_dim = m.q_dim(), kv_dim = m.kv_dim(), ff = m.ff_dim, hd = m.head_dim;
+  add("token_embd.weight", {dim, m.n_vocab}, &tok_embd_);
+  add("output_norm.weight", {dim}, &output_norm_);
+  if (!m.tied_output) add("output.weight", {dim, m.n_vocab}, &output_);
+  layers_.resize(static_cast<size_t>(m.n_layers));
+  for (int32_t il = 0; il < m.n_layers; ++il) {
+    LayerWeights& l = layers_[static_cast<size_t>(il)];
+    const std::string p = "blk." + std::to_string(il) + ".";
+    add(p + "attn_norm.weight", {dim}, &l.attn_norm);
+    add(p + "attn_q.weight", {dim, q_dim}, &l.wq);
+    add(p + "attn_k.weight", {dim, kv_dim}, &l.wk);
+    add(p + "attn_v.weight", {dim, kv_dim}, &l.wv);
+    // Biases are required by qwen2 and used when present elsewhere (some llama fine-tunes have them).
+    add(p + "attn_q.bias", {q_dim}, &l.bq, !m.qkv_bias);
+    add(p + "attn_k.bias", {kv_dim}, &l.bk, !m.qkv_bias);
+    add(p + "attn_v.bias", {kv_dim}, &l.bv, !m.qkv_bias);
+    add(p + "attn_q_norm.weight", {hd}, &l.q_norm, !m.qk_norm);
+    add(p + "attn_k_norm.weight", {hd}, &l.k_norm, !m.qk_norm);
+    add(p + "attn_output.weight", {q_dim, dim}, &l.wo);
+    add(p + "post_attention_norm.weight", {dim}, &l.post_attn_norm, !m.post_norms);
+    add(p + "ffn_norm.weight", {dim}, &l.ffn_norm);
+    add(p + "ffn_gate.weight", {dim, ff}, &l.w_gate);
+    add(p + "ffn_up.weight", {dim, ff}, &l.w_up);
+    add(p + "ffn_down.weight", {ff, dim}, &l.w_down);
+    add(p + "post_ffw_norm.weight", {dim}, &l.post_ffn_norm, !m.post_norms);
+  }
+  uint64_t total = 0;
+  for (PlannedTensor& p : plan) {
+    p.offset = total;
+    total = align_up(total + p.bytes, kAlign);
+  }
+  weights_ = backend_.alloc(total, LOOM_BUFFER_USAGE_WEIGHTS);
+  std::vector<uint8_t> converted;
+  for (const PlannedTensor& p : plan) {
+    const std::span<const uint8_t> data = file.tensor_data(*p.source);
+    const auto& d = p.source->dims;
+    *p.target = tensor_view(weights_, p.offset, p.dtype, d[0], d.size() > 1 ? d[1] : 1);
+    switch (p.conversion) {
+      case Conversion::none:
+        backend_.upload(weights_, p.offset, data.data(), p.bytes);
+        continue;
+      case Conversion::q5_0_to_q8_0:
+        repack_q5_0_to_q8_0(data, converted);
+        ++report_.n_repacked;
+        break;
+      case Conversion::to_f32: {
+        const std::vector<float> values = dequantize_rows(p.source->type, data, d[0]);
+        converted.resize(values.size() * 4);
+        std::memcpy(converted.data(), values.data(), converted.size());
+        break;
+      }
+    }
+    backend_.upload(weights_, p.offset, converted.data(), p.bytes);
+    backend_.synchronize();  // `converted` is reused for the next tensor
+  }
+  backend_.synchronize();  // the file's mapping may go away after load
+  if (m.tied_output) output_ = tok_embd_;
+  report_.weight_bytes = total;
+  report_.n_tensors = static_cast<int32_t>(plan.size());
+}
+
+KvCache Model::create_kv_cache(uint32_t n_blocks, uint32_t block_size, loom_dtype dtype) {
+  if (n_blocks == 0 || block_size == 0) throw Error("KV cache: n_blocks and block_size must be > 0");
+  const auto& caps = backend_.caps();
+  if (caps.max_block_size > 0 && block_size > caps.max_block_size) {
+    throw Error("KV cache: block_size " + std::to_string(block_size) + " exceeds backend '" + backend_.name() +
+                "' limit " + std::to_string(caps.max_block_size));
+  }
+  if (caps.n_kv_dtypes > 0 && !backend_.supports_kv_dtype(dtype)) {
+    throw Error("KV cache: dtype " + dtype_name(dtype) + " is not supported by backend '" + backend_.name() + "'");
+  }
+  KvCache kv;
+  kv.n_blocks_ = n_blocks;
+  kv.block_size_ = block_size;
+  kv.dtype_ = dtype;
+  const uint64_t n_slots = kv.n_slots();
+  const uint64_t per_tensor = align_up(dtype_row_bytes(dtype, info_.head_dim) * uint64_t(info_.n_kv_heads) * n_slots, kAlign);
+  kv.buffer_ = backend_.alloc(per_tensor * 2 * uint64_t(info_.n_layers), LOOM_BUFFER_USAGE_KV);
+  for (int32_t il = 0; il < info_.n_layers; ++il) {
+    const uint64_t base = per_tensor * 2 * uint64_t(il);
+    kv.k_.push_back(tensor_view(kv.buffer_, base, dtype, info_.head_dim, info_.n_kv_heads, static_cast<int64_t>(n_slots)));
+    kv.v_.push_back(
+        tensor_view(kv.buffer_, base + per_tensor, dtype, info_.head_dim, info_.n_kv_heads, static_cast<int64_t>(n_slots)));
+  }
+  kv.generation_ = next_kv_generation_++;
+  return kv;
+}
+
+}  // namespace loom
