@@ -110,7 +110,7 @@ void print_summary(std::ostream& out, const std::vector<PluginReport>& reports) 
   for (const auto& report : reports) {
     out << "plugin " << report.plugin_name << " (" << report.plugin_kind << ", " << report.library << ")\n";
     for (const auto& r : report.results) {
-      out << "  " << std::left << std::setw(14) << outcome_name(r.outcome) << std::setw(44) << r.name
+      out << "  " << std::left << std::setw(14) << outcome_name(r.outcome) << std::setw(47) << r.name << " "
           << std::fixed << std::setprecision(3) << r.seconds << "s";
       if (!r.message.empty()) out << "  " << r.message;
       out << "\n";
