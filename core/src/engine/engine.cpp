@@ -78,6 +78,7 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path) : 
   info_.kv_capacity_tokens = n_blocks * block_size;
   info_.max_num_seqs = static_cast<uint32_t>(config.scheduler.max_num_seqs);
   info_.n_ctx = model_->n_ctx();
+  info_.weight_bytes = model_->load_report().weight_bytes;
   stats_.kv_blocks_total = info_.kv_blocks;
   stats_.kv_blocks_free = info_.kv_blocks;
   stats_.kv_block_size = block_size;

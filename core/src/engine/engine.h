@@ -44,6 +44,7 @@ struct EngineInfo {
   uint64_t kv_capacity_tokens = 0;  // blocks * block size
   uint32_t max_num_seqs = 0;
   int64_t n_ctx = 0;
+  uint64_t weight_bytes = 0;  // as held by the backend (after any load-time repacking)
 };
 
 class Engine {

@@ -1,0 +1,239 @@
+// `loom bench`: prefill (pp) and decode (tg) speed of a model through the engine, decode throughput
+// at several batch sizes, each set against a limit measured in the same run: the machine's memory
+// read bandwidth for decode, and the backend's reference kernels for prefill.
+#include <chrono>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "backend/backend.h"
+#include "bench/memory_bandwidth.h"
+#include "command.h"
+#include "engine/engine.h"
+#include "gguf/gguf_file.h"
+#include "host_options.h"
+#include "model/default_model.h"
+#include "model/session.h"
+
+namespace loom::host {
+
+namespace {
+
+struct BenchOptions {
+  std::string model;
+  std::string backend;
+  int64_t threads = 0;
+  int n_prompt = 512;
+  int n_gen = 128;
+  std::vector<int> batches = {1, 4, 16};
+  int reference_tokens = 16;  // prefill tokens for the reference-kernel comparison (0 = skip)
+  std::string json_path;
+};
+
+std::vector<int32_t> random_prompt(int n, int32_t n_vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> tokens;
+  // Ordinary ids: skip the first few hundred, where control tokens usually sit.
+  for (int i = 0; i < n; ++i) tokens.push_back(static_cast<int32_t>(300 + rng() % static_cast<uint32_t>(n_vocab - 300)));
+  return tokens;
+}
+
+struct RunResult {
+  double prefill_seconds = 0;  // submit -> first token, summed over requests
+  double decode_seconds = 0;   // first token -> last token, wall clock over the whole batch
+  uint64_t generated = 0;
+};
+
+// Submit `batch` requests together and step the engine until they finish.
+RunResult run_requests(Engine& engine, int batch, int n_prompt, int n_gen, uint32_t seed) {
+  RunResult result;
+  std::vector<Clock::time_point> first(batch), last(batch);
+  std::vector<bool> got(batch, false);
+  auto t0 = Clock::now();
+  for (int i = 0; i < batch; ++i) {
+    Request request;
+    request.prompt = random_prompt(n_prompt, engine.model_info().n_vocab, seed + static_cast<uint32_t>(i));
+    request.max_tokens = static_cast<uint32_t>(n_gen);
+    request.ignore_eos = true;
+    request.sampling.params = engine.default_sampling();
+    request.sampling.params.temperature = 0;
+    request.on_event = [&, i](const RequestEvent& e) {
+      if (e.tokens.empty()) return;
+      auto now = Clock::now();
+      if (!got[static_cast<size_t>(i)]) first[static_cast<size_t>(i)] = now;
+      got[static_cast<size_t>(i)] = true;
+      last[static_cast<size_t>(i)] = now;
+      result.generated += e.tokens.size();
+    };
+    engine.submit(std::move(request));
+  }
+  while (engine.n_unfinished() > 0) engine.step();
+  auto first_all = *std::min_element(first.begin(), first.end());
+  auto last_all = *std::max_element(last.begin(), last.end());
+  result.prefill_seconds = std::chrono::duration<double>(*std::max_element(first.begin(), first.end()) - t0).count();
+  result.decode_seconds = std::chrono::duration<double>(last_all - first_all).count();
+  return result;
+}
+
+// Prefill tokens/s of the backend's reference kernels vs its fast kernels, on the same prompt.
+std::pair<double, double> reference_comparison(const Config& config, const std::filesystem::path& model_path,
+                                               const std::string& backend_name, int n_tokens, int64_t threads) {
+  auto plugin = find_backend_plugin(config, backend_name);
+  auto time_prefill = [&](const std::string& backend_json) {
+    auto backend = Backend::create(plugin, backend_json);
+    auto model = Model::load(model_path, *backend);
+    Session session(*model, SessionOptions{.n_ctx = n_tokens + 8, .max_batch = n_tokens});
+    auto prompt = random_prompt(n_tokens, model->info().n_vocab, 99);
+    auto start = Clock::now();
+    session.prefill(prompt);
+    return n_tokens / std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  const std::string threads_json = threads > 0 ? ",\"threads\":" + std::to_string(threads) : "";
+  double reference = time_prefill("{\"reference\":true" + threads_json + "}");
+  double fast = time_prefill("{" + threads_json.substr(threads_json.empty() ? 0 : 1) + "}");
+  return {reference, fast};
+}
+
+int run_bench(const CommandArgs& args) {
+  HostOptions host;
+  BenchOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw std::runtime_error("option " + a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::cout << "usage: loom bench [--model F] [--backend NAME] [--threads N] [--pp N] [--tg N]\n"
+                   "                  [--batch 1,4,16] [--reference-tokens N] [--json FILE] [--config FILE]\n\n"
+                   "Prefill (pp) and decode (tg) tokens/s through the engine, decode throughput per batch size,\n"
+                   "the fraction of the measured memory bandwidth decode achieves, and the fast kernels' prefill\n"
+                   "speed against the backend's reference kernels (--reference-tokens 0 skips it).\n";
+      return 0;
+    } else if (a == "--model" || a == "-m") {
+      o.model = value();
+    } else if (a == "--backend") {
+      o.backend = value();
+    } else if (a == "--threads" || a == "-t") {
+      o.threads = std::stoll(value());
+    } else if (a == "--pp") {
+      o.n_prompt = std::stoi(value());
+    } else if (a == "--tg") {
+      o.n_gen = std::stoi(value());
+    } else if (a == "--reference-tokens") {
+      o.reference_tokens = std::stoi(value());
+    } else if (a == "--json") {
+      o.json_path = value();
+    } else if (a == "--batch") {
+      o.batches.clear();
+      std::string list = value();
+      for (size_t start = 0; start < list.size();) {
+        size_t end = list.find(',', start);
+        if (end == std::string::npos) end = list.size();
+        o.batches.push_back(std::stoi(list.substr(start, end - start)));
+        start = end + 1;
+      }
+    } else if (!host.parse(args, i)) {
+      std::cerr << "loom bench: unknown argument '" << a << "'\n";
+      return 2;
+    }
+  }
+  if (o.n_prompt < 1 || o.n_gen < 2) throw std::runtime_error("--pp must be >= 1 and --tg >= 2");
+
+  Config config = host.load_config();
+  if (!o.backend.empty()) config.backend.name = o.backend;
+  if (o.threads > 0) config.backend.threads = o.threads;
+  const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  config.scheduler.max_num_seqs = std::max<int64_t>(config.scheduler.max_num_seqs, max_batch);
+  config.scheduler.max_batched_tokens = std::max<int64_t>(config.scheduler.max_batched_tokens, o.n_prompt);
+  config.kv.prefix_caching = false;  // random prompts never share a prefix; measure the plain path
+  const std::filesystem::path model_path =
+      !o.model.empty() ? std::filesystem::path(o.model)
+                       : (!config.model.path.empty() ? std::filesystem::path(config.model.path) : default_model_path());
+  const int threads = static_cast<int>(config.backend.threads > 0 ? config.backend.threads
+                                                                   : std::thread::hardware_concurrency());
+
+  std::cerr << "measuring memory bandwidth (" << threads << " threads)...\n";
+  const BandwidthResult bandwidth = measure_read_bandwidth(threads);
+
+  Engine engine(config, model_path);
+  const auto& file = engine.gguf();
+  // Bytes a decode step reads: every weight once as the backend holds it, except that an untied
+  // embedding table is only looked up (one row), not read whole.
+  uint64_t weight_bytes = engine.info().weight_bytes;
+  if (!engine.model_info().tied_output) {
+    if (const auto* embd = file.find_tensor("token_embd.weight")) weight_bytes -= embd->n_bytes;
+  }
+
+  std::cerr << "pp" << o.n_prompt << "...\n";
+  run_requests(engine, 1, 8, 2, 1);  // warm-up: first-touch of weights and scratch buffers
+  RunResult pp = run_requests(engine, 1, o.n_prompt, 2, 10);
+  const double pp_tps = o.n_prompt / pp.prefill_seconds;
+  std::cerr << "tg" << o.n_gen << "...\n";
+  RunResult tg = run_requests(engine, 1, 16, o.n_gen, 20);
+  const double tg_tps = (o.n_gen - 1) / tg.decode_seconds;
+  const double fraction = tg_tps * static_cast<double>(weight_bytes) / bandwidth.bytes_per_second;
+
+  nlohmann::json batches = nlohmann::json::array();
+  for (int b : o.batches) {
+    std::cerr << "decode at batch " << b << "...\n";
+    RunResult r = run_requests(engine, b, 16, o.n_gen, 100 * static_cast<uint32_t>(b));
+    const double tps = static_cast<double>(r.generated - static_cast<uint64_t>(b)) / r.decode_seconds;
+    batches.push_back({{"batch", b}, {"decode_tokens_per_s", tps}, {"speedup_vs_batch1", tps / tg_tps}});
+  }
+
+  nlohmann::json reference = nullptr;
+  if (o.reference_tokens > 0 && engine.info().backend_name == "cpu") {
+    std::cerr << "reference kernels, " << o.reference_tokens << "-token prefill...\n";
+    auto [ref_tps, fast_tps] = reference_comparison(config, model_path, config.backend.name, o.reference_tokens, threads);
+    reference = {{"tokens", o.reference_tokens}, {"reference_tokens_per_s", ref_tps},
+                 {"fast_tokens_per_s", fast_tps}, {"speedup", fast_tps / ref_tps}};
+  }
+
+  nlohmann::json report = {
+      {"model", model_path.string()},
+      {"backend", engine.info().backend_name},
+      {"device", engine.info().device_name},
+      {"threads", threads},
+      {"memory_bandwidth_gb_s", bandwidth.bytes_per_second / 1e9},
+      {"weight_bytes_per_token", weight_bytes},
+      {"pp", {{"tokens", o.n_prompt}, {"tokens_per_s", pp_tps}}},
+      {"tg", {{"tokens", o.n_gen}, {"tokens_per_s", tg_tps}, {"bandwidth_fraction", fraction}}},
+      {"batched_decode", batches},
+      {"prefill_vs_reference", reference}};
+  auto stats = engine.stats();
+  if (stats.draft_tokens_proposed > 0) {
+    report["speculative"] = {{"proposed", stats.draft_tokens_proposed}, {"accepted", stats.draft_tokens_accepted}};
+  }
+
+  std::cout << std::fixed << std::setprecision(2);
+  std::cout << "model      " << model_path.filename().string() << " on " << engine.info().backend_name << " ("
+            << engine.info().device_name << "), " << threads << " threads\n";
+  std::cout << "bandwidth  " << bandwidth.bytes_per_second / 1e9 << " GB/s measured (read, " << threads << " threads)\n";
+  std::cout << "pp" << o.n_prompt << "      " << pp_tps << " tokens/s\n";
+  std::cout << "tg" << o.n_gen << "      " << tg_tps << " tokens/s  = " << weight_bytes / 1e6 << " MB/token x "
+            << tg_tps << " = " << 100.0 * fraction << "% of measured bandwidth\n";
+  for (const auto& b : batches) {
+    std::cout << "batch " << std::setw(3) << b["batch"].get<int>() << "  " << b["decode_tokens_per_s"].get<double>()
+              << " tokens/s (" << b["speedup_vs_batch1"].get<double>() << "x batch 1)\n";
+  }
+  if (!reference.is_null()) {
+    std::cout << "prefill    fast " << reference["fast_tokens_per_s"].get<double>() << " vs reference "
+              << reference["reference_tokens_per_s"].get<double>() << " tokens/s = "
+              << reference["speedup"].get<double>() << "x (" << o.reference_tokens << " tokens)\n";
+  }
+  if (!o.json_path.empty()) {
+    std::ofstream(o.json_path) << report.dump(2) << "\n";
+    std::cout << "wrote " << o.json_path << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+LOOM_REGISTER_COMMAND("bench", "prefill/decode speed vs measured memory bandwidth and reference kernels", run_bench);
+
+}  // namespace loom::host
