@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "config/config.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -120,4 +121,11 @@ TEST_CASE("byte sizes accept binary and decimal units", "[config]") {
   CHECK(loom::parse_byte_size("1.5GiB") == 1610612736ll);
   CHECK(loom::parse_byte_size("4096") == 4096);
   CHECK_THROWS_AS(loom::parse_byte_size("MiB"), loom::Error);
+}
+
+TEST_CASE("loom.example.toml is valid and holds the defaults", "[config]") {
+  auto config = loom::load_config(loom::test::source_dir() / "loom.example.toml");
+  auto defaults = loom::Config{};
+  auto body = [](const std::string& text) { return text.substr(text.find('\n')); };
+  CHECK(body(loom::config_to_toml(config)) == body(loom::config_to_toml(defaults)));
 }
