@@ -1,0 +1,147 @@
+#include "quantize/quant_plan.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "common/error.h"
+#include "gguf/dtype_traits.h"
+#include "quantize/quantizer.h"
+#include "quantize/tensor_codec.h"
+
+namespace loom {
+
+namespace {
+
+std::string upper(std::string_view text) {
+  std::string s(text);
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool is_four_bit(loom_dtype type) {
+  return type == LOOM_DTYPE_Q4_0 || type == LOOM_DTYPE_Q4_K || type == LOOM_DTYPE_I4_G128;
+}
+
+bool is_float_data(loom_dtype type) {
+  switch (type) {
+    case LOOM_DTYPE_I8:
+    case LOOM_DTYPE_I16:
+    case LOOM_DTYPE_I32:
+    case LOOM_DTYPE_I64:
+    case LOOM_DTYPE_F64: return false;
+    default: return true;
+  }
+}
+
+bool is_embedding(const std::string& name) { return name == "token_embd.weight" || name == "output.weight"; }
+
+}  // namespace
+
+EmbeddingPolicy parse_embedding_policy(std::string_view text) {
+  const std::string s = upper(text);
+  if (s == "F16") return EmbeddingPolicy::f16;
+  if (s == "Q8_0") return EmbeddingPolicy::q8_0;
+  if (s == "SAME") return EmbeddingPolicy::same;
+  throw Error("--keep-embeddings: unknown value '" + std::string(text) + "' (allowed: F16, Q8_0, same)");
+}
+
+std::string embedding_policy_name(EmbeddingPolicy policy) {
+  switch (policy) {
+    case EmbeddingPolicy::automatic: return "auto";
+    case EmbeddingPolicy::f16: return "F16";
+    case EmbeddingPolicy::q8_0: return "Q8_0";
+    case EmbeddingPolicy::same: return "same";
+  }
+  return "?";
+}
+
+const std::vector<loom_dtype>& quantize_target_types() {
+  static const std::vector<loom_dtype> types = {LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q4_K,
+                                                LOOM_DTYPE_Q6_K, LOOM_DTYPE_F16,  LOOM_DTYPE_BF16,
+                                                LOOM_DTYPE_I4_G128, LOOM_DTYPE_I8_ROW};
+  return types;
+}
+
+loom_dtype parse_quantize_target(std::string_view text) {
+  const auto type = dtype_from_name(text);
+  const auto& allowed = quantize_target_types();
+  if (type && std::find(allowed.begin(), allowed.end(), *type) != allowed.end()) return *type;
+  std::string names;
+  for (loom_dtype t : allowed) names += (names.empty() ? "" : ", ") + dtype_name(t);
+  throw Error("--type: unknown or unsupported type '" + std::string(text) + "' (allowed: " + names + ")");
+}
+
+bool is_loom_only_type(loom_dtype type) { return type == LOOM_DTYPE_I4_G128 || type == LOOM_DTYPE_I8_ROW; }
+
+uint32_t file_type_for(loom_dtype target) {
+  switch (target) {
+    case LOOM_DTYPE_F32: return 0;    // LLAMA_FTYPE_ALL_F32
+    case LOOM_DTYPE_F16: return 1;    // MOSTLY_F16
+    case LOOM_DTYPE_Q4_0: return 2;   // MOSTLY_Q4_0
+    case LOOM_DTYPE_Q8_0: return 7;   // MOSTLY_Q8_0
+    case LOOM_DTYPE_Q4_K: return 14;  // MOSTLY_Q4_K_S
+    case LOOM_DTYPE_Q6_K: return 18;  // MOSTLY_Q6_K
+    case LOOM_DTYPE_BF16: return 32;  // MOSTLY_BF16
+    default: return static_cast<uint32_t>(target);
+  }
+}
+
+loom_dtype embedding_type_for(loom_dtype target, EmbeddingPolicy policy) {
+  switch (policy) {
+    case EmbeddingPolicy::f16: return LOOM_DTYPE_F16;
+    case EmbeddingPolicy::q8_0: return LOOM_DTYPE_Q8_0;
+    case EmbeddingPolicy::same: return target;
+    case EmbeddingPolicy::automatic: break;
+  }
+  return is_four_bit(target) || target == LOOM_DTYPE_I8_ROW ? LOOM_DTYPE_Q8_0 : target;
+}
+
+std::vector<TensorPlan> plan_tensors(const std::vector<TensorShape>& tensors, const Quantizer& quantizer,
+                                     loom_dtype target, EmbeddingPolicy policy) {
+  const bool is_plain = target == LOOM_DTYPE_F32 || target == LOOM_DTYPE_F16 || target == LOOM_DTYPE_BF16;
+  if (!is_plain && !quantizer.has_format(target)) {
+    throw Error("the quantizer plugin '" + quantizer.name() + "' has no format " + dtype_name(target));
+  }
+  std::vector<TensorPlan> plans;
+  plans.reserve(tensors.size());
+  for (const auto& t : tensors) {
+    TensorPlan p;
+    p.name = t.name;
+    p.from = t.type;
+    p.dims = t.dims;
+    p.n_cols = t.dims.empty() ? 1 : t.dims[0];
+    p.n_rows = 1;
+    for (size_t i = 1; i < t.dims.size(); ++i) p.n_rows *= t.dims[i];
+    if (!is_float_data(t.type)) {
+      p.to = t.type;
+      p.action = TensorAction::copy;
+      p.note = "not float data: copied";
+      plans.push_back(std::move(p));
+      continue;
+    }
+    if (!can_decode(quantizer, t.type)) {
+      throw Error("tensor '" + t.name + "' has type " + dtype_name(t.type) + ", which Loom cannot read");
+    }
+    loom_dtype wanted = target;
+    if (p.n_rows == 1) {
+      wanted = LOOM_DTYPE_F32;
+      p.note = "1-D: kept F32";
+    } else if (is_embedding(t.name)) {
+      wanted = embedding_type_for(target, policy);
+      if (wanted != target) p.note = "embedding/output: " + dtype_name(wanted);
+    }
+    p.to = wanted;
+    if (!can_encode(quantizer, wanted, p.n_cols)) {
+      p.to = can_encode(quantizer, LOOM_DTYPE_Q8_0, p.n_cols) && wanted != LOOM_DTYPE_Q8_0 ? LOOM_DTYPE_Q8_0
+                                                                                         : LOOM_DTYPE_F16;
+      p.is_fallback = true;
+      p.note = "row of " + std::to_string(p.n_cols) + " not divisible by " + dtype_name(wanted) + "'s block: " +
+               dtype_name(p.to) + " instead";
+    }
+    if (p.to == p.from) p.action = TensorAction::copy;
+    plans.push_back(std::move(p));
+  }
+  return plans;
+}
+
+}  // namespace loom
