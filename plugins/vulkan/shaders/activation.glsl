@@ -1,0 +1,23 @@
+// Activations, matching the CPU reference formulas (activation_value in plugins/cpu).
+const uint ACT_SILU = 1u;
+const uint ACT_GELU_TANH = 2u;
+const uint ACT_GELU_ERF = 3u;
+const uint ACT_RELU = 4u;
+
+// erf by Abramowitz & Stegun 7.1.26 refined: |error| < 1.2e-7 (Numerical Recipes erfc, Chebyshev).
+float erf_approx(float x) {
+  float z = abs(x);
+  float t = 1.0 / (1.0 + 0.5 * z);
+  float r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
+            t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
+            t * (-0.82215223 + t * 0.17087277)))))))));
+  return x >= 0.0 ? 1.0 - r : r - 1.0;
+}
+
+float activation(uint act, float x) {
+  if (act == ACT_SILU) return x / (1.0 + exp(-x));
+  if (act == ACT_GELU_TANH) return 0.5 * x * (1.0 + safe_tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  if (act == ACT_GELU_ERF) return 0.5 * x * (1.0 + erf_approx(x * 0.7071067811865476));
+  if (act == ACT_RELU) return x > 0.0 ? x : 0.0;
+  return x;
+}

@@ -1,0 +1,141 @@
+#version 450
+// PAGED_ATTENTION: causal attention of q [head_dim, n_heads, n_tok] over the paged K/V caches,
+// prefill and decode alike. One workgroup per (query row, head). Keys are visited in tiles of 64
+// (one key per invocation for the score), with an online softmax: running max m, running sum l and
+// the output accumulator rescaled by exp(m_old - m_new) per tile; each invocation owns output
+// dimensions lid, lid + 64, ... (head_dim <= MAX_D). GQA: head h reads kv head h / (n_heads / n_kv_heads).
+#define RED_WG 64u
+#define MAX_D 512u
+#include "common.glsl"
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer QBuf { float Q[]; };
+layout(std430, binding = 1) readonly buffer KBuf { uint KC[]; };
+layout(std430, binding = 2) readonly buffer VBuf { uint VC[]; };
+layout(std430, binding = 3) readonly buffer TBuf { int BT[]; };
+layout(std430, binding = 4) readonly buffer SBuf { int SQ[]; };
+layout(std430, binding = 5) writeonly buffer DBuf { float D[]; };
+layout(push_constant) uniform Push {
+  uint q_off, q_nb1, q_nb2;
+  uint k_off, k_nb1, k_nb2;
+  uint v_off, v_nb1, v_nb2;
+  uint bt_off, bt_nb1;
+  uint sq_off, sq_nb1;
+  uint d_off, d_nb1, d_nb2;
+  uint head_dim, n_heads, n_kv_heads, n_tok, n_seqs, n_slots, max_blocks, block_size, sliding_window, kv_dtype;
+  float scale, softcap;
+} pc;
+
+const uint DT_F32 = 0u, DT_F16 = 1u;
+
+shared float q_s[MAX_D];
+shared float p_s[64];
+shared uint vrow_s[64];
+shared float vscale_s[64];
+
+
+float k_elem(uint row, uint i) {  // row: byte address of a 4-aligned cache row
+  if (pc.kv_dtype == DT_F32) return uintBitsToFloat(KC[(row >> 2) + i]);
+  if (pc.kv_dtype == DT_F16) return half_to_float((KC[(row >> 2) + (i >> 1)] >> ((i & 1u) << 4)) & 0xffffu);
+  uint a = row + 4u + i;
+  return float(int(KC[a >> 2] << (24u - ((a & 3u) << 3))) >> 24);  // times the row scale, by the caller
+}
+float v_elem(uint row, uint i) {
+  if (pc.kv_dtype == DT_F32) return uintBitsToFloat(VC[(row >> 2) + i]);
+  if (pc.kv_dtype == DT_F16) return half_to_float((VC[(row >> 2) + (i >> 1)] >> ((i & 1u) << 4)) & 0xffffu);
+  uint a = row + 4u + i;
+  return float(int(VC[a >> 2] << (24u - ((a & 3u) << 3))) >> 24);
+}
+
+void main() {
+  uint lid = gl_LocalInvocationIndex;
+  bool int8 = pc.kv_dtype != DT_F32 && pc.kv_dtype != DT_F16;
+  uint group = pc.n_heads / pc.n_kv_heads;
+  for (uint t = gl_WorkGroupID.x; t < pc.n_tok; t += gl_NumWorkGroups.x) {
+    // The sequence owning query row t (rows outside every sequence are left untouched).
+    int first_row = 0, n_query = 0, ctx_len = 0;
+    uint seq = 0xffffffffu;
+    for (uint s = 0u; s < pc.n_seqs; s++) {
+      uint base = (pc.sq_off + s * pc.sq_nb1) >> 2;
+      int fr = SQ[base], nq = SQ[base + 1u], cl = SQ[base + 2u];
+      if (nq > 0 && fr >= 0 && int(t) >= fr && int(t) < fr + nq) {
+        seq = s, first_row = fr, n_query = nq, ctx_len = cl;
+        break;
+      }
+    }
+    if (seq == 0xffffffffu) continue;
+    if (uint(first_row + n_query) > pc.n_tok) {
+      if (lid == 0u) report_error(ERR_SEQ_ROWS, seq);
+      continue;
+    }
+    if (n_query > ctx_len) {
+      if (lid == 0u) report_error(ERR_SEQ_CTX, seq);
+      continue;
+    }
+    if (uint(ctx_len) > pc.max_blocks * pc.block_size) {
+      if (lid == 0u) report_error(ERR_SEQ_TABLE, seq);
+      continue;
+    }
+    uint pos = uint(ctx_len - n_query) + (t - uint(first_row));
+    uint first = (pc.sliding_window == 0u || pos < pc.sliding_window) ? 0u : pos - pc.sliding_window + 1u;
+    uint table = (pc.bt_off + seq * pc.bt_nb1) >> 2;
+
+    for (uint h = gl_WorkGroupID.y; h < pc.n_heads; h += gl_NumWorkGroups.y) {
+      uint kvh = h / group;
+      uint q = (pc.q_off + h * pc.q_nb1 + t * pc.q_nb2) >> 2;
+      for (uint i = lid; i < pc.head_dim; i += 64u) q_s[i] = Q[q + i];
+      barrier();
+      float m = uintBitsToFloat(0xff800000u);  // -inf
+      float l = 0.0;
+      float acc[MAX_D / 64u];
+      [[unroll]] for (uint k = 0u; k < MAX_D / 64u; k++) acc[k] = 0.0;
+      for (uint j0 = first; j0 <= pos; j0 += 64u) {
+        uint j = j0 + lid;
+        float score = uintBitsToFloat(0xff800000u);
+        if (j <= pos) {
+          int block = BT[table + j / pc.block_size];
+          uint slot = uint(block) * pc.block_size + j % pc.block_size;
+          if (block < 0 || slot >= pc.n_slots) {
+            report_error(ERR_BLOCK, uint(block));
+            vrow_s[lid] = 0xffffffffu;
+          } else {
+            uint krow = pc.k_off + kvh * pc.k_nb1 + slot * pc.k_nb2;
+            float dot = 0.0;
+            for (uint i = 0u; i < pc.head_dim; i++) dot += q_s[i] * k_elem(krow, i);
+            if (int8) dot *= uintBitsToFloat(KC[krow >> 2]);
+            score = dot * pc.scale;
+            if (pc.softcap > 0.0) score = pc.softcap * safe_tanh(score / pc.softcap);
+            uint vrow = pc.v_off + kvh * pc.v_nb1 + slot * pc.v_nb2;
+            vrow_s[lid] = vrow;
+            vscale_s[lid] = int8 ? uintBitsToFloat(VC[vrow >> 2]) : 1.0;
+          }
+        }
+        float m_new = max(m, wg_max(score));
+        float p = score == uintBitsToFloat(0xff800000u) ? 0.0 : exp(score - m_new);
+        p_s[lid] = p;
+        float alpha = m == uintBitsToFloat(0xff800000u) ? 0.0 : exp(m - m_new);
+        l = l * alpha + wg_sum(p);  // wg_sum's barrier also publishes p_s / vrow_s
+        m = m_new;
+        uint n = min(64u, pos + 1u - j0);
+        [[unroll]] for (uint k = 0u; k < MAX_D / 64u; k++) {
+          uint d = lid + 64u * k;
+          if (d < pc.head_dim) {
+            float a = acc[k] * alpha;
+            for (uint jj = 0u; jj < n; jj++) {
+              if (vrow_s[jj] == 0xffffffffu) continue;
+              a += p_s[jj] * vscale_s[jj] * v_elem(vrow_s[jj], d);
+            }
+            acc[k] = a;
+          }
+        }
+        barrier();  // p_s / vrow_s are rewritten by the next tile
+      }
+      uint o = (pc.d_off + h * pc.d_nb1 + t * pc.d_nb2) >> 2;
+      float inv_l = l > 0.0 ? 1.0 / l : 0.0;
+      [[unroll]] for (uint k = 0u; k < MAX_D / 64u; k++) {
+        uint d = lid + 64u * k;
+        if (d < pc.head_dim) D[o + d] = acc[k] * inv_l;
+      }
+      barrier();  // q_s is rewritten for the next head
+    }
+  }
+}

@@ -1,0 +1,98 @@
+// One Vulkan device: instance, physical device choice, logical device and queue, memory, and the
+// lazily built compute pipelines (one per embedded shader variant, sharing one pipeline layout).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <vulkan/vulkan.h>
+
+#include "vk_error.h"
+
+namespace loom::vk {
+
+// Storage-buffer bindings per dispatch: 0..5 operands, 7 the stream's status buffer.
+inline constexpr uint32_t kBindings = 8;
+inline constexpr uint32_t kStatusBinding = 7;
+inline constexpr uint32_t kPushBytes = 128;
+
+// Names of the physical devices, in vkEnumeratePhysicalDevices order. On failure (no loader, no
+// driver, no device) returns an empty list and writes why into `reason`.
+std::vector<std::string> list_devices(std::string* reason);
+
+// A VkBuffer with its own memory. `mapped` is non-null when the memory is host-visible.
+struct MemoryBlock {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  uint8_t* mapped = nullptr;
+  uint64_t size = 0;  // bytes of the VkBuffer (the requested size rounded up)
+};
+
+struct ContextOptions {
+  int64_t device_index = -1;  // -1: first device (or the first matching device_name)
+  std::string device_name;    // substring match, case-sensitive
+  bool allow_subgroups = true;
+  bool allow_host_visible = true;  // direct mapped access to HOST_VISIBLE|DEVICE_LOCAL memory
+};
+
+class Context {
+ public:
+  explicit Context(const ContextOptions& options);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // Device memory for loom buffers: host-visible when the device offers DEVICE_LOCAL|HOST_VISIBLE.
+  MemoryBlock allocate_device(uint64_t size);
+  // Host-visible, coherent memory for staging and small constant tables.
+  MemoryBlock allocate_host(uint64_t size);
+  void free(MemoryBlock& block);
+
+  // The compute pipeline of an embedded variant, built on first use. Thread-safe.
+  VkPipeline pipeline(const std::string& variant);
+  // A persistent host-visible table (e.g. RoPE inverse frequencies), built once per key. Thread-safe.
+  const MemoryBlock& constant_table(const std::string& key, const std::vector<uint8_t>& bytes);
+
+  VkDevice device() const { return device_; }
+  VkQueue queue() const { return queue_; }
+  uint32_t queue_family() const { return queue_family_; }
+  std::mutex& queue_mutex() { return queue_mutex_; }
+  VkPipelineLayout pipeline_layout() const { return pipeline_layout_; }
+  VkDescriptorSetLayout set_layout() const { return set_layout_; }
+  const VkPhysicalDeviceProperties& properties() const { return properties_; }
+  const std::string& name() const { return name_; }
+  bool use_subgroups() const { return use_subgroups_; }
+  bool has_float64() const { return has_float64_; }
+  uint64_t memory_total() const { return memory_total_; }
+  uint64_t max_binding_range() const { return properties_.limits.maxStorageBufferRange; }
+  uint64_t binding_alignment() const { return properties_.limits.minStorageBufferOffsetAlignment; }
+
+ private:
+  MemoryBlock allocate(uint64_t size, VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred);
+  void destroy_all();
+
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  VkPhysicalDeviceProperties properties_{};
+  VkPhysicalDeviceMemoryProperties memory_properties_{};
+  std::string name_;
+  bool use_subgroups_ = false;
+  bool has_float64_ = false;
+  bool device_host_visible_ = false;
+  uint64_t memory_total_ = 0;
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;
+  std::mutex queue_mutex_;
+  std::mutex pipeline_mutex_;
+  std::map<std::string, std::pair<VkShaderModule, VkPipeline>> pipelines_;
+  std::map<std::string, MemoryBlock> tables_;
+};
+
+}  // namespace loom::vk

@@ -1,0 +1,238 @@
+// Recording of validated ops: storage-buffer windows, push constants (layouts mirror the shaders'
+// `Push` blocks) and workgroup counts. Every shader loops over rows past 65535 groups.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "vk_stream.h"
+#include "vk_tensor.h"
+
+namespace loom::vk {
+namespace {
+
+// A tensor's storage-buffer window and the tensor's byte offset inside it.
+struct Bound {
+  Binding binding;
+  uint64_t rel = 0;
+};
+
+Bound bind_range(const Context& ctx, const loom_buffer* buffer, uint64_t lo, uint64_t hi, const char* role) {
+  const uint64_t align = std::max<uint64_t>(ctx.binding_alignment(), 4);
+  const uint64_t start = lo - lo % align;
+  const uint64_t range = (hi - start + 3) & ~uint64_t(3);
+  if (range > ctx.max_binding_range())
+    unsupported(std::string(role) + " spans " + std::to_string(range) + " bytes, more than the device's storage-buffer range of " +
+                std::to_string(ctx.max_binding_range()) + " bytes");
+  return {{buffer->block.buffer, start, range}, lo - start};
+}
+
+Bound bind(const Context& ctx, const Tensor& t, const char* role) {
+  return bind_range(ctx, t.buffer, t.offset, t.offset + t.extent, role);
+}
+
+struct Push {
+  uint32_t w[kPushBytes / 4] = {};
+  uint32_t n = 0;
+  Push& u(uint64_t v) {
+    if (n >= kPushBytes / 4) throw OpError(LOOM_STATUS_INTERNAL, "vulkan backend: push constants overflow");
+    w[n++] = uint32_t(v);
+    return *this;
+  }
+  Push& f(float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    return u(bits);
+  }
+  uint32_t bytes() const { return n * 4; }
+};
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+std::string variant(const Context& ctx, const std::string& base) { return ctx.use_subgroups() ? base + "_sg" : base; }
+
+std::string weight_suffix(loom_dtype dtype) {
+  switch (dtype) {
+    case LOOM_DTYPE_F32: return "f32";
+    case LOOM_DTYPE_F16: return "f16";
+    case LOOM_DTYPE_BF16: return "bf16";
+    case LOOM_DTYPE_Q4_0: return "q4_0";
+    case LOOM_DTYPE_Q8_0: return "q8_0";
+    case LOOM_DTYPE_Q4_K: return "q4_k";
+    case LOOM_DTYPE_Q6_K: return "q6_k";
+    default: unsupported(std::string("no shader for weight dtype ") + dtype_name(dtype));
+  }
+}
+
+// Rows per window so that a window of a [n_in, n_rows] weight fits one storage-buffer binding.
+int64_t rows_per_window(const Context& ctx, const Tensor& w) {
+  const uint64_t rb = row_bytes(w.dtype, w.ne[0]);
+  const uint64_t budget = ctx.max_binding_range() - std::max<uint64_t>(ctx.binding_alignment(), 4) - 4;
+  if (rb > budget) unsupported("a weight row of " + std::to_string(rb) + " bytes exceeds the device's storage-buffer range");
+  if (w.ne[1] == 1 || w.nb[1] == 0) return w.ne[1];
+  return std::max<int64_t>(1, int64_t((budget - rb) / w.nb[1]) + 1);
+}
+
+// Row ops: push layout of rows.glsl.
+void record_rows(Context& ctx, Stream& s, const std::string& shader, const Tensor& a, const Tensor* b, const Tensor& d,
+                 uint32_t mode, float f, bool one_group_per_row) {
+  Binding bindings[kBindings] = {};
+  const Bound ba = bind(ctx, a, "src0"), bd = bind(ctx, d, "dst");
+  bindings[0] = ba.binding;
+  bindings[2] = bd.binding;
+  Push p;
+  p.u(ba.rel).u(a.nb[1]).u(a.nb[2]).u(a.nb[3]);
+  if (b != nullptr && b->present) {
+    const Bound bb = bind(ctx, *b, "src1");
+    bindings[1] = bb.binding;
+    const bool broadcast = b->n_rows() == 1;
+    p.u(bb.rel).u(broadcast ? 0 : b->nb[1]).u(broadcast ? 0 : b->nb[2]).u(broadcast ? 0 : b->nb[3]);
+  } else {
+    bindings[1] = ba.binding;  // never read; keeps every declared binding valid
+    p.u(0).u(0).u(0).u(0);
+  }
+  p.u(bd.rel).u(d.nb[1]).u(d.nb[2]).u(d.nb[3]);
+  p.u(a.ne[0]).u(a.ne[1]).u(a.ne[2]).u(a.n_rows()).u(mode).f(f);
+  s.dispatch(shader, bindings, p.w, p.bytes(), one_group_per_row ? 1 : ceil_div(uint64_t(a.ne[0]), 64), uint64_t(a.n_rows()));
+}
+
+void record_matmul(Context& ctx, Stream& s, const OpArgs& a) {
+  const Tensor &w = a.src[0], &x = a.src[1], &d = a.dst;
+  const int64_t n_out = w.ne[1], n_tok = x.n_rows();
+  const Bound bx = bind(ctx, x, "src1 (x)"), bd = bind(ctx, d, "dst");
+  const std::string shader = variant(ctx, "matmul_" + weight_suffix(w.dtype));
+  const int64_t window = rows_per_window(ctx, w);
+  for (int64_t r0 = 0; r0 < n_out; r0 += window) {
+    const int64_t n_rows = std::min(window, n_out - r0);
+    const uint64_t lo = w.offset + uint64_t(r0) * w.nb[1];
+    const Bound bw = bind_range(ctx, w.buffer, lo, lo + uint64_t(n_rows - 1) * w.nb[1] + row_bytes(w.dtype, w.ne[0]), "src0 (weights)");
+    Binding bindings[kBindings] = {};
+    bindings[0] = bw.binding;
+    bindings[1] = bx.binding;
+    bindings[2] = bd.binding;
+    Push p;
+    p.u(bw.rel).u(w.nb[1]);
+    p.u(bx.rel).u(x.nb[1]).u(x.nb[2]).u(x.nb[3]);
+    p.u(bd.rel + uint64_t(r0) * 4).u(d.nb[1]).u(d.nb[2]).u(d.nb[3]);
+    p.u(x.ne[1]).u(x.ne[2]).u(w.ne[0]).u(n_rows).u(n_tok);
+    s.dispatch(shader, bindings, p.w, p.bytes(), uint64_t(n_rows), ceil_div(uint64_t(n_tok), 8));
+  }
+}
+
+void record_get_rows(Context& ctx, Stream& s, const OpArgs& a) {
+  const Tensor &table = a.src[0], &ids = a.src[1], &d = a.dst;
+  const Bound bi = bind(ctx, ids, "src1 (ids)"), bd = bind(ctx, d, "dst");
+  const std::string shader = "get_rows_" + weight_suffix(table.dtype);
+  const int64_t window = rows_per_window(ctx, table);
+  const uint64_t n_chunks = ceil_div(uint64_t(table.ne[0]), 32);
+  for (int64_t r0 = 0; r0 < table.ne[1]; r0 += window) {
+    const int64_t n_rows = std::min(window, table.ne[1] - r0);
+    const uint64_t lo = table.offset + uint64_t(r0) * table.nb[1];
+    const Bound bw = bind_range(ctx, table.buffer, lo, lo + uint64_t(n_rows - 1) * table.nb[1] + row_bytes(table.dtype, table.ne[0]), "src0 (table)");
+    Binding bindings[kBindings] = {};
+    bindings[0] = bw.binding;
+    bindings[1] = bi.binding;
+    bindings[2] = bd.binding;
+    Push p;
+    p.u(bw.rel).u(table.nb[1]).u(bi.rel).u(ids.nb[0]).u(bd.rel).u(d.nb[1]);
+    p.u(table.ne[0]).u(ids.ne[0]).u(r0).u(n_rows).u(table.ne[1]);
+    s.dispatch(shader, bindings, p.w, p.bytes(), ceil_div(n_chunks, 32), uint64_t(ids.ne[0]));
+  }
+}
+
+void record_rope(Context& ctx, Stream& s, const OpArgs& a) {
+  const Tensor &x = a.src[0], &pos = a.src[1], &d = a.dst;
+  const OpParams& pr = a.params;
+  const bool f64 = ctx.has_float64();
+  // Inverse frequencies freq_scale * base^(-2i / n_dims), in double like the reference.
+  const uint32_t half = pr.n_dims / 2;
+  std::vector<uint8_t> bytes(std::max<size_t>(1, half) * (f64 ? 8 : 4));
+  for (uint32_t i = 0; i < half; i++) {
+    const double v = double(pr.freq_scale) * std::pow(double(pr.freq_base), -2.0 * i / double(pr.n_dims));
+    if (f64) std::memcpy(bytes.data() + 8 * i, &v, 8);
+    else {
+      const float fv = float(v);
+      std::memcpy(bytes.data() + 4 * i, &fv, 4);
+    }
+  }
+  char key[128];
+  std::snprintf(key, sizeof(key), "rope/%u/%a/%a/%d", pr.n_dims, double(pr.freq_base), double(pr.freq_scale), int(f64));
+  const MemoryBlock& table = ctx.constant_table(key, bytes);
+  const Bound bx = bind(ctx, x, "src0 (x)"), bp = bind(ctx, pos, "src1 (positions)"), bd = bind(ctx, d, "dst");
+  Binding bindings[kBindings] = {};
+  bindings[0] = bx.binding;
+  bindings[1] = bp.binding;
+  bindings[2] = bd.binding;
+  bindings[3] = {table.buffer, 0, VK_WHOLE_SIZE};
+  Push p;
+  p.u(bx.rel).u(x.nb[1]).u(x.nb[2]).u(bp.rel).u(pos.nb[0]).u(bd.rel).u(d.nb[1]).u(d.nb[2]);
+  p.u(x.ne[0]).u(x.ne[1]).u(x.ne[2]).u(pr.n_dims).u(pr.rope_mode == LOOM_ROPE_NEOX ? 1 : 0);
+  s.dispatch(f64 ? "rope_f64" : "rope", bindings, p.w, p.bytes(), 1, uint64_t(x.ne[1] * x.ne[2]));
+}
+
+void record_store_kv(Context& ctx, Stream& s, const OpArgs& a) {
+  const Tensor &k = a.src[0], &v = a.src[1], &slots = a.src[2], &kc = a.src[3], &vc = a.src[4];
+  const Bound bk = bind(ctx, k, "src0 (k)"), bv = bind(ctx, v, "src1 (v)"), bs = bind(ctx, slots, "src2 (slot_mapping)");
+  const Bound bkc = bind(ctx, kc, "src3 (k_cache)"), bvc = bind(ctx, vc, "src4 (v_cache)");
+  Binding bindings[kBindings] = {};
+  bindings[0] = bk.binding;
+  bindings[1] = bv.binding;
+  bindings[2] = bs.binding;
+  bindings[3] = bkc.binding;
+  bindings[4] = bvc.binding;
+  Push p;
+  p.u(bk.rel).u(k.nb[1]).u(k.nb[2]).u(bv.rel).u(v.nb[1]).u(v.nb[2]).u(bs.rel).u(slots.nb[0]);
+  p.u(bkc.rel).u(kc.nb[1]).u(kc.nb[2]).u(bvc.rel).u(vc.nb[1]).u(vc.nb[2]);
+  p.u(k.ne[0]).u(k.ne[1]).u(k.ne[2]).u(kc.ne[2]).u(uint32_t(kc.dtype));
+  s.dispatch(variant(ctx, "store_kv"), bindings, p.w, p.bytes(), 1, uint64_t(k.ne[1] * k.ne[2]));
+}
+
+void record_attention(Context& ctx, Stream& s, const OpArgs& a) {
+  const Tensor &q = a.src[0], &kc = a.src[1], &vc = a.src[2], &bt = a.src[3], &seqs = a.src[4], &d = a.dst;
+  const Bound bq = bind(ctx, q, "src0 (q)"), bk = bind(ctx, kc, "src1 (k_cache)"), bv = bind(ctx, vc, "src2 (v_cache)");
+  const Bound bt_b = bind(ctx, bt, "src3 (block_tables)"), bs = bind(ctx, seqs, "src4 (seqs)"), bd = bind(ctx, d, "dst");
+  Binding bindings[kBindings] = {};
+  bindings[0] = bq.binding;
+  bindings[1] = bk.binding;
+  bindings[2] = bv.binding;
+  bindings[3] = bt_b.binding;
+  bindings[4] = bs.binding;
+  bindings[5] = bd.binding;
+  Push p;
+  p.u(bq.rel).u(q.nb[1]).u(q.nb[2]);
+  p.u(bk.rel).u(kc.nb[1]).u(kc.nb[2]);
+  p.u(bv.rel).u(vc.nb[1]).u(vc.nb[2]);
+  p.u(bt_b.rel).u(bt.nb[1]);
+  p.u(bs.rel).u(seqs.nb[1]);
+  p.u(bd.rel).u(d.nb[1]).u(d.nb[2]);
+  p.u(q.ne[0]).u(q.ne[1]).u(kc.ne[1]).u(q.ne[2]).u(seqs.ne[1]).u(kc.ne[2]).u(bt.ne[0]).u(a.params.block_size);
+  p.u(a.params.sliding_window).u(uint32_t(kc.dtype)).f(a.params.attn_scale).f(a.params.softcap);
+  s.dispatch(variant(ctx, "paged_attention"), bindings, p.w, p.bytes(), uint64_t(q.ne[2]), uint64_t(q.ne[1]));
+}
+
+}  // namespace
+
+void record_op(Context& ctx, Stream& s, const OpArgs& a) {
+  switch (a.type) {
+    case LOOM_OP_MATMUL: return record_matmul(ctx, s, a);
+    case LOOM_OP_GET_ROWS: return record_get_rows(ctx, s, a);
+    case LOOM_OP_ADD: return record_rows(ctx, s, "binary", a.src[0], &a.src[1], a.dst, 0, 0.0f, false);
+    case LOOM_OP_MUL: return record_rows(ctx, s, "binary", a.src[0], &a.src[1], a.dst, 1, 0.0f, false);
+    case LOOM_OP_SCALE: return record_rows(ctx, s, "scale", a.src[0], nullptr, a.dst, 0, a.params.scale, false);
+    case LOOM_OP_UNARY: return record_rows(ctx, s, "unary", a.src[0], nullptr, a.dst, uint32_t(a.params.activation), 0.0f, false);
+    case LOOM_OP_GLU: return record_rows(ctx, s, "glu", a.src[0], &a.src[1], a.dst, uint32_t(a.params.activation), 0.0f, false);
+    case LOOM_OP_RMS_NORM: {
+      const bool weighted = a.n_src >= 2 && a.src[1].present;
+      return record_rows(ctx, s, variant(ctx, "rms_norm"), a.src[0], weighted ? &a.src[1] : nullptr, a.dst, weighted ? 1 : 0,
+                         a.params.eps, true);
+    }
+    case LOOM_OP_SOFTMAX: return record_rows(ctx, s, variant(ctx, "softmax"), a.src[0], nullptr, a.dst, 0, 0.0f, true);
+    case LOOM_OP_COPY:
+      return record_rows(ctx, s, "copy", a.src[0], nullptr, a.dst, uint32_t(a.src[0].dtype) | (uint32_t(a.dst.dtype) << 16), 0.0f, false);
+    case LOOM_OP_ROPE: return record_rope(ctx, s, a);
+    case LOOM_OP_STORE_KV: return record_store_kv(ctx, s, a);
+    case LOOM_OP_PAGED_ATTENTION: return record_attention(ctx, s, a);
+    default: unsupported("op type " + std::to_string(a.type) + " is not implemented by the vulkan backend");
+  }
+}
+
+}  // namespace loom::vk
