@@ -33,6 +33,8 @@ const char* kUsage =
     "                          the 4-bit types and I8_ROW, TYPE otherwise\n"
     "  --calibration FILE      text whose token statistics weight the I4_G128 fit of attn_q/k/v and\n"
     "                          ffn_gate/up (activation-aware; see core/src/quantize/calibration.h)\n"
+    "  --simulate              store I4_G128/I8_ROW tensors as F32 holding their decoded values, so a\n"
+    "                          backend without their kernels can measure their quality (loom perplexity)\n"
     "  --force                 replace OUT if it exists (the input is never overwritten)\n"
     "  --threads N             worker threads (default: all cores)\n"
     "  --quantizer NAME        quantizer plugin (default: [quant] plugin, \"quant\")\n"
@@ -131,6 +133,8 @@ int run_quantize(const CommandArgs& args) {
       options.embeddings = parse_embedding_policy(value());
     } else if (a == "--calibration") {
       options.calibration = value();
+    } else if (a == "--simulate") {
+      options.simulate = true;
     } else if (a == "--force" || a == "-f") {
       options.force = true;
     } else if (a == "--threads" || a == "-t") {

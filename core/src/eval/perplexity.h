@@ -9,9 +9,10 @@
 //
 // Hugging Face strided (stride > 0; the "perplexity of fixed-length models" recipe): windows of up to
 // n_ctx tokens start every `stride` tokens; each window scores only the tokens no earlier window
-// scored (the last n_ctx - stride ... tokens), so every token after the first is scored exactly once
-// with between n_ctx - stride and n_ctx - 1 tokens of context. stride == n_ctx gives disjoint windows.
-// The text's own first token (BOS when the tokenizer added it) is never scored.
+// scored (its last n_ctx - stride... tokens), so with stride < n_ctx every token after the first is
+// scored exactly once, with between n_ctx - stride and n_ctx - 1 tokens of context. stride == n_ctx
+// gives disjoint windows whose first tokens have no context and are not scored (as in HF's recipe,
+// where that label is shifted away). The text's own first token (BOS when added) is never scored.
 //
 // PPL = exp(mean NLL); its standard error is llama.cpp's: the standard error of the mean NLL,
 // sqrt(var(NLL) / (N - 1)), times PPL (first-order propagation through exp).

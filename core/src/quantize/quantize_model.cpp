@@ -120,6 +120,10 @@ QuantizeReport quantize_model(const QuantizeOptions& options, const Quantizer& q
   if (!writer.has_key("general.quantization_version")) writer.set_uint32("general.quantization_version", 2);
   writer.set_string("loom.quantize.type", dtype_name(options.target));
   writer.set_string("loom.quantize.embeddings", dtype_name(embedding_type_for(options.target, options.embeddings)));
+  if (options.simulate && is_loom_only_type(options.target)) {
+    writer.set_string("loom.quantize.simulated", dtype_name(options.target) +
+                                                     " tensors stored as F32 holding their decoded values");
+  }
   if (!options.calibration.empty()) {
     writer.set_string("loom.quantize.importance", "token-embedding x norm-weight statistics of " +
                                                       options.calibration.filename().string());
@@ -160,7 +164,13 @@ QuantizeReport quantize_model(const QuantizeOptions& options, const Quantizer& q
       r.rel_rms_error = e.rel_rms;
       r.rel_max_error = e.rel_max;
       r.bytes_out = encoded.size();
-      writer.add_tensor(plan.name, plan.to, plan.dims, std::move(encoded));
+      if (options.simulate && is_loom_only_type(plan.to)) {
+        r.plan.note += std::string(r.plan.note.empty() ? "" : "; ") + "simulated: stored as F32";
+        writer.add_tensor(plan.name, LOOM_DTYPE_F32, plan.dims, encode_tensor(quantizer, LOOM_DTYPE_F32, back,
+                                                                                plan.n_rows, plan.n_cols, {}, 1));
+      } else {
+        writer.add_tensor(plan.name, plan.to, plan.dims, std::move(encoded));
+      }
     }
     report.bytes_in += r.bytes_in;
     report.bytes_out += r.bytes_out;

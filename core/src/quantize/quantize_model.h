@@ -35,6 +35,11 @@ struct QuantizeOptions {
   bool force = false;                   // allow replacing an existing output (never the input)
   std::filesystem::path calibration;    // text for I4_G128 importance (calibration.h); empty = none
   int n_threads = 1;
+  // Store tensors planned as a Loom-only type (I4_G128, I8_ROW) as F32 holding their decoded values:
+  // the exact numbers the format represents, readable by a backend without kernels for it (the CPU
+  // backend has none today), so that format's quality can be measured (loom perplexity). The file
+  // says so in loom.quantize.simulated.
+  bool simulate = false;
 };
 
 struct TensorReport {
