@@ -11,7 +11,7 @@
 #   summary.json            decode tokens/s at batch 1/8/64/256 with the fraction of HBM bandwidth,
 #                           prefill tokens/s at 512/4096 with the fraction of peak dense FLOP/s
 # Cost: the synthetic models are generated on the spot into $MODEL_DIR (default /tmp/loom-gpu-check):
-# about 4.3 GB (Q4_0) and 15 GB (BF16) of disk, reused when present. SKIP_BF16=1 skips the BF16 one.
+# about 4.5 GB (Q4_0) and 16 GB (BF16) of disk, reused when present. SKIP_BF16=1 skips the BF16 one.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
