@@ -1,0 +1,205 @@
+// `loom serve`: an OpenAI-compatible HTTP server over the engine (routes in host/server/).
+//
+// Shutdown: SIGTERM or SIGINT stops admitting work (new requests get 503), lets the requests in flight
+// finish within --shutdown-timeout, cancels what is still running after that (its clients get an
+// error, never a silently dropped request), closes the listener and exits 0. A second signal skips
+// the wait.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "command.h"
+#include "common/error.h"
+#include "engine/engine.h"
+#include "host_options.h"
+#include "model/default_model.h"
+#include "server/http_server.h"
+#include "server/server_state.h"
+
+namespace loom::host {
+
+namespace {
+
+const char* kUsage =
+    "usage: loom serve [options]\n"
+    "\n"
+    "Serves the model over HTTP with OpenAI's API: POST /v1/completions, POST /v1/chat/completions\n"
+    "(stream: true for server-sent events), GET /v1/models, plus GET /health, GET /metrics (Prometheus),\n"
+    "POST /tokenize and POST /detokenize. See docs/server.md.\n"
+    "\n"
+    "options:\n"
+    "  --model FILE              GGUF model (default: [model] path, $LOOM_MODEL, the installed default)\n"
+    "  --host H                  address to listen on (default: [server] host, 127.0.0.1)\n"
+    "  --port P                  port (default: [server] port, 8080; 0 = any free port, printed at start)\n"
+    "  --api-key KEY             require 'Authorization: Bearer KEY' (default: [server] api_key)\n"
+    "  --max-queue N             unfinished requests admitted before 429 (default: [server] max_queue)\n"
+    "  --model-name NAME         name in /v1/models and responses (default: [server] model_name, file stem)\n"
+    "  --backend NAME            backend plugin (default: [backend] name)\n"
+    "  --threads N               backend threads (default: [backend] threads)\n"
+    "  --n-ctx N                 context per sequence (default: [model] n_ctx, the model's)\n"
+    "  --shutdown-timeout SEC    how long SIGTERM waits for requests in flight (default 30)\n"
+    "  --config FILE             loom.toml to read\n";
+
+int64_t parse_int(const std::string& option, const std::string& value) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(value, &used);
+    if (used == value.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw std::runtime_error("option " + option + " needs an integer, got '" + value + "'");
+}
+
+// Waits for SIGTERM/SIGINT (blocked in every thread, so only this one sees them) and runs the
+// shutdown sequence; returns when the server has been told to stop or `done` is set.
+void shutdown_on_signal(server::ServerState& state, server::HttpServer& http, std::atomic<bool>& done,
+                        std::chrono::seconds timeout) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  const timespec poll = {0, 200'000'000};
+  int sig = -1;
+  while (!done && sig < 0) sig = sigtimedwait(&signals, nullptr, &poll);
+  if (done) return;
+  std::fprintf(stderr, "loom serve: %s received: finishing %lld request(s) in flight (at most %llds), refusing new ones\n",
+               sig == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(state.n_unfinished.load()),
+               static_cast<long long>(timeout.count()));
+  state.stopping = true;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool forced = false;
+  while (state.n_active_http > 0) {
+    if (!forced && (std::chrono::steady_clock::now() >= deadline || sigtimedwait(&signals, nullptr, &poll) >= 0)) {
+      std::fprintf(stderr, "loom serve: cancelling %lld request(s) still running\n",
+                   static_cast<long long>(state.n_unfinished.load()));
+      state.cancel_all();
+      forced = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (forced && std::chrono::steady_clock::now() > deadline + std::chrono::seconds(10)) break;  // a stuck client
+  }
+  http.stop();
+}
+
+int run_serve(const CommandArgs& args) {
+  HostOptions options;
+  std::string model, host, api_key, model_name, backend;
+  std::optional<int64_t> port, max_queue, threads, n_ctx;
+  int64_t shutdown_seconds = 30;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw std::runtime_error("option " + a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (options.parse(args, i)) {
+    } else if (a == "--model" || a == "-m") {
+      model = value();
+    } else if (a == "--host") {
+      host = value();
+    } else if (a == "--port") {
+      port = parse_int(a, value());
+    } else if (a == "--api-key") {
+      api_key = value();
+    } else if (a == "--max-queue") {
+      max_queue = parse_int(a, value());
+    } else if (a == "--model-name") {
+      model_name = value();
+    } else if (a == "--backend") {
+      backend = value();
+    } else if (a == "--threads" || a == "-t") {
+      threads = parse_int(a, value());
+    } else if (a == "--n-ctx") {
+      n_ctx = parse_int(a, value());
+    } else if (a == "--shutdown-timeout") {
+      shutdown_seconds = parse_int(a, value());
+    } else {
+      std::cerr << "loom serve: unknown argument '" << a << "'\n" << kUsage;
+      return 2;
+    }
+  }
+  Config config = options.load_config();
+  if (!model.empty()) config.model.path = model;
+  if (!host.empty()) config.server.host = host;
+  if (port) config.server.port = *port;
+  if (!api_key.empty()) config.server.api_key = api_key;
+  if (max_queue) config.server.max_queue = *max_queue;
+  if (!model_name.empty()) config.server.model_name = model_name;
+  if (!backend.empty()) config.backend.name = backend;
+  if (threads) config.backend.threads = *threads;
+  if (n_ctx) config.model.n_ctx = *n_ctx;
+  if (config.server.port < 0 || config.server.port > 65535) throw std::runtime_error("--port must be 0..65535");
+  if (config.server.max_queue < 1) throw std::runtime_error("--max-queue must be at least 1");
+  if (shutdown_seconds < 0) throw std::runtime_error("--shutdown-timeout must be >= 0");
+
+  // Block the shutdown signals before any thread exists, so every thread inherits the mask and only
+  // the waiter sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a vanished client must be a failed write, not a dead server
+
+  const std::filesystem::path model_path = config.model.path.empty() ? default_model_path() : std::filesystem::path(config.model.path);
+  std::fprintf(stderr, "loom serve: loading %s on backend '%s'...\n", model_path.string().c_str(), config.backend.name.c_str());
+  const auto load_start = std::chrono::steady_clock::now();
+  Engine engine(config, model_path);
+  const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  const EngineInfo& info = engine.info();
+  std::fprintf(stderr, "loom serve: loaded in %.2f s\n", load_seconds);
+
+  std::string template_note;
+  chat::ChatTemplate chat_template = [&] {
+    if (config.model.chat_template.empty()) return chat::ChatTemplate::for_model(engine.gguf(), &template_note);
+    try {
+      return chat::ChatTemplate::builtin(config.model.chat_template);
+    } catch (const Error&) {
+      return chat::ChatTemplate::parse(config.model.chat_template);
+    }
+  }();
+  if (!template_note.empty()) std::fprintf(stderr, "loom serve: chat template: %s\n", template_note.c_str());
+
+  const std::string served_name = config.server.model_name.empty() ? model_path.stem().string() : config.server.model_name;
+  server::ServerState state(engine, config.server, served_name, std::move(chat_template), config.sampler.seed);
+  server::HttpServer http(state);
+  const int bound = http.bind(config.server.host, static_cast<int>(config.server.port));
+  engine.start();
+
+  const uint64_t full_context_seqs = info.n_ctx > 0 ? info.kv_capacity_tokens / static_cast<uint64_t>(info.n_ctx) : 0;
+  std::fprintf(stderr,
+               "loom serve: model '%s' (%s, context %lld) on %s (%s); KV cache %llu tokens in %u blocks of %u = %llu "
+               "full-context sequences (max_num_seqs %u), %.1f MiB; max_queue %lld%s\n",
+               served_name.c_str(), info.model_name.c_str(), static_cast<long long>(info.n_ctx), info.backend_name.c_str(),
+               info.device_name.c_str(), static_cast<unsigned long long>(info.kv_capacity_tokens), info.kv_blocks,
+               info.kv_block_size, static_cast<unsigned long long>(full_context_seqs), info.max_num_seqs,
+               static_cast<double>(info.kv_bytes) / (1024.0 * 1024.0), static_cast<long long>(config.server.max_queue),
+               config.server.api_key.empty() ? "" : "; API key required");
+  // stdout, one line, flushed: scripts (and the tests) read the bound port from it.
+  std::printf("loom serve: listening on http://%s:%d\n", config.server.host.c_str(), bound);
+  std::fflush(stdout);
+
+  std::atomic<bool> done{false};
+  std::thread waiter([&] { shutdown_on_signal(state, http, done, std::chrono::seconds(shutdown_seconds)); });
+  http.run();
+  done = true;
+  waiter.join();
+  engine.stop(true);
+  std::fprintf(stderr, "loom serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+LOOM_REGISTER_COMMAND("serve", "OpenAI-compatible HTTP server (completions, chat, streaming, /metrics)", run_serve);
+
+}  // namespace loom::host

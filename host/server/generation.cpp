@@ -1,0 +1,211 @@
+#include "server/generation.h"
+
+#include <algorithm>
+#include <random>
+
+#include "common/error.h"
+#include "server/api_error.h"
+#include "tokenizer/tokenizer.h"
+
+namespace loom::server {
+
+namespace {
+
+constexpr int64_t kDefaultCompletionMaxTokens = 16;  // OpenAI's default for the legacy endpoint
+
+std::string random_id(const char* prefix) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static const char* digits = "0123456789abcdef";
+  std::string id = prefix;
+  for (int i = 0; i < 24; ++i) id += digits[rng() % 16];
+  return id;
+}
+
+// Which request field an engine refusal is about, when its message names one.
+std::optional<std::string> param_in(const std::string& message) {
+  for (const char* name : {"temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+                           "repetition_penalty", "max_tokens"}) {
+    if (message.find(name) != std::string::npos) return std::string(name);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+GenerationJob::GenerationJob(ServerState& state, GenerationParams params)
+    : state_(state),
+      params_(std::move(params)),
+      id_(random_id(params_.endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-")),
+      created_(static_cast<int64_t>(std::time(nullptr))) {}
+
+GenerationJob::~GenerationJob() {
+  for (const auto& choice : choices_) {
+    if (choice.submitted && choice.finish == FinishReason::none) state_.engine.cancel(choice.id);
+  }
+}
+
+void GenerationJob::prepare_prompts() {
+  const Tokenizer& tok = state_.engine.tokenizer();
+  const int64_t n_ctx = state_.engine.info().n_ctx;
+  const int32_t n_vocab = tok.n_vocab();
+  const std::string field = params_.endpoint == Endpoint::chat ? "messages" : "prompt";
+  if (params_.endpoint == Endpoint::chat) {
+    std::string text;
+    try {
+      const std::string bos = tok.bos_id() >= 0 ? tok.token_text(tok.bos_id()) : "";
+      const std::string eos = tok.eos_id() >= 0 ? tok.token_text(tok.eos_id()) : "";
+      text = state_.chat_template.apply(params_.messages, true, bos, eos);
+    } catch (const Error& e) {
+      throw invalid_param("messages", std::string("the chat template refused the messages: ") + e.what());
+    }
+    // The template writes BOS itself when the model wants it; add one only if it did not.
+    std::vector<int32_t> tokens = tok.encode(text, false, true);
+    if (tok.add_bos() && tok.bos_id() >= 0 && (tokens.empty() || tokens.front() != tok.bos_id())) {
+      tokens.insert(tokens.begin(), tok.bos_id());
+    }
+    prompts_.push_back({std::move(tokens), ""});
+  } else {
+    for (const PromptInput& input : params_.prompts) {
+      PreparedPrompt p;
+      if (input.is_tokens) {
+        for (int32_t t : input.tokens) {
+          if (t >= n_vocab) {
+            throw invalid_param("prompt", "token id " + std::to_string(t) + " is outside the vocabulary (0.." +
+                                              std::to_string(n_vocab - 1) + ")");
+          }
+        }
+        p.tokens = input.tokens;
+        if (params_.echo) p.text = tok.decode(input.tokens);
+      } else {
+        p.tokens = tok.encode(input.text, true, true);
+        if (params_.echo) p.text = input.text;
+      }
+      prompts_.push_back(std::move(p));
+    }
+  }
+  for (const auto& p : prompts_) {
+    if (p.tokens.empty()) throw invalid_param(field, "the prompt is empty");
+    if (static_cast<int64_t>(p.tokens.size()) >= n_ctx) {
+      throw invalid_param(field, "this model's maximum context length is " + std::to_string(n_ctx) +
+                                     " tokens, but the prompt has " + std::to_string(p.tokens.size()) +
+                                     " tokens (at least one more is needed to generate)");
+    }
+  }
+}
+
+Request GenerationJob::make_request(size_t choice) {
+  const PreparedPrompt& prompt = prompts_[choices_[choice].prompt_index];
+  const int64_t room = state_.engine.info().n_ctx - static_cast<int64_t>(prompt.tokens.size());
+  Request r;
+  r.prompt = prompt.tokens;
+  const int64_t wanted = params_.max_tokens.value_or(params_.endpoint == Endpoint::chat ? room : kDefaultCompletionMaxTokens);
+  r.max_tokens = static_cast<uint32_t>(std::clamp<int64_t>(wanted, 1, std::max<int64_t>(room, 1)));
+  auto& s = r.sampling.params;
+  s = state_.engine.default_sampling();
+  if (params_.temperature) s.temperature = static_cast<float>(*params_.temperature);
+  if (params_.top_p) s.top_p = static_cast<float>(*params_.top_p);
+  if (params_.top_k) s.top_k = static_cast<int32_t>(std::max<int64_t>(*params_.top_k, 0));  // -1 (vLLM) = off
+  if (params_.min_p) s.min_p = static_cast<float>(*params_.min_p);
+  if (params_.presence_penalty) s.presence_penalty = static_cast<float>(*params_.presence_penalty);
+  if (params_.frequency_penalty) s.frequency_penalty = static_cast<float>(*params_.frequency_penalty);
+  if (params_.repetition_penalty) s.repetition_penalty = static_cast<float>(*params_.repetition_penalty);
+  // Choices of one call differ but stay reproducible: seed + choice index.
+  if (params_.seed) {
+    r.sampling.seed = static_cast<uint64_t>(*params_.seed) + choice;
+  } else if (state_.default_seed >= 0) {
+    r.sampling.seed = static_cast<uint64_t>(state_.default_seed) + choice;
+  }
+  r.stop = params_.stop;
+  r.ignore_eos = params_.ignore_eos;
+  r.want_logprobs = params_.logprobs;
+  r.n_logprobs = static_cast<uint32_t>(params_.logprobs ? params_.top_logprobs : 0);
+  auto channel = channel_;
+  ServerState* state = &state_;
+  r.on_event = [channel, state, choice](const RequestEvent& event) {
+    if (event.finish != FinishReason::none) {
+      state->untrack(event.id);
+      --state->n_unfinished;
+    }
+    channel->push(choice, event);
+  };
+  return r;
+}
+
+void GenerationJob::submit() {
+  if (state_.stopping) throw ApiError(503, "the server is shutting down", std::nullopt, "server_error", "shutting_down");
+  prepare_prompts();
+  for (size_t p = 0; p < prompts_.size(); ++p) {
+    for (int64_t i = 0; i < params_.n; ++i) {
+      ChoiceProgress c;
+      c.prompt_index = p;
+      choices_.push_back(c);
+    }
+  }
+  const auto n = static_cast<int64_t>(choices_.size());
+  if (n > state_.settings.max_queue) {
+    throw invalid_param("n", "this call asks for " + std::to_string(n) + " completions but the server queues at most " +
+                                 std::to_string(state_.settings.max_queue));
+  }
+  if (state_.n_unfinished.fetch_add(n) + n > state_.settings.max_queue) {
+    state_.n_unfinished -= n;
+    throw ApiError(429, "the server is busy: " + std::to_string(state_.settings.max_queue) +
+                            " requests are already queued or running; retry shortly",
+                   std::nullopt, "rate_limit_exceeded", "rate_limit_exceeded");
+  }
+  n_admitted_ = n;
+  for (size_t c = 0; c < choices_.size(); ++c) {
+    try {
+      choices_[c].id = state_.engine.submit(make_request(c));
+    } catch (const Error& e) {
+      // This choice and the ones after it never reach the engine; the earlier ones are cancelled by
+      // the destructor and return their admission through their final events.
+      state_.n_unfinished -= n - static_cast<int64_t>(c);
+      throw ApiError(400, e.what(), param_in(e.what()));
+    }
+    choices_[c].submitted = true;
+    state_.track(choices_[c].id);
+  }
+}
+
+std::vector<ChoiceEvent> GenerationJob::poll(std::chrono::milliseconds timeout) {
+  std::vector<ChoiceEvent> events = channel_->take(timeout);
+  for (const ChoiceEvent& ce : events) {
+    ChoiceProgress& c = choices_[ce.choice];
+    const RequestEvent& e = ce.event;
+    c.text += e.text;
+    c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+    if (e.finish != FinishReason::none && c.finish == FinishReason::none) {
+      c.finish = e.finish;
+      c.error = e.error;
+      c.n_prompt = e.n_prompt_tokens;
+      c.n_completion = e.n_completion_tokens;
+      c.n_cached = e.n_cached_tokens;
+      ++n_finished_;
+    }
+  }
+  return events;
+}
+
+const ChoiceProgress* GenerationJob::failed_choice() const {
+  for (const auto& c : choices_) {
+    if (c.finish == FinishReason::error || c.finish == FinishReason::cancelled) return &c;
+  }
+  return nullptr;
+}
+
+Usage GenerationJob::usage() const {
+  // A prompt counts once however many choices it has; its cached tokens are the best any choice got.
+  Usage u;
+  std::vector<uint32_t> cached(prompts_.size(), 0);
+  for (const auto& c : choices_) {
+    u.completion_tokens += c.n_completion;
+    cached[c.prompt_index] = std::max(cached[c.prompt_index], c.n_cached);
+  }
+  for (size_t p = 0; p < prompts_.size(); ++p) {
+    u.prompt_tokens += prompts_[p].tokens.size();
+    u.cached_tokens += cached[p];
+  }
+  return u;
+}
+
+}  // namespace loom::server

@@ -1,0 +1,83 @@
+// GenerationJob — one /v1/completions or /v1/chat/completions call: its prompts turned into tokens,
+// one engine request per choice (n per prompt), and the events that come back. The HTTP handler
+// polls it; destroying it cancels whatever has not finished, so a client that goes away frees its
+// KV blocks.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "server/event_channel.h"
+#include "server/openai_parse.h"
+#include "server/server_state.h"
+
+namespace loom::server {
+
+struct PreparedPrompt {
+  std::vector<int32_t> tokens;
+  std::string text;  // completions with echo: the text to prepend
+};
+
+struct ChoiceProgress {
+  size_t prompt_index = 0;
+  RequestId id = 0;
+  bool submitted = false;
+  std::string text;                     // accumulated (non-streaming responses)
+  std::vector<TokenLogprob> logprobs;   // accumulated (non-streaming responses)
+  size_t text_offset = 0;               // completions logprobs: where the next token's text starts
+  bool started = false;                 // streaming: the first chunk (chat: the role) was sent
+  FinishReason finish = FinishReason::none;
+  std::string error;
+  uint32_t n_prompt = 0, n_completion = 0, n_cached = 0;
+};
+
+struct Usage {
+  uint64_t prompt_tokens = 0;
+  uint64_t completion_tokens = 0;
+  uint64_t cached_tokens = 0;
+};
+
+class GenerationJob {
+ public:
+  GenerationJob(ServerState& state, GenerationParams params);
+  ~GenerationJob();
+  GenerationJob(const GenerationJob&) = delete;
+  GenerationJob& operator=(const GenerationJob&) = delete;
+
+  // Tokenise and check the prompts, admit (429 when the queue is full, 503 while shutting down) and
+  // submit every choice. ApiError on refusal; nothing stays queued then.
+  void submit();
+
+  // Events since the last call, waiting up to `timeout` for the first; applied to the choices.
+  std::vector<ChoiceEvent> poll(std::chrono::milliseconds timeout);
+  bool all_finished() const { return n_finished_ == choices_.size(); }
+  // The first choice that ended in error or cancellation, or null.
+  const ChoiceProgress* failed_choice() const;
+  Usage usage() const;
+
+  const GenerationParams& params() const { return params_; }
+  const std::vector<PreparedPrompt>& prompts() const { return prompts_; }
+  std::vector<ChoiceProgress>& choices() { return choices_; }
+  const std::string& id() const { return id_; }
+  int64_t created() const { return created_; }
+  ServerState& state() const { return state_; }
+
+ private:
+  void prepare_prompts();
+  Request make_request(size_t choice);
+
+  ServerState& state_;
+  GenerationParams params_;
+  std::string id_;
+  int64_t created_;
+  std::vector<PreparedPrompt> prompts_;
+  std::vector<ChoiceProgress> choices_;
+  size_t n_finished_ = 0;
+  int64_t n_admitted_ = 0;  // counted in state_.n_unfinished, returned by the engine's final events
+  std::shared_ptr<EventChannel> channel_ = std::make_shared<EventChannel>();
+};
+
+}  // namespace loom::server

@@ -1,0 +1,203 @@
+#include "server/http_server.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "server/generation.h"
+#include "server/http_util.h"
+#include "server/metrics_exporter.h"
+#include "server/openai_parse.h"
+#include "server/sse_stream.h"
+#include "tokenizer/tokenizer.h"
+
+namespace loom::server {
+
+namespace {
+
+using nlohmann::json;
+
+// Route label for /metrics: known paths as they are, anything else as "other" (bounded cardinality).
+std::string route_label(const std::string& path) {
+  for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/tokenize",
+                            "/detokenize", "/metrics"}) {
+    if (path == known) return known;
+  }
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  return "other";
+}
+
+void handle_generation(ServerState& state, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+  ActiveGuard active(state);
+  const json body = parse_json_body(req.body);
+  GenerationParams params = endpoint == Endpoint::chat ? parse_chat_request(body) : parse_completion_request(body);
+  auto job = std::make_shared<GenerationJob>(state, std::move(params));
+  job->submit();
+  if (job->params().stream) {
+    stream_job(std::move(job), res);
+    return;
+  }
+  while (!job->all_finished()) job->poll(std::chrono::milliseconds(500));
+  if (const ChoiceProgress* failed = job->failed_choice()) {
+    if (failed->finish == FinishReason::cancelled) {
+      throw ApiError(503, "the request was cancelled: the server is shutting down", std::nullopt, "server_error",
+                     "shutting_down");
+    }
+    throw ApiError(500, "generation failed: " + failed->error, std::nullopt, "server_error");
+  }
+  send_json(res, 200, endpoint == Endpoint::chat ? chat_response(*job) : completion_response(*job));
+}
+
+json model_card(const ServerState& state) {
+  return {{"id", state.model_name},
+          {"object", "model"},
+          {"created", state.created},
+          {"owned_by", "loom"},
+          {"max_model_len", state.engine.info().n_ctx}};
+}
+
+void handle_tokenize(ServerState& state, const httplib::Request& req, httplib::Response& res) {
+  const TokenizeParams p = parse_tokenize_request(parse_json_body(req.body));
+  const Tokenizer& tok = state.engine.tokenizer();
+  const std::vector<int32_t> ids = tok.encode(p.content, p.add_special, true);
+  json tokens = json::array();
+  for (int32_t id : ids) {
+    if (p.with_pieces) {
+      tokens.push_back({{"id", id}, {"piece", tok.token_to_piece(id, true)}});
+    } else {
+      tokens.push_back(id);
+    }
+  }
+  send_json(res, 200, {{"tokens", tokens}});
+}
+
+void handle_detokenize(ServerState& state, const httplib::Request& req, httplib::Response& res) {
+  const std::vector<int64_t> ids = parse_detokenize_request(parse_json_body(req.body));
+  const Tokenizer& tok = state.engine.tokenizer();
+  std::vector<int32_t> tokens;
+  for (int64_t id : ids) {
+    if (id < 0 || id >= tok.n_vocab()) {
+      throw invalid_param("tokens", "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                                        std::to_string(tok.n_vocab() - 1) + ")");
+    }
+    tokens.push_back(static_cast<int32_t>(id));
+  }
+  send_json(res, 200, {{"content", tok.decode(tokens)}});
+}
+
+// Every handler's refusals become OpenAI error bodies; nothing a client sends escapes as a crash.
+template <typename Fn>
+httplib::Server::Handler guarded(Fn fn) {
+  return [fn](const httplib::Request& req, httplib::Response& res) {
+    try {
+      fn(req, res);
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const Error& e) {
+      send_error(res, ApiError(400, e.what()));
+    } catch (const std::exception& e) {
+      send_error(res, ApiError(500, std::string("internal error: ") + e.what(), std::nullopt, "server_error"));
+    }
+  };
+}
+
+}  // namespace
+
+HttpServer::HttpServer(ServerState& state) : state_(state), http_(std::make_unique<httplib::Server>()) {
+  // One thread per connection being served: enough for every admissible request to stream at once,
+  // plus room for /metrics, /health and idle keep-alive connections.
+  const auto n_threads = static_cast<size_t>(std::clamp<int64_t>(state_.settings.max_queue, 8, 512) + 16);
+  http_->new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+  http_->set_payload_max_length(static_cast<size_t>(state_.settings.max_body_bytes));
+  http_->set_keep_alive_timeout(5);
+  install_routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+int HttpServer::bind(const std::string& host, int port) {
+  int bound = port;
+  if (port == 0) {
+    bound = http_->bind_to_any_port(host);
+  } else if (!http_->bind_to_port(host, port)) {
+    bound = -1;
+  }
+  if (bound < 0) throw Error("cannot listen on " + host + ":" + std::to_string(port) + " (in use, or not a local address?)");
+  return bound;
+}
+
+void HttpServer::run() { http_->listen_after_bind(); }
+
+void HttpServer::stop() { http_->stop(); }
+
+void HttpServer::install_routes() {
+  ServerState& state = state_;
+  http_->set_pre_routing_handler([&state](const httplib::Request& req, httplib::Response& res) {
+    if (state.settings.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    const std::string expected = "Bearer " + state.settings.api_key;
+    if (req.get_header_value("Authorization") == expected) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("WWW-Authenticate", "Bearer");
+    // The body was not read; do not let it be parsed as the next request on this connection.
+    res.set_header("Connection", "close");
+    send_error(res, ApiError(401, req.has_header("Authorization") ? "incorrect API key" : "missing API key: send 'Authorization: Bearer <key>'",
+                             std::nullopt, "invalid_request_error", "invalid_api_key"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Failures httplib answers itself (unknown route, 413, malformed HTTP) get a JSON body too.
+  http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string message = "HTTP " + std::to_string(res.status);
+    std::optional<std::string> code;
+    if (res.status == 404) {
+      message = "no route " + req.method + " " + req.path;
+      code = "not_found";
+    } else if (res.status == 413) {
+      message = "the request body is larger than the server's limit ([server] max_body_bytes)";
+      code = "request_too_large";
+    } else if (res.status == 405) {
+      message = "method " + req.method + " is not allowed on " + req.path;
+    } else if (res.status == 400) {
+      message = "malformed HTTP request";
+    }
+    res.set_content(dump_json(ApiError::error_body(message, "invalid_request_error", std::nullopt, code)),
+                    "application/json");
+  });
+  http_->set_logger([&state](const httplib::Request& req, const httplib::Response& res) {
+    state.http_counters.count(route_label(req.path), res.status);
+  });
+
+  http_->Post("/v1/completions", guarded([&state](const httplib::Request& req, httplib::Response& res) {
+                handle_generation(state, req, res, Endpoint::completions);
+              }));
+  http_->Post("/v1/chat/completions", guarded([&state](const httplib::Request& req, httplib::Response& res) {
+                handle_generation(state, req, res, Endpoint::chat);
+              }));
+  http_->Get("/v1/models", guarded([&state](const httplib::Request&, httplib::Response& res) {
+               send_json(res, 200, {{"object", "list"}, {"data", json::array({model_card(state)})}});
+             }));
+  http_->Get(R"(/v1/models/(.+))", guarded([&state](const httplib::Request& req, httplib::Response& res) {
+               if (req.matches[1] != state.model_name) {
+                 throw ApiError(404, "the model '" + std::string(req.matches[1]) + "' does not exist (this server has '" +
+                                         state.model_name + "')",
+                                "model", "invalid_request_error", "model_not_found");
+               }
+               send_json(res, 200, model_card(state));
+             }));
+  http_->Get("/health", guarded([&state](const httplib::Request&, httplib::Response& res) {
+               if (state.stopping) {
+                 send_json(res, 503, {{"status", "shutting_down"}});
+               } else {
+                 send_json(res, 200, {{"status", "ok"}});
+               }
+             }));
+  http_->Post("/tokenize", guarded([&state](const httplib::Request& req, httplib::Response& res) {
+                handle_tokenize(state, req, res);
+              }));
+  http_->Post("/detokenize", guarded([&state](const httplib::Request& req, httplib::Response& res) {
+                handle_detokenize(state, req, res);
+              }));
+  http_->Get("/metrics", guarded([&state](const httplib::Request&, httplib::Response& res) {
+               res.set_content(render_metrics(state.engine.stats(), state), "text/plain; version=0.0.4; charset=utf-8");
+             }));
+}
+
+}  // namespace loom::server

@@ -1,0 +1,39 @@
+// HttpServer — the routes of `loom serve` on cpp-httplib: OpenAI's /v1/completions,
+// /v1/chat/completions and /v1/models, plus /health, /tokenize, /detokenize and /metrics. Cross-cutting
+// rules live here: bearer API key (all but /health), body size limit (413), JSON errors for every
+// failure, per-route counters for /metrics.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "server/server_state.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace loom::server {
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerState& state);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Bind host:port (0 = any free port) and return the port; loom::Error when that fails.
+  int bind(const std::string& host, int port);
+  // Serve until stop(); returns once every connection has closed.
+  void run();
+  // Close the listening socket and end idle connections. Streams still being written are cut, so call
+  // it after the requests in flight have finished (ServerState::n_active_http == 0).
+  void stop();
+
+ private:
+  void install_routes();
+  ServerState& state_;
+  std::unique_ptr<httplib::Server> http_;
+};
+
+}  // namespace loom::server

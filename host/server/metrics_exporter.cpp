@@ -1,0 +1,107 @@
+#include "server/metrics_exporter.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace loom::server {
+
+namespace {
+
+// Prometheus wants Go-style floats: "+Inf", and integers without an exponent.
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+class Writer {
+ public:
+  void header(const std::string& name, const char* type, const char* help) {
+    out_ << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+  }
+  void sample(const std::string& name, double value, const std::string& labels = "") {
+    out_ << name;
+    if (!labels.empty()) out_ << '{' << labels << '}';
+    out_ << ' ' << number(value) << '\n';
+  }
+  void metric(const std::string& name, const char* type, const char* help, double value) {
+    header(name, type, help);
+    sample(name, value);
+  }
+  void histogram(const std::string& name, const char* help, const Histogram& h) {
+    header(name, "histogram", help);
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < h.bounds().size(); ++i) {
+      cumulative += h.counts()[i];
+      sample(name + "_bucket", static_cast<double>(cumulative), "le=\"" + number(h.bounds()[i]) + "\"");
+    }
+    sample(name + "_bucket", static_cast<double>(h.count()), "le=\"+Inf\"");
+    sample(name + "_sum", h.sum());
+    sample(name + "_count", static_cast<double>(h.count()));
+  }
+  std::string str() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+};
+
+}  // namespace
+
+std::string render_metrics(const EngineStats& s, const ServerState& state) {
+  Writer w;
+  w.header("loom_requests_total", "counter", "Engine requests by outcome (rejected = refused at submit).");
+  w.sample("loom_requests_total", static_cast<double>(s.requests_finished), "outcome=\"finished\"");
+  w.sample("loom_requests_total", static_cast<double>(s.requests_cancelled), "outcome=\"cancelled\"");
+  w.sample("loom_requests_total", static_cast<double>(s.requests_failed), "outcome=\"failed\"");
+  w.sample("loom_requests_total", static_cast<double>(s.requests_rejected), "outcome=\"rejected\"");
+  w.metric("loom_requests_submitted_total", "counter", "Engine requests accepted by submit().",
+           static_cast<double>(s.requests_submitted));
+
+  w.header("loom_http_requests_total", "counter", "HTTP responses by route and status code.");
+  for (const auto& [key, count] : state.http_counters.snapshot()) {
+    w.sample("loom_http_requests_total", static_cast<double>(count),
+             "route=\"" + key.first + "\",code=\"" + std::to_string(key.second) + "\"");
+  }
+  w.metric("loom_http_requests_in_flight", "gauge", "HTTP exchanges being served (streams until their last byte).",
+           static_cast<double>(state.n_active_http.load()));
+  w.metric("loom_server_queue_depth", "gauge", "Engine requests admitted by the server and not finished.",
+           static_cast<double>(state.n_unfinished.load()));
+  w.metric("loom_server_max_queue", "gauge", "Admission limit ([server] max_queue); beyond it requests get 429.",
+           static_cast<double>(state.settings.max_queue));
+
+  w.metric("loom_num_requests_running", "gauge", "Sequences in the running batch.", static_cast<double>(s.running));
+  w.metric("loom_num_requests_waiting", "gauge", "Sequences waiting to be scheduled.", static_cast<double>(s.waiting));
+
+  w.metric("loom_kv_blocks_used", "gauge", "KV cache blocks held by sequences.", s.kv_blocks_used);
+  w.metric("loom_kv_blocks_total", "gauge", "KV cache blocks in the pool.", s.kv_blocks_total);
+  w.metric("loom_kv_blocks_free", "gauge", "KV cache blocks free (cached prefixes included).", s.kv_blocks_free);
+  w.metric("loom_kv_block_size_tokens", "gauge", "Tokens per KV block.", s.kv_block_size);
+  w.metric("loom_kv_cache_usage_ratio", "gauge", "kv_blocks_used / kv_blocks_total.",
+           s.kv_blocks_total ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0.0);
+
+  w.metric("loom_prefix_cache_queries_total", "counter", "Full prompt blocks looked up in the prefix cache.",
+           static_cast<double>(s.prefix_queries));
+  w.metric("loom_prefix_cache_hits_total", "counter", "Prefix cache lookups that found the block.",
+           static_cast<double>(s.prefix_hits));
+  w.metric("loom_prefix_cache_hit_rate", "gauge", "prefix_cache_hits_total / prefix_cache_queries_total.",
+           s.prefix_queries ? static_cast<double>(s.prefix_hits) / static_cast<double>(s.prefix_queries) : 0.0);
+
+  w.metric("loom_prompt_tokens_total", "counter", "Prompt tokens of submitted requests.", static_cast<double>(s.prompt_tokens));
+  w.metric("loom_cached_prompt_tokens_total", "counter", "Prompt tokens served from the prefix cache.",
+           static_cast<double>(s.cached_prompt_tokens));
+  w.metric("loom_generation_tokens_total", "counter", "Tokens generated.", static_cast<double>(s.generated_tokens));
+  w.metric("loom_engine_steps_total", "counter", "Forward passes (scheduler steps).", static_cast<double>(s.steps));
+  w.metric("loom_preemptions_total", "counter", "Sequences preempted (recomputed later) for lack of KV blocks.",
+           static_cast<double>(s.preemptions));
+  w.metric("loom_draft_tokens_proposed_total", "counter", "Speculative tokens proposed.",
+           static_cast<double>(s.draft_tokens_proposed));
+  w.metric("loom_draft_tokens_accepted_total", "counter", "Speculative tokens accepted.",
+           static_cast<double>(s.draft_tokens_accepted));
+
+  w.histogram("loom_time_to_first_token_seconds", "Time from arrival to the first generated token.", s.ttft);
+  w.histogram("loom_time_per_output_token_seconds", "Time between generated tokens.", s.tpot);
+  w.histogram("loom_request_queue_time_seconds", "Time from arrival to first scheduling.", s.queue_time);
+  return w.str();
+}
+
+}  // namespace loom::server

@@ -1,0 +1,163 @@
+#include "server/openai_format.h"
+
+#include "tokenizer/tokenizer.h"
+
+namespace loom::server {
+
+namespace {
+
+using nlohmann::json;
+
+std::string finish_name(FinishReason reason) {
+  // Cancelled and failed choices never reach a success body; "stop" and "length" are OpenAI's words.
+  return finish_reason_name(reason);
+}
+
+std::string piece(const Tokenizer& tok, int32_t id) { return tok.token_to_piece(id, true); }
+
+json bytes_of(const std::string& s) {
+  json out = json::array();
+  for (unsigned char c : s) out.push_back(static_cast<int>(c));
+  return out;
+}
+
+// Legacy completions logprobs: parallel arrays.
+json completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& lps, size_t& text_offset) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  for (const auto& lp : lps) {
+    const std::string p = piece(tok, lp.token);
+    tokens.push_back(p);
+    token_logprobs.push_back(lp.logprob);
+    json alternatives = json::object();
+    for (const auto& [id, value] : lp.top) alternatives[piece(tok, id)] = value;
+    top.push_back(alternatives);
+    offsets.push_back(text_offset);
+    text_offset += p.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+// Chat logprobs: {"content": [{token, logprob, bytes, top_logprobs: [...]}], "refusal": null}.
+json chat_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& lps) {
+  json content = json::array();
+  for (const auto& lp : lps) {
+    const std::string p = piece(tok, lp.token);
+    json top = json::array();
+    for (const auto& [id, value] : lp.top) {
+      const std::string alt = piece(tok, id);
+      top.push_back({{"token", alt}, {"logprob", value}, {"bytes", bytes_of(alt)}});
+    }
+    content.push_back({{"token", p}, {"logprob", lp.logprob}, {"bytes", bytes_of(p)}, {"top_logprobs", top}});
+  }
+  return {{"content", content}, {"refusal", nullptr}};
+}
+
+json chunk_base(GenerationJob& job, const char* object) {
+  json chunk = {{"id", job.id()},
+                {"object", object},
+                {"created", job.created()},
+                {"model", job.state().model_name},
+                {"system_fingerprint", nullptr},
+                {"choices", json::array()}};
+  if (job.params().include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+json finish_value(FinishReason reason) {
+  if (reason == FinishReason::none) return nullptr;
+  return finish_name(reason);
+}
+
+}  // namespace
+
+std::string dump_json(const nlohmann::json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+json completion_response(GenerationJob& job) {
+  const Tokenizer& tok = job.state().engine.tokenizer();
+  json choices = json::array();
+  auto& cs = job.choices();
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const std::string& prefix = job.prompts()[cs[i].prompt_index].text;
+    size_t offset = prefix.size();
+    json choice = {{"index", i}, {"text", prefix + cs[i].text}, {"logprobs", nullptr}, {"finish_reason", finish_value(cs[i].finish)}};
+    if (job.params().logprobs) choice["logprobs"] = completion_logprobs(tok, cs[i].logprobs, offset);
+    choices.push_back(choice);
+  }
+  return {{"id", job.id()},          {"object", "text_completion"}, {"created", job.created()},
+          {"model", job.state().model_name}, {"system_fingerprint", nullptr}, {"choices", choices},
+          {"usage", usage_json(job.usage())}};
+}
+
+json chat_response(GenerationJob& job) {
+  const Tokenizer& tok = job.state().engine.tokenizer();
+  json choices = json::array();
+  auto& cs = job.choices();
+  for (size_t i = 0; i < cs.size(); ++i) {
+    json choice = {{"index", i},
+                   {"message", {{"role", "assistant"}, {"content", cs[i].text}, {"refusal", nullptr}}},
+                   {"logprobs", nullptr},
+                   {"finish_reason", finish_value(cs[i].finish)}};
+    if (job.params().logprobs) choice["logprobs"] = chat_logprobs(tok, cs[i].logprobs);
+    choices.push_back(choice);
+  }
+  return {{"id", job.id()},          {"object", "chat.completion"}, {"created", job.created()},
+          {"model", job.state().model_name}, {"system_fingerprint", nullptr}, {"choices", choices},
+          {"usage", usage_json(job.usage())}};
+}
+
+std::vector<json> stream_chunks(GenerationJob& job, const ChoiceEvent& ce) {
+  const Tokenizer& tok = job.state().engine.tokenizer();
+  ChoiceProgress& c = job.choices()[ce.choice];
+  const RequestEvent& e = ce.event;
+  const bool chat = job.params().endpoint == Endpoint::chat;
+  const bool has_logprobs = job.params().logprobs && !e.logprobs.empty();
+  std::vector<json> out;
+  if (e.finish == FinishReason::cancelled || e.finish == FinishReason::error) return out;  // the caller reports it
+  if (chat) {
+    if (!c.started) {
+      json chunk = chunk_base(job, "chat.completion.chunk");
+      chunk["choices"].push_back({{"index", ce.choice},
+                                  {"delta", {{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}},
+                                  {"logprobs", nullptr},
+                                  {"finish_reason", nullptr}});
+      out.push_back(chunk);
+      c.started = true;
+    }
+    if (!e.text.empty() || has_logprobs) {
+      json chunk = chunk_base(job, "chat.completion.chunk");
+      chunk["choices"].push_back({{"index", ce.choice},
+                                  {"delta", {{"content", e.text}}},
+                                  {"logprobs", has_logprobs ? chat_logprobs(tok, e.logprobs) : json(nullptr)},
+                                  {"finish_reason", nullptr}});
+      out.push_back(chunk);
+    }
+    if (e.finish != FinishReason::none) {
+      json chunk = chunk_base(job, "chat.completion.chunk");
+      chunk["choices"].push_back(
+          {{"index", ce.choice}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish_value(e.finish)}});
+      out.push_back(chunk);
+    }
+  } else if (!e.text.empty() || has_logprobs || e.finish != FinishReason::none) {
+    json chunk = chunk_base(job, "text_completion");
+    json choice = {{"index", ce.choice}, {"text", e.text}, {"logprobs", nullptr}, {"finish_reason", finish_value(e.finish)}};
+    if (job.params().logprobs) choice["logprobs"] = completion_logprobs(tok, e.logprobs, c.text_offset);
+    chunk["choices"].push_back(choice);
+    out.push_back(chunk);
+  }
+  return out;
+}
+
+json usage_chunk(GenerationJob& job) {
+  json chunk = chunk_base(job, job.params().endpoint == Endpoint::chat ? "chat.completion.chunk" : "text_completion");
+  chunk["usage"] = usage_json(job.usage());
+  return chunk;
+}
+
+}  // namespace loom::server

@@ -1,0 +1,59 @@
+// Parsing and validating OpenAI request bodies (/v1/completions, /v1/chat/completions) into
+// GenerationParams. Unknown fields are ignored, as OpenAI does; a known field of the wrong type or out
+// of range is an ApiError 400 naming it. No engine access here: token-level checks come later.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_template.h"
+
+namespace loom::server {
+
+enum class Endpoint { completions, chat };
+
+// One completions prompt: text, or token ids when the client sent integers.
+struct PromptInput {
+  std::string text;
+  std::vector<int32_t> tokens;
+  bool is_tokens = false;
+};
+
+struct GenerationParams {
+  Endpoint endpoint = Endpoint::completions;
+  std::string model;
+  std::vector<PromptInput> prompts;           // completions: one or more
+  std::vector<chat::ChatMessage> messages;    // chat
+  std::optional<int64_t> max_tokens;          // none = the endpoint's default
+  std::optional<double> temperature, top_p, min_p, presence_penalty, frequency_penalty, repetition_penalty;
+  std::optional<int64_t> top_k, seed;
+  std::vector<std::string> stop;
+  int64_t n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;       // report the chosen tokens' logprobs
+  int64_t top_logprobs = 0;    // alternatives per token
+  bool echo = false;           // completions: prepend the prompt to the text
+  bool ignore_eos = false;     // vLLM extension: keep generating past end-of-generation tokens
+};
+
+// The body as a JSON object; ApiError 400 for malformed JSON or a non-object.
+nlohmann::json parse_json_body(const std::string& body);
+
+GenerationParams parse_completion_request(const nlohmann::json& body);
+GenerationParams parse_chat_request(const nlohmann::json& body);
+
+// /tokenize {"content": "...", "add_special": bool, "with_pieces": bool} and /detokenize {"tokens": [...]}.
+struct TokenizeParams {
+  std::string content;
+  bool add_special = true;
+  bool with_pieces = false;
+};
+TokenizeParams parse_tokenize_request(const nlohmann::json& body);
+std::vector<int64_t> parse_detokenize_request(const nlohmann::json& body);
+
+}  // namespace loom::server

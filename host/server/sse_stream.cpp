@@ -1,0 +1,89 @@
+#include "server/sse_stream.h"
+
+#include <chrono>
+
+#include <httplib.h>
+
+#include "server/api_error.h"
+#include "server/generation.h"
+#include "server/openai_format.h"
+
+namespace loom::server {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// How long a stream may stay silent (waiting in the queue, or a slow prefill) before it sends an SSE
+// comment. The write is what notices a vanished client, so this bounds how long its blocks stay held.
+constexpr auto kHeartbeat = 1s;
+constexpr auto kPollInterval = 100ms;
+
+std::string sse_data(const std::string& payload) { return "data: " + payload + "\n\n"; }
+
+// Owned by the content provider: destroyed (and the job's unfinished requests cancelled) when httplib
+// is done with the response, whether it ended well or the client vanished.
+struct StreamState {
+  std::shared_ptr<GenerationJob> job;
+  ActiveGuard active;
+  Clock::time_point last_write = Clock::now();
+  bool failed = false;
+  std::string error_message;
+  bool cancelled = false;
+
+  explicit StreamState(std::shared_ptr<GenerationJob> j) : job(std::move(j)), active(job->state()) {}
+};
+
+bool write(httplib::DataSink& sink, StreamState& s, const std::string& data) {
+  s.last_write = Clock::now();
+  return sink.write(data.data(), data.size());
+}
+
+}  // namespace
+
+void stream_job(std::shared_ptr<GenerationJob> submitted, httplib::Response& res) {
+  auto state = std::make_shared<StreamState>(std::move(submitted));
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider("text/event-stream", [state](size_t /*offset*/, httplib::DataSink& sink) -> bool {
+    GenerationJob& job = *state->job;
+    std::string out;
+    for (const ChoiceEvent& ce : job.poll(kPollInterval)) {
+      if (ce.event.finish == FinishReason::cancelled || ce.event.finish == FinishReason::error) {
+        if (!state->failed) {
+          state->failed = true;
+          state->cancelled = ce.event.finish == FinishReason::cancelled;
+          state->error_message = ce.event.error;
+          // The other choices cannot make the response whole any more.
+          for (const auto& c : job.choices()) {
+            if (c.submitted && c.finish == FinishReason::none) job.state().engine.cancel(c.id);
+          }
+        }
+        continue;
+      }
+      for (const auto& chunk : stream_chunks(job, ce)) out += sse_data(dump_json(chunk));
+    }
+    if (job.all_finished()) {
+      if (state->failed) {
+        // OpenAI's SDKs raise an APIError for an event with an "error" member.
+        const ApiError error = state->cancelled
+                                   ? ApiError(503, "the request was cancelled: the server is shutting down", std::nullopt,
+                                              "server_error", "shutting_down")
+                                   : ApiError(500, "generation failed: " + state->error_message, std::nullopt, "server_error");
+        out += sse_data(dump_json(error.body()));
+      } else if (job.params().include_usage) {
+        out += sse_data(dump_json(usage_chunk(job)));
+      }
+      out += sse_data("[DONE]");
+      if (!write(sink, *state, out)) return false;
+      sink.done();
+      return true;
+    }
+    if (!out.empty()) return write(sink, *state, out);
+    if (!sink.is_writable()) return false;
+    if (Clock::now() - state->last_write >= kHeartbeat) return write(sink, *state, ": keep-alive\n\n");
+    return true;
+  });
+}
+
+}  // namespace loom::server

@@ -1,0 +1,521 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `loom serve` on a synthetic model.
+
+Starts the real binary on 127.0.0.1 (--port 0; the bound port is read from its stdout) and drives it
+with the official `openai` client and with raw HTTP (http.client / sockets): completions and chat,
+streaming, parameters, errors, /metrics, /tokenize, a client vanishing mid-stream, a bounded load test
+and SIGTERM with requests in flight.
+
+usage: test_server.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
+Exit code 77 (CTest SKIP_RETURN_CODE) when `openai` is not installed.
+"""
+import argparse
+import concurrent.futures
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+parser = argparse.ArgumentParser(add_help=False)
+parser.add_argument("--loom", required=True)
+parser.add_argument("--plugins", required=True)
+ARGS, UNITTEST_ARGS = parser.parse_known_args()
+
+try:
+    import openai
+except ImportError:
+    print("SKIP: the `openai` Python package is not installed (run scripts/setup.sh or pip install openai)")
+    sys.exit(77)
+
+TMP = tempfile.TemporaryDirectory(prefix="loom-server-test-")
+MODEL = os.path.join(TMP.name, "tiny-llama.gguf")
+MODEL_NAME = "tiny-llama"
+N_CTX = 256
+
+
+def write_config(name, extra=""):
+    path = os.path.join(TMP.name, name)
+    with open(path, "w") as f:
+        f.write(
+            f"""
+[backend]
+threads = 2
+
+[kv]
+memory = "4MiB"
+block_size = 16
+
+[scheduler]
+max_num_seqs = 16
+
+[server]
+max_body_bytes = 65536
+{extra}
+"""
+        )
+    return path
+
+
+class LoomServer:
+    """One `loom serve` process on a free loopback port."""
+
+    def __init__(self, config, extra_args=()):
+        env = dict(os.environ, LOOM_PLUGIN_PATH=ARGS.plugins)
+        self.stderr_path = config + ".stderr"
+        self.stderr = open(self.stderr_path, "w")
+        self.proc = subprocess.Popen(
+            [ARGS.loom, "serve", "--config", config, "--model", MODEL, "--host", "127.0.0.1", "--port", "0",
+             *extra_args],
+            stdout=subprocess.PIPE, stderr=self.stderr, env=env, text=True)
+        line_box = []
+        reader = threading.Thread(target=lambda: line_box.append(self.proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(60)
+        match = re.search(r"listening on http://([\d.]+):(\d+)", line_box[0] if line_box else "")
+        if not match:
+            self.proc.kill()
+            raise RuntimeError(f"loom serve did not start; stderr:\n{self.log()}")
+        self.host, self.port = match.group(1), int(match.group(2))
+        self.base = f"http://{self.host}:{self.port}"
+
+    def log(self):
+        self.stderr.flush()
+        with open(self.stderr_path) as f:
+            return f.read()
+
+    def client(self, api_key="unused", **kw):
+        return openai.OpenAI(base_url=self.base + "/v1", api_key=api_key, max_retries=0, timeout=60, **kw)
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            if isinstance(body, (dict, list)):
+                body = json.dumps(body)
+            conn.request(method, path, body=body, headers={"Content-Type": "application/json", **(headers or {})})
+            resp = conn.getresponse()
+            data = resp.read()
+            return resp.status, dict(resp.getheaders()), data
+        finally:
+            conn.close()
+
+    def json(self, method, path, body=None, headers=None):
+        status, _, data = self.request(method, path, body, headers)
+        return status, json.loads(data)
+
+    def metrics(self):
+        status, _, data = self.request("GET", "/metrics")
+        assert status == 200, status
+        values = {}
+        for line in data.decode().splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                values[name] = float(value)
+        return values
+
+    def wait_kv_free(self, timeout=10.0):
+        deadline = time.time() + timeout
+        m = self.metrics()
+        while m["loom_kv_blocks_used"] != 0 and time.time() < deadline:
+            time.sleep(0.05)
+            m = self.metrics()
+        return m
+
+    def terminate(self, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.stderr.close()
+
+
+SERVER = None
+
+
+def setUpModule():
+    global SERVER
+    subprocess.run([ARGS.loom, "gguf", "synth", "--arch", "llama", "--layers", "2", "--dim", "64", "--heads", "4",
+                    "--kv-heads", "2", "--ff", "128", "--vocab", "512", "--ctx", str(N_CTX), "-o", MODEL],
+                   check=True, stdout=subprocess.DEVNULL)
+    # max_queue below the load test's concurrency, so admission control (429) is exercised too.
+    SERVER = LoomServer(write_config("main.toml", f'max_queue = 24\nmodel_name = "{MODEL_NAME}"'))
+
+
+def tearDownModule():
+    if SERVER is not None:
+        code = SERVER.terminate()
+        assert code == 0, f"loom serve exited {code}; stderr:\n{SERVER.log()}"
+
+
+def stream_text(stream):
+    text, finish, usage, chunks = "", None, None, []
+    for chunk in stream:
+        chunks.append(chunk)
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            if hasattr(choice, "delta"):
+                text += choice.delta.content or ""
+            else:
+                text += choice.text
+            finish = choice.finish_reason or finish
+    return text, finish, usage, chunks
+
+
+class OpenAIClientTest(unittest.TestCase):
+    def setUp(self):
+        self.client = SERVER.client()
+
+    def test_models(self):
+        models = self.client.models.list().data
+        self.assertEqual([m.id for m in models], [MODEL_NAME])
+        self.assertEqual(self.client.models.retrieve(MODEL_NAME).id, MODEL_NAME)
+
+    def test_completion_greedy_and_usage(self):
+        r = self.client.completions.create(model=MODEL_NAME, prompt="Hello world", max_tokens=8, temperature=0)
+        again = self.client.completions.create(model=MODEL_NAME, prompt="Hello world", max_tokens=8, temperature=0)
+        self.assertEqual(r.object, "text_completion")
+        self.assertTrue(r.id.startswith("cmpl-"))
+        self.assertEqual(r.model, MODEL_NAME)
+        self.assertEqual(len(r.choices), 1)
+        self.assertIn(r.choices[0].finish_reason, ("stop", "length"))
+        self.assertEqual(r.choices[0].text, again.choices[0].text)  # greedy is deterministic
+        self.assertGreater(r.usage.prompt_tokens, 0)
+        self.assertTrue(1 <= r.usage.completion_tokens <= 8)
+        self.assertEqual(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens)
+        # The second identical prompt may reuse cached blocks; never more than the prompt.
+        self.assertLessEqual(again.usage.prompt_tokens_details.cached_tokens, again.usage.prompt_tokens)
+
+    def test_completion_stream_matches_non_stream(self):
+        kw = dict(model=MODEL_NAME, prompt="Once upon a time", max_tokens=12, temperature=0,
+                  extra_body={"ignore_eos": True})
+        whole = self.client.completions.create(**kw)
+        text, finish, usage, chunks = stream_text(self.client.completions.create(
+            stream=True, stream_options={"include_usage": True}, **kw))
+        self.assertEqual(text, whole.choices[0].text)
+        self.assertEqual(finish, "length")
+        self.assertEqual(whole.usage.completion_tokens, 12)
+        self.assertEqual(usage.completion_tokens, 12)
+        self.assertEqual(chunks[-1].choices, [])  # the usage chunk comes last, with no choices
+        self.assertTrue(all(c.object == "text_completion" and c.id == chunks[0].id for c in chunks))
+
+    def test_chat_and_chat_stream(self):
+        messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hi"}]
+        kw = dict(model=MODEL_NAME, messages=messages, max_tokens=10, temperature=0, extra_body={"ignore_eos": True})
+        r = self.client.chat.completions.create(**kw)
+        self.assertEqual(r.object, "chat.completion")
+        self.assertTrue(r.id.startswith("chatcmpl-"))
+        self.assertEqual(r.choices[0].message.role, "assistant")
+        self.assertEqual(r.choices[0].finish_reason, "length")
+        self.assertEqual(r.usage.completion_tokens, 10)
+        stream = self.client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kw)
+        text, finish, usage, chunks = stream_text(stream)
+        self.assertEqual(chunks[0].choices[0].delta.role, "assistant")
+        self.assertEqual(chunks[0].object, "chat.completion.chunk")
+        self.assertEqual(text, r.choices[0].message.content)
+        self.assertEqual(finish, "length")
+        self.assertEqual(usage.total_tokens, r.usage.total_tokens)
+        # max_completion_tokens is the newer name of max_tokens.
+        r2 = self.client.chat.completions.create(model=MODEL_NAME, messages=messages, max_completion_tokens=3,
+                                                 extra_body={"ignore_eos": True})
+        self.assertEqual(r2.usage.completion_tokens, 3)
+
+    def test_n_choices_and_seed(self):
+        kw = dict(model=MODEL_NAME, prompt="abc", max_tokens=10, temperature=1.0, seed=11, n=3,
+                  extra_body={"ignore_eos": True, "top_k": 0, "top_p": 1.0, "min_p": 0.0})
+        a = self.client.completions.create(**kw)
+        b = self.client.completions.create(**kw)
+        self.assertEqual([c.index for c in a.choices], [0, 1, 2])
+        self.assertEqual([c.text for c in a.choices], [c.text for c in b.choices])  # seeded: reproducible
+        self.assertEqual(a.usage.completion_tokens, 30)
+        # Streaming with n: chunks carry their choice index.
+        stream = self.client.completions.create(stream=True, **kw)
+        texts = ["", "", ""]
+        for chunk in stream:
+            for c in chunk.choices:
+                texts[c.index] += c.text
+        self.assertEqual(texts, [c.text for c in a.choices])
+
+    def test_stop_string(self):
+        kw = dict(model=MODEL_NAME, prompt="The quick brown fox", max_tokens=40, temperature=0,
+                  extra_body={"ignore_eos": True})
+        full = self.client.completions.create(**kw).choices[0].text
+        stop = full[len(full) // 2:len(full) // 2 + 2]
+        self.assertTrue(stop.strip(), "the model's output is too short to pick a stop string")
+        cut = self.client.completions.create(stop=[stop, "\u2603never"], **kw).choices[0]
+        self.assertEqual(cut.finish_reason, "stop")
+        self.assertEqual(cut.text, full[:full.index(stop)])
+
+    def test_logprobs(self):
+        r = self.client.completions.create(model=MODEL_NAME, prompt="Hi", max_tokens=5, temperature=0, logprobs=2,
+                                           extra_body={"ignore_eos": True})
+        lp = r.choices[0].logprobs
+        self.assertEqual(len(lp.tokens), 5)
+        self.assertEqual(len(lp.token_logprobs), 5)
+        self.assertTrue(all(v <= 0 for v in lp.token_logprobs))
+        self.assertTrue(all(1 <= len(top) <= 2 for top in lp.top_logprobs))
+        self.assertEqual(lp.text_offset[0], 0)
+        c = self.client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "x"}],
+                                                max_tokens=4, logprobs=True, top_logprobs=3, temperature=0,
+                                                extra_body={"ignore_eos": True})
+        content = c.choices[0].logprobs.content
+        self.assertEqual(len(content), 4)
+        self.assertTrue(all(len(t.top_logprobs) == 3 for t in content))
+        # Greedy: the chosen token is the most likely one.
+        self.assertTrue(all(abs(t.logprob - t.top_logprobs[0].logprob) < 1e-3 for t in content))
+
+    def test_errors_name_the_param(self):
+        cases = [
+            (dict(max_tokens=-1), "max_tokens"),
+            (dict(max_tokens=0), "max_tokens"),
+            (dict(temperature=5), "temperature"),
+            (dict(top_p=1.5), "top_p"),
+            (dict(extra_body={"top_k": "ten"}), "top_k"),
+            (dict(n=0), "n"),
+            (dict(stop=7), "stop"),
+        ]
+        for kw, param in cases:
+            with self.subTest(param=param, kw=kw):
+                with self.assertRaises(openai.BadRequestError) as ctx:
+                    self.client.completions.create(model=MODEL_NAME, prompt="x", **kw)
+                self.assertEqual(ctx.exception.status_code, 400)
+                self.assertEqual(ctx.exception.param, param)
+                self.assertEqual(ctx.exception.type, "invalid_request_error")
+        with self.assertRaises(openai.BadRequestError) as ctx:
+            self.client.completions.create(model=MODEL_NAME, prompt=[5] * (N_CTX + 10), max_tokens=2)
+        self.assertEqual(ctx.exception.param, "prompt")
+        self.assertIn("context", str(ctx.exception))
+        with self.assertRaises(openai.BadRequestError) as ctx:
+            self.client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "a " * 600}])
+        self.assertEqual(ctx.exception.param, "messages")
+        with self.assertRaises(openai.BadRequestError) as ctx:
+            self.client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "wizard", "content": "x"}])
+        self.assertEqual(ctx.exception.param, "messages[0].role")
+
+
+class RawHttpTest(unittest.TestCase):
+    def assert_error(self, status, body, expected_status, param=None):
+        self.assertEqual(status, expected_status, body)
+        err = body["error"]
+        self.assertEqual(set(err), {"message", "type", "param", "code"})
+        self.assertTrue(err["message"])
+        self.assertEqual(err["param"], param)
+
+    def test_malformed_json(self):
+        for raw in ['{"prompt": "x", ', "not json", "[1, 2]", ""]:
+            with self.subTest(raw=raw):
+                status, _, data = SERVER.request("POST", "/v1/completions", raw)
+                self.assert_error(status, json.loads(data), 400)
+                self.assertEqual(json.loads(data)["error"]["type"], "invalid_request_error")
+
+    def test_wrong_types_and_unknown_fields(self):
+        cases = [
+            ({"prompt": "x", "max_tokens": "10"}, "max_tokens"),
+            ({"prompt": "x", "temperature": "hot"}, "temperature"),
+            ({"prompt": "x", "stream": "yes"}, "stream"),
+            ({"prompt": "x", "seed": 1.5}, "seed"),
+            ({"prompt": "x", "logprobs": True, "max_tokens": 1.5}, "max_tokens"),
+            ({"prompt": 42}, "prompt"),
+            ({}, "prompt"),
+        ]
+        for body, param in cases:
+            with self.subTest(body=body):
+                status, resp = SERVER.json("POST", "/v1/completions", body)
+                self.assert_error(status, resp, 400, param)
+        status, resp = SERVER.json("POST", "/v1/chat/completions", {"messages": "hi"})
+        self.assert_error(status, resp, 400, "messages")
+        status, resp = SERVER.json("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]})
+        self.assert_error(status, resp, 400, "messages[0].content")
+        # Unknown fields are ignored, as OpenAI does.
+        status, resp = SERVER.json("POST", "/v1/completions",
+                                   {"prompt": "x", "max_tokens": 2, "frobnicate": {"a": 1}, "user": "u1"})
+        self.assertEqual(status, 200, resp)
+        self.assertEqual(resp["usage"]["completion_tokens"] <= 2, True)
+
+    def test_oversized_body_and_unknown_route(self):
+        status, _, data = SERVER.request("POST", "/v1/completions", json.dumps({"prompt": "x" * 200_000}))
+        self.assert_error(status, json.loads(data), 413)
+        self.assertEqual(json.loads(data)["error"]["code"], "request_too_large")
+        status, _, data = SERVER.request("GET", "/v1/nothing-here")
+        self.assert_error(status, json.loads(data), 404)
+        status, resp = SERVER.json("GET", "/health")
+        self.assertEqual((status, resp), (200, {"status": "ok"}))  # still serving
+
+    def test_tokenize_round_trip(self):
+        text = "Hello, world! 123"
+        status, resp = SERVER.json("POST", "/tokenize", {"content": text, "add_special": False})
+        self.assertEqual(status, 200)
+        tokens = resp["tokens"]
+        self.assertTrue(tokens and all(isinstance(t, int) for t in tokens))
+        status, resp = SERVER.json("POST", "/detokenize", {"tokens": tokens})
+        self.assertEqual((status, resp["content"]), (200, text))
+        status, resp = SERVER.json("POST", "/tokenize", {"content": text, "with_pieces": True})
+        self.assertEqual(status, 200)
+        self.assertTrue(all("id" in t and "piece" in t for t in resp["tokens"]))
+        status, resp = SERVER.json("POST", "/detokenize", {"tokens": [1, 999999]})
+        self.assert_error(status, resp, 400, "tokens")
+        status, resp = SERVER.json("POST", "/tokenize", {"content": 5})
+        self.assert_error(status, resp, 400, "content")
+
+    def test_metrics_format(self):
+        SERVER.json("POST", "/v1/completions", {"prompt": "warm up", "max_tokens": 3})
+        status, headers, data = SERVER.request("GET", "/metrics")
+        self.assertEqual(status, 200)
+        self.assertTrue(headers["Content-Type"].startswith("text/plain"))
+        text = data.decode()
+        sample = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[^"]*")*\})? '
+                            r'[-+]?(\d+(\.\d*)?([eE][-+]?\d+)?|Inf|NaN)$')
+        declared = {}
+        for line in text.splitlines():
+            if line.startswith("# TYPE "):
+                _, _, name, kind = line.split(" ")
+                declared[name] = kind
+            elif line and not line.startswith("# HELP "):
+                self.assertRegex(line, sample)
+        for name, kind in [("loom_requests_total", "counter"), ("loom_time_to_first_token_seconds", "histogram"),
+                           ("loom_time_per_output_token_seconds", "histogram"),
+                           ("loom_request_queue_time_seconds", "histogram"), ("loom_num_requests_running", "gauge"),
+                           ("loom_num_requests_waiting", "gauge"), ("loom_kv_blocks_used", "gauge"),
+                           ("loom_kv_blocks_total", "gauge"), ("loom_prefix_cache_hit_rate", "gauge"),
+                           ("loom_generation_tokens_total", "counter"), ("loom_prompt_tokens_total", "counter"),
+                           ("loom_http_requests_total", "counter")]:
+            self.assertEqual(declared.get(name), kind, name)
+        m = SERVER.metrics()
+        self.assertGreater(m['loom_requests_total{outcome="finished"}'], 0)
+        self.assertGreater(m["loom_kv_blocks_total"], 0)
+        self.assertGreater(m["loom_generation_tokens_total"], 0)
+        buckets = [v for k, v in m.items() if k.startswith("loom_time_to_first_token_seconds_bucket")]
+        self.assertEqual(buckets, sorted(buckets))  # cumulative
+        self.assertEqual(buckets[-1], m["loom_time_to_first_token_seconds_count"])
+        self.assertGreater(m['loom_http_requests_total{route="/v1/completions",code="200"}'], 0)
+
+    def test_disconnect_mid_stream_frees_blocks(self):
+        before = SERVER.metrics()['loom_requests_total{outcome="cancelled"}']
+        sock = socket.create_connection((SERVER.host, SERVER.port), timeout=30)
+        body = json.dumps({"prompt": "a long story", "max_tokens": 200, "stream": True, "ignore_eos": True,
+                           "temperature": 0})
+        sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        received = b""
+        while received.count(b"data: {") < 3:
+            chunk = sock.recv(4096)
+            self.assertTrue(chunk, "the server closed the stream early")
+            received += chunk
+        self.assertIn(b"text/event-stream", received)
+        self.assertGreater(SERVER.metrics()["loom_kv_blocks_used"], 0)
+        sock.close()
+        m = SERVER.wait_kv_free()
+        self.assertEqual(m["loom_kv_blocks_used"], 0)
+        self.assertEqual(m['loom_requests_total{outcome="cancelled"}'], before + 1)
+        status, resp = SERVER.json("GET", "/health")
+        self.assertEqual(status, 200)
+
+
+class LoadTest(unittest.TestCase):
+    def test_load_200_requests_concurrency_32(self):
+        n_requests, concurrency = 200, 32
+
+        def one(i):
+            body = {"prompt": f"request {i} says", "max_tokens": 16, "temperature": 0.7, "seed": i,
+                    "ignore_eos": True, "stream": i % 2 == 0}
+            start = time.perf_counter()
+            status, _, data = SERVER.request("POST", "/v1/completions", body, timeout=120)
+            elapsed = time.perf_counter() - start
+            if status == 200 and body["stream"]:
+                self.assertTrue(data.rstrip().endswith(b"data: [DONE]"), data[-200:])
+            elif status == 200:
+                self.assertEqual(json.loads(data)["usage"]["completion_tokens"], 16)
+            return status, elapsed
+
+        start = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+            results = list(pool.map(one, range(n_requests)))
+        wall = time.perf_counter() - start
+        statuses = [s for s, _ in results]
+        self.assertTrue(set(statuses) <= {200, 429, 503}, statuses)
+        self.assertGreater(statuses.count(200), n_requests // 4)
+        self.assertIsNone(SERVER.proc.poll(), "the server died")
+        m = SERVER.wait_kv_free()
+        self.assertEqual(m["loom_kv_blocks_used"], 0)
+        self.assertEqual(m["loom_server_queue_depth"], 0)
+        ok = sorted(t for s, t in results if s == 200)
+        p = lambda q: ok[min(len(ok) - 1, int(q * len(ok)))]
+        print(f"\nload: {n_requests} requests at concurrency {concurrency} in {wall:.2f} s = "
+              f"{n_requests / wall:.1f} req/s; 200: {statuses.count(200)}, 429: {statuses.count(429)}, "
+              f"503: {statuses.count(503)}; latency of 200s p50 {p(0.5) * 1e3:.0f} ms, p99 {p(0.99) * 1e3:.0f} ms",
+              file=sys.stderr)
+
+
+class ApiKeyTest(unittest.TestCase):
+    def test_api_key(self):
+        server = LoomServer(write_config("key.toml", 'api_key = "sekret"'))
+        try:
+            with self.assertRaises(openai.AuthenticationError) as ctx:
+                server.client(api_key="wrong").completions.create(model="m", prompt="x", max_tokens=1)
+            self.assertEqual(ctx.exception.status_code, 401)
+            status, resp = server.json("POST", "/v1/completions", {"prompt": "x"})
+            self.assertEqual(status, 401)
+            self.assertEqual(resp["error"]["code"], "invalid_api_key")
+            status, _ = server.json("GET", "/metrics".replace("/metrics", "/v1/models"))
+            self.assertEqual(status, 401)
+            self.assertEqual(server.json("GET", "/health")[0], 200)  # health needs no key
+            r = server.client(api_key="sekret").completions.create(model="m", prompt="x", max_tokens=2)
+            self.assertEqual(len(r.choices), 1)
+        finally:
+            self.assertEqual(server.terminate(), 0, server.log())
+
+
+class ShutdownTest(unittest.TestCase):
+    def test_sigterm_finishes_requests_in_flight(self):
+        server = LoomServer(write_config("shutdown.toml"))
+        client = server.client()
+        started = threading.Barrier(5, timeout=60)
+        results = {}
+
+        def streaming(i):
+            stream = client.completions.create(model="m", prompt=f"story {i}", max_tokens=120, stream=True,
+                                               extra_body={"ignore_eos": True})
+            n, finish = 0, None
+            for chunk in stream:
+                for c in chunk.choices:
+                    n += 1 if c.text else 0
+                    finish = c.finish_reason or finish
+                if n == 1:
+                    started.wait()
+            results[i] = finish
+
+        def whole(i):
+            started.wait()
+            r = client.completions.create(model="m", prompt=f"tale {i}", max_tokens=60, extra_body={"ignore_eos": True})
+            results[i] = (r.choices[0].finish_reason, r.usage.completion_tokens)
+
+        threads = [threading.Thread(target=streaming, args=(i,)) for i in range(3)]
+        threads.append(threading.Thread(target=whole, args=(3,)))
+        for t in threads:
+            t.start()
+        started.wait()
+        time.sleep(0.05)  # let the non-streaming request reach the engine
+        server.proc.send_signal(signal.SIGTERM)
+        for t in threads:
+            t.join(60)
+        code = server.terminate(timeout=60)
+        self.assertEqual(code, 0, server.log())
+        self.assertEqual(results.get(0), "length")
+        self.assertEqual(results.get(1), "length")
+        self.assertEqual(results.get(2), "length")
+        self.assertEqual(results.get(3), ("length", 60))
+        self.assertIn("SIGTERM received", server.log())
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v", *UNITTEST_ARGS])
