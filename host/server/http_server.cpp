@@ -1,5 +1,7 @@
 #include "server/http_server.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 
 #include "common/error.h"
@@ -15,6 +17,8 @@ namespace loom::server {
 namespace {
 
 using nlohmann::json;
+
+constexpr int kListenBacklog = 1024;
 
 // Route label for /metrics: known paths as they are, anything else as "other" (bounded cardinality).
 std::string route_label(const std::string& path) {
@@ -108,7 +112,13 @@ HttpServer::HttpServer(ServerState& state) : state_(state), http_(std::make_uniq
   const auto n_threads = static_cast<size_t>(std::clamp<int64_t>(state_.settings.max_queue, 8, 512) + 16);
   http_->new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
   http_->set_payload_max_length(static_cast<size_t>(state_.settings.max_body_bytes));
-  http_->set_keep_alive_timeout(5);
+  http_->set_keep_alive_timeout(2);
+  // httplib listens with a backlog of 5: a burst of connections overflows it and the kernel drops
+  // SYNs, which clients retry only after a second. Remember the socket to raise the backlog in bind().
+  http_->set_socket_options([this](int sock) {
+    httplib::default_socket_options(sock);
+    listen_socket_ = sock;
+  });
   install_routes();
 }
 
@@ -122,6 +132,7 @@ int HttpServer::bind(const std::string& host, int port) {
     bound = -1;
   }
   if (bound < 0) throw Error("cannot listen on " + host + ":" + std::to_string(port) + " (in use, or not a local address?)");
+  if (listen_socket_ >= 0) ::listen(listen_socket_, kListenBacklog);  // Linux updates a listening socket's backlog
   return bound;
 }
 

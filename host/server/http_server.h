@@ -34,6 +34,7 @@ class HttpServer {
   void install_routes();
   ServerState& state_;
   std::unique_ptr<httplib::Server> http_;
+  int listen_socket_ = -1;
 };
 
 }  // namespace loom::server
