@@ -81,7 +81,8 @@ def sha256(path):
 class LlamaCpp:
     """The few llama.cpp C calls we need, across llama-cpp-python versions."""
 
-    def __init__(self, path):
+    def __init__(self, path, threads=2):
+        self.threads = threads
         import llama_cpp as L
         self.L = L
         L.llama_backend_init()
@@ -108,8 +109,8 @@ class LlamaCpp:
         cparams.n_ctx = n_ctx
         cparams.n_batch = n_ctx
         cparams.n_ubatch = n_ctx
-        cparams.n_threads = 2
-        cparams.n_threads_batch = 2
+        cparams.n_threads = self.threads
+        cparams.n_threads_batch = self.threads
         init = getattr(L, "llama_init_from_model", None) or L.llama_new_context_with_model
         ctx = init(self.model, cparams)
         if not ctx:
