@@ -4,6 +4,7 @@
 
 #include "backend/backend.h"
 #include "common/error.h"
+#include "engine/drafter_plugin.h"
 #include "gguf/gguf_file.h"
 #include "plugin/plugin_registry.h"
 #include "tokenizer/tokenizer.h"
@@ -82,6 +83,28 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path) : 
   stats_.kv_blocks_total = info_.kv_blocks;
   stats_.kv_blocks_free = info_.kv_blocks;
   stats_.kv_block_size = block_size;
+
+  // Drafter models get a pool as large as the target's (a sequence never holds more tokens there)
+  // plus room for every sequence's drafts.
+  DrafterModelOptions draft_options;
+  draft_options.n_ctx = info_.n_ctx;
+  draft_options.capacity_tokens =
+      info_.kv_capacity_tokens + uint64_t(config.scheduler.max_num_seqs) * (uint64_t(config.drafter.k) + block_size);
+  draft_options.block_size = block_size;
+  draft_options.kv_dtype = kv_dtype;
+  host_models_ = std::make_unique<DrafterHostModels>(*backend_, draft_options);
+  if (config.drafter.kind != "none") {
+    drafter_ = std::make_unique<PluginDrafter>(find_plugin(config, LOOM_PLUGIN_KIND_DRAFTER, config.drafter.kind),
+                                               host_models_->services(), drafter_config_json(config));
+    draft_k_ = static_cast<uint32_t>(config.drafter.k);
+  }
+}
+
+void Engine::set_drafter(std::unique_ptr<Drafter> drafter, uint32_t k) {
+  std::lock_guard step_lock(step_mutex_);
+  drafter_ = std::move(drafter);
+  draft_k_ = drafter_ ? k : 0;
+  drafter_failed_logged_ = false;
 }
 
 Engine::~Engine() {
@@ -173,6 +196,8 @@ void Engine::drain_inbox() {
     // States are made here, on the engine thread, so the sampler is only ever used from one thread.
     uint64_t seed = seq->request.sampling.seed ? *seq->request.sampling.seed : std::random_device{}();
     seq->sampler_state = sampler_->create_state(seed);
+    // A stream of its own, so speculation never shifts the sampler's draws.
+    seq->spec_rng.seed(seed ^ 0x5DEECE66DA3B1F27ull);
     scheduler_->add(seq.get());
     sequences_[seq->id] = std::move(seq);
   }
@@ -206,6 +231,7 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
   std::string tail;
   if (reason == FinishReason::stop || reason == FinishReason::length) tail = seq.stop->push(seq.decoder->flush()) + seq.stop->flush();
   scheduler_->remove(&seq);
+  if (drafter_) drafter_->release(seq.id);
   sampler_->destroy_state(seq.sampler_state);
   seq.sampler_state = nullptr;
   seq.status = SequenceStatus::finished;

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "config/config.h"
+#include "engine/drafter_host_models.h"
+#include "engine/drafter_interface.h"
 #include "engine/kv_manager.h"
 #include "engine/metrics.h"
 #include "engine/request.h"
@@ -79,6 +81,14 @@ class Engine {
 
   EngineStats stats() const;
 
+  // Speculative decoding. The configured drafter ([drafter] kind) is made at construction;
+  // set_drafter replaces it (tests, benchmarks; nullptr turns speculation off) and proposes at most
+  // k tokens per sequence-step. Call only while no request is in flight.
+  void set_drafter(std::unique_ptr<Drafter> drafter, uint32_t k);
+  const Drafter* drafter() const { return drafter_.get(); }
+  // Host services whose model_* slots run models on this engine's backend (for drafter plugins).
+  const loom_host_services* drafter_host_services() const { return host_models_->services(); }
+
  private:
   void drain_inbox();
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
@@ -88,6 +98,8 @@ class Engine {
   void run_pending_copies();
   void sample_and_advance(const SchedulerDecision& decision);
   void accept_token(Sequence& seq, int32_t token, TokenLogprob logprob);
+  void propose_drafts(const SchedulerDecision& decision);
+  void verify_drafts(Sequence& seq, size_t first_logit_row);
   void loop();
   void update_stats(bool stepped);
 
@@ -101,6 +113,12 @@ class Engine {
   std::unique_ptr<KvManager> kv_;
   std::unique_ptr<SamplerHandle> sampler_;
   std::unique_ptr<Scheduler> scheduler_;
+  // Declared after backend_ and model_: drafter models live on the backend; the drafter closes its
+  // models through host_models_, so it goes first.
+  std::unique_ptr<DrafterHostModels> host_models_;
+  std::unique_ptr<Drafter> drafter_;
+  uint32_t draft_k_ = 0;
+  bool drafter_failed_logged_ = false;
 
   // Engine-thread state.
   std::map<RequestId, std::unique_ptr<Sequence>> sequences_;
@@ -109,6 +127,8 @@ class Engine {
   std::vector<loom_sample_row> rows_;
   std::vector<float> top_logprobs_;
   std::vector<int32_t> top_tokens_;
+  std::vector<int32_t> spec_history_;  // tokens + drafts of the sequence being verified
+  std::vector<float> spec_probs_;      // [n_draft + 1, n_vocab] target distributions
 
   // Shared with submitters.
   mutable std::mutex mutex_;

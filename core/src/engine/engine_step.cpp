@@ -37,6 +37,7 @@ bool Engine::step() {
         stats_.queue_time.observe(std::chrono::duration<double>(now - chunk.seq->arrival).count());
       }
     }
+    propose_drafts(decision);
     build_batch(decision);
     run_pending_copies();
     model_->forward(batch_, kv_cache_, logits_);
@@ -68,19 +69,27 @@ void Engine::build_batch(const SchedulerDecision& decision) {
   const int32_t block_size = static_cast<int32_t>(info_.kv_block_size);
   for (const auto& chunk : decision.chunks) {
     Sequence& seq = *chunk.seq;
+    // Draft tokens ride along as extra query rows after the chunk; each row's logits verify the
+    // next proposal, and the last one gives the bonus token.
+    const auto n_draft = static_cast<uint32_t>(seq.draft.size());
+    const uint32_t n_rows = chunk.n_tokens + n_draft;
     ForwardBatch::Seq entry;
     entry.first_row = static_cast<int32_t>(batch_.tokens.size());
-    entry.n_query = static_cast<int32_t>(chunk.n_tokens);
-    entry.context_len = static_cast<int32_t>(seq.n_computed + chunk.n_tokens);
+    entry.n_query = static_cast<int32_t>(n_rows);
+    entry.context_len = static_cast<int32_t>(seq.n_computed + n_rows);
     entry.block_table = kv_->block_table(seq.id);
-    for (uint32_t i = 0; i < chunk.n_tokens; ++i) {
+    for (uint32_t i = 0; i < n_rows; ++i) {
       const int32_t position = static_cast<int32_t>(seq.n_computed + i);
-      batch_.tokens.push_back(seq.tokens[static_cast<size_t>(position)]);
+      batch_.tokens.push_back(i < chunk.n_tokens ? seq.tokens[static_cast<size_t>(position)] : seq.draft[i - chunk.n_tokens]);
       batch_.positions.push_back(position);
       const int32_t block = entry.block_table.at(static_cast<size_t>(position / block_size));
       batch_.slot_mapping.push_back(block * block_size + position % block_size);
     }
-    if (chunk.samples()) batch_.logit_rows.push_back(entry.first_row + entry.n_query - 1);
+    if (chunk.samples()) {
+      for (uint32_t j = 0; j <= n_draft; ++j) {
+        batch_.logit_rows.push_back(entry.first_row + static_cast<int32_t>(chunk.n_tokens - 1 + j));
+      }
+    }
     batch_.seqs.push_back(std::move(entry));
   }
 }
@@ -116,11 +125,17 @@ void Engine::sample_and_advance(const SchedulerDecision& decision) {
   top_logprobs_.assign(size_t(max_top) * decision.chunks.size(), 0.0f);
 
   size_t logit_row = 0;
+  std::vector<std::pair<Sequence*, size_t>> speculative;  // sequence, its first logit row
   for (const auto& chunk : decision.chunks) {
     Sequence& seq = *chunk.seq;
     const bool samples = chunk.samples();
     seq.n_computed += chunk.n_tokens;
     if (!samples) continue;
+    if (!seq.draft.empty()) {
+      speculative.emplace_back(&seq, logit_row);
+      logit_row += seq.draft.size() + 1;
+      continue;
+    }
     loom_sample_row row{};
     row.struct_size = sizeof(row);
     seq.request.sampling.params.n_top_logprobs = seq.request.n_logprobs;
@@ -147,6 +162,7 @@ void Engine::sample_and_advance(const SchedulerDecision& decision) {
     }
     accept_token(*sampled[i], rows_[i].token, std::move(lp));
   }
+  for (const auto& [seq, first_row] : speculative) verify_drafts(*seq, first_row);
 }
 
 void Engine::accept_token(Sequence& seq, int32_t token, TokenLogprob logprob) {

@@ -46,9 +46,22 @@ struct EngineStats {
   uint64_t prefix_hits = 0;
   uint64_t draft_tokens_proposed = 0;
   uint64_t draft_tokens_accepted = 0;
+  uint64_t draft_verifications = 0;  // sequence-steps that verified at least one proposal
+  // Drafts kept per verification (0..k); the mean is the mean accepted length.
+  Histogram draft_accepted{{0, 1, 2, 3, 4, 5, 6, 8, 12, 16}};
   Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
   Histogram tpot{{0.005, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3, 0.6, 1.2}};
   Histogram queue_time{{0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30}};
+
+  // Share of proposed draft tokens the target kept (0 when nothing was proposed).
+  double draft_acceptance_rate() const {
+    return draft_tokens_proposed ? double(draft_tokens_accepted) / double(draft_tokens_proposed) : 0.0;
+  }
+  // Tokens a speculative sequence-step emits on average: the accepted drafts plus the one token the
+  // target always adds (correction or bonus). 1.0 means speculation bought nothing.
+  double tokens_per_verification() const {
+    return draft_verifications ? double(draft_tokens_accepted + draft_verifications) / double(draft_verifications) : 0.0;
+  }
 };
 
 }  // namespace loom

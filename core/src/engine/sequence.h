@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,11 @@ struct Sequence {
   Clock::time_point first_token;
   Clock::time_point last_token;
   bool got_first_token = false;
+  // Speculative decoding: this step's proposals (verified and cleared within the step), their q
+  // when the drafter reports one, and the stream of uniforms for acceptance (seeded per request).
+  std::vector<int32_t> draft;
+  std::vector<float> draft_probs;  // [draft.size(), n_vocab] or empty (one-hot proposals)
+  std::mt19937_64 spec_rng;
 
   uint32_t n_generated() const { return static_cast<uint32_t>(tokens.size()) - n_prompt; }
   // Tokens that still need a forward pass before the next token can be sampled.
