@@ -551,6 +551,42 @@ class ShutdownTest(unittest.TestCase):
         self.assertGreater(results.get(3)[1], 0)
         self.assertIn("SIGTERM received", server.log())
 
+    def test_sigterm_past_the_deadline_cancels_with_a_clear_error(self):
+        server = LoomServer(write_config("deadline.toml"), extra_args=("--shutdown-timeout", "0"))
+        client = server.client()
+        results = {}
+
+        def streaming():
+            try:
+                for _ in client.completions.create(model="m", prompt="long", max_tokens=250, stream=True,
+                                                   extra_body={"ignore_eos": True}):
+                    pass
+                results["stream"] = "finished"
+            except openai.APIError as e:
+                results["stream"] = e.message
+
+        def whole():
+            try:
+                client.completions.create(model="m", prompt="longer", max_tokens=250, extra_body={"ignore_eos": True})
+                results["whole"] = "finished"
+            except openai.APIStatusError as e:
+                results["whole"] = (e.status_code, e.code)
+
+        threads = [threading.Thread(target=streaming), threading.Thread(target=whole)]
+        for t in threads:
+            t.start()
+        deadline = time.time() + 30
+        while server.metrics()["loom_server_queue_depth"] < 2 and time.time() < deadline:
+            time.sleep(0.005)
+        server.proc.send_signal(signal.SIGTERM)
+        for t in threads:
+            t.join(60)
+        client.close()
+        code = server.terminate(timeout=60)
+        self.assertEqual(code, 0, server.log())
+        self.assertIn("shutting down", results.get("stream", ""))
+        self.assertEqual(results.get("whole"), (503, "shutting_down"))
+
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], "-v", *UNITTEST_ARGS])
