@@ -11,6 +11,12 @@
 // weight factor is exact for every layer, and it carries most of the per-channel scale differences
 // that AWQ exploits. attn_output, ffn_down and the output head (their inputs are not a normed
 // residual stream) get no importance: plain quantization.
+//
+// Measured (tests/data/perplexity_english.txt, 508 scored tokens, ctx 256): re-quantizing Gemma 3
+// 270M Q4_K_M to I4_G128 gave PPL 21.74 without importance and 23.44 with this importance (the
+// same text as calibration, so in-sample): WORSE. The layer-0 approximation does not describe the
+// deeper layers' inputs of that model; real AWQ statistics need a hook in the forward pass that
+// returns the normed hidden states per layer. Treat --calibration as experimental until then.
 #pragma once
 
 #include <filesystem>
