@@ -33,7 +33,8 @@ void main() {
       float v[32];
       decode_chunk(row, c, pc.n_in, v);
       uint n = min(32u, pc.n_in - c * 32u);
-      for (uint j = 0u; j < n; j++) D[dw + c * 32u + j] = floatBitsToUint(v[j]);
+      [[unroll]] for (uint j = 0u; j < 32u; j++)
+        if (j < n) D[dw + c * 32u + j] = floatBitsToUint(v[j]);
     }
   }
 }

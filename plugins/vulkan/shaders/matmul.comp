@@ -31,28 +31,30 @@ void main() {
       uint xw[NT];
       [[unroll]] for (uint t = 0u; t < NT; t++)
         xw[t] = t < nt ? (pc.x_off + row_offset(t0 + t, pc.ne1, pc.ne2, pc.x_nb1, pc.x_nb2, pc.x_nb3)) >> 2 : 0u;
+      // Every array index below is a compile-time constant (unrolled loops with guards), so the
+      // arrays live in registers; dynamic indexing would spill them to scratch memory.
       float sum[NT];
       [[unroll]] for (uint t = 0u; t < NT; t++) sum[t] = 0.0;
       for (uint c = lid; c < n_chunks; c += WG) {
         float v[32];
         decode_chunk(row, c, pc.n_in, v);
-        uint n = min(32u, pc.n_in - c * 32u);
-        for (uint t = 0u; t < nt; t++) {
-          uint xb = xw[t] + c * 32u;
-          float s = 0.0;
-          if (n == 32u) {
-            [[unroll]] for (uint j = 0u; j < 32u; j++) s += v[j] * uintBitsToFloat(X[xb + j]);
-          } else {
-            for (uint j = 0u; j < n; j++) s += v[j] * uintBitsToFloat(X[xb + j]);
+        uint last = min(32u, pc.n_in - c * 32u) - 1u;  // tail chunks of float rows: v[j > last] == 0
+        [[unroll]] for (uint t = 0u; t < NT; t++) {
+          if (t < nt) {
+            uint xb = xw[t] + c * 32u;
+            float s = 0.0;
+            [[unroll]] for (uint j = 0u; j < 32u; j++) s += v[j] * uintBitsToFloat(X[xb + min(j, last)]);
+            sum[t] += s;
           }
-          sum[t] += s;
         }
       }
-      for (uint t = 0u; t < nt; t++) {
-        float total = wg_sum(sum[t]);
-        if (lid == 0u) {
-          uint dw = (pc.d_off + row_offset(t0 + t, pc.ne1, pc.ne2, pc.d_nb1, pc.d_nb2, pc.d_nb3)) >> 2;
-          D[dw + o] = floatBitsToUint(total);
+      [[unroll]] for (uint t = 0u; t < NT; t++) {
+        if (t < nt) {
+          float total = wg_sum(sum[t]);
+          if (lid == 0u) {
+            uint dw = (pc.d_off + row_offset(t0 + t, pc.ne1, pc.ne2, pc.d_nb1, pc.d_nb2, pc.d_nb3)) >> 2;
+            D[dw + o] = floatBitsToUint(total);
+          }
         }
       }
     }
