@@ -39,6 +39,9 @@ TMP = tempfile.TemporaryDirectory(prefix="loom-server-test-")
 MODEL = os.path.join(TMP.name, "tiny-llama.gguf")
 MODEL_NAME = "tiny-llama"
 N_CTX = 256
+# The shutdown tests need requests that outlast the time it takes to get four of them in flight on a
+# busy machine: a longer context allows longer generations.
+LONG_MODEL = os.path.join(TMP.name, "tiny-llama-1k.gguf")
 
 
 def write_config(name, extra=""):
@@ -67,12 +70,12 @@ max_body_bytes = 65536
 class LoomServer:
     """One `loom serve` process on a free loopback port."""
 
-    def __init__(self, config, extra_args=()):
+    def __init__(self, config, extra_args=(), model=MODEL):
         env = dict(os.environ, LOOM_PLUGIN_PATH=ARGS.plugins)
         self.stderr_path = config + ".stderr"
         self.stderr = open(self.stderr_path, "w")
         self.proc = subprocess.Popen(
-            [ARGS.loom, "serve", "--config", config, "--model", MODEL, "--host", "127.0.0.1", "--port", "0",
+            [ARGS.loom, "serve", "--config", config, "--model", model, "--host", "127.0.0.1", "--port", "0",
              *extra_args],
             stdout=subprocess.PIPE, stderr=self.stderr, env=env, text=True)
         line_box = []
@@ -144,11 +147,16 @@ class LoomServer:
 SERVER = None
 
 
+def synth(path, ctx):
+    subprocess.run([ARGS.loom, "gguf", "synth", "--arch", "llama", "--layers", "2", "--dim", "64", "--heads", "4",
+                    "--kv-heads", "2", "--ff", "128", "--vocab", "512", "--ctx", str(ctx), "-o", path],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
 def setUpModule():
     global SERVER
-    subprocess.run([ARGS.loom, "gguf", "synth", "--arch", "llama", "--layers", "2", "--dim", "64", "--heads", "4",
-                    "--kv-heads", "2", "--ff", "128", "--vocab", "512", "--ctx", str(N_CTX), "-o", MODEL],
-                   check=True, stdout=subprocess.DEVNULL)
+    synth(MODEL, N_CTX)
+    synth(LONG_MODEL, 1024)
     # max_queue = the load test's concurrency; test_queue_full goes past it.
     SERVER = LoomServer(write_config("main.toml", f'max_queue = 32\nmodel_name = "{MODEL_NAME}"'))
 
@@ -502,12 +510,12 @@ class ApiKeyTest(unittest.TestCase):
 
 class ShutdownTest(unittest.TestCase):
     def test_sigterm_finishes_requests_in_flight(self):
-        server = LoomServer(write_config("shutdown.toml"))
+        server = LoomServer(write_config("shutdown.toml"), model=LONG_MODEL)
         client = server.client()
         results = {}
 
         def streaming(i):
-            stream = client.completions.create(model="m", prompt=f"story {i}", max_tokens=200, stream=True,
+            stream = client.completions.create(model="m", prompt=f"story {i}", max_tokens=1000, stream=True,
                                                extra_body={"ignore_eos": True})
             finish, n = None, 0
             for chunk in stream:
@@ -517,7 +525,7 @@ class ShutdownTest(unittest.TestCase):
             results[i] = (finish, n > 1)
 
         def whole(i):
-            r = client.completions.create(model="m", prompt=f"tale {i}", max_tokens=200,
+            r = client.completions.create(model="m", prompt=f"tale {i}", max_tokens=1000,
                                           extra_body={"ignore_eos": True})
             results[i] = (r.choices[0].finish_reason, r.usage.completion_tokens)
 
@@ -552,13 +560,13 @@ class ShutdownTest(unittest.TestCase):
         self.assertIn("SIGTERM received", server.log())
 
     def test_sigterm_past_the_deadline_cancels_with_a_clear_error(self):
-        server = LoomServer(write_config("deadline.toml"), extra_args=("--shutdown-timeout", "0"))
+        server = LoomServer(write_config("deadline.toml"), extra_args=("--shutdown-timeout", "0"), model=LONG_MODEL)
         client = server.client()
         results = {}
 
         def streaming():
             try:
-                for _ in client.completions.create(model="m", prompt="long", max_tokens=250, stream=True,
+                for _ in client.completions.create(model="m", prompt="long", max_tokens=1000, stream=True,
                                                    extra_body={"ignore_eos": True}):
                     pass
                 results["stream"] = "finished"
@@ -567,7 +575,7 @@ class ShutdownTest(unittest.TestCase):
 
         def whole():
             try:
-                client.completions.create(model="m", prompt="longer", max_tokens=250, extra_body={"ignore_eos": True})
+                client.completions.create(model="m", prompt="longer", max_tokens=1000, extra_body={"ignore_eos": True})
                 results["whole"] = "finished"
             except openai.APIStatusError as e:
                 results["whole"] = (e.status_code, e.code)
