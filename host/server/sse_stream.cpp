@@ -1,6 +1,7 @@
 #include "server/sse_stream.h"
 
 #include <chrono>
+#include <cstdio>
 
 #include <httplib.h>
 
@@ -39,6 +40,48 @@ bool write(httplib::DataSink& sink, StreamState& s, const std::string& data) {
   return sink.write(data.data(), data.size());
 }
 
+// One call of the content provider: send what the engine produced since the last call. False ends
+// the response (the client is gone).
+bool stream_step(const std::shared_ptr<StreamState>& state, httplib::DataSink& sink) {
+  GenerationJob& job = *state->job;
+  std::string out;
+  for (const ChoiceEvent& ce : job.poll(kPollInterval)) {
+    if (ce.event.finish == FinishReason::cancelled || ce.event.finish == FinishReason::error) {
+      if (!state->failed) {
+        state->failed = true;
+        state->cancelled = ce.event.finish == FinishReason::cancelled;
+        state->error_message = ce.event.error;
+        // The other choices cannot make the response whole any more.
+        for (const auto& c : job.choices()) {
+          if (c.submitted && c.finish == FinishReason::none) job.state().engine.cancel(c.id);
+        }
+      }
+      continue;
+    }
+    for (const auto& chunk : stream_chunks(job, ce)) out += sse_data(dump_json(chunk));
+  }
+  if (job.all_finished()) {
+    if (state->failed) {
+      // OpenAI's SDKs raise an APIError for an event with an "error" member.
+      const ApiError error = state->cancelled
+                                 ? ApiError(503, "the request was cancelled: the server is shutting down", std::nullopt,
+                                            "server_error", "shutting_down")
+                                 : ApiError(500, "generation failed: " + state->error_message, std::nullopt, "server_error");
+      out += sse_data(dump_json(error.body()));
+    } else if (job.params().include_usage) {
+      out += sse_data(dump_json(usage_chunk(job)));
+    }
+    out += sse_data("[DONE]");
+    if (!write(sink, *state, out)) return false;
+    sink.done();
+    return true;
+  }
+  if (!out.empty()) return write(sink, *state, out);
+  if (!sink.is_writable()) return false;
+  if (Clock::now() - state->last_write >= kHeartbeat) return write(sink, *state, ": keep-alive\n\n");
+  return true;
+}
+
 }  // namespace
 
 void stream_job(std::shared_ptr<GenerationJob> submitted, httplib::Response& res) {
@@ -46,43 +89,13 @@ void stream_job(std::shared_ptr<GenerationJob> submitted, httplib::Response& res
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider("text/event-stream", [state](size_t /*offset*/, httplib::DataSink& sink) -> bool {
-    GenerationJob& job = *state->job;
-    std::string out;
-    for (const ChoiceEvent& ce : job.poll(kPollInterval)) {
-      if (ce.event.finish == FinishReason::cancelled || ce.event.finish == FinishReason::error) {
-        if (!state->failed) {
-          state->failed = true;
-          state->cancelled = ce.event.finish == FinishReason::cancelled;
-          state->error_message = ce.event.error;
-          // The other choices cannot make the response whole any more.
-          for (const auto& c : job.choices()) {
-            if (c.submitted && c.finish == FinishReason::none) job.state().engine.cancel(c.id);
-          }
-        }
-        continue;
-      }
-      for (const auto& chunk : stream_chunks(job, ce)) out += sse_data(dump_json(chunk));
+    // httplib calls this outside its handler try/catch: an exception here must not end the process.
+    try {
+      return stream_step(state, sink);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "loom serve: stream %s ended by an internal error: %s\n", state->job->id().c_str(), e.what());
+      return false;
     }
-    if (job.all_finished()) {
-      if (state->failed) {
-        // OpenAI's SDKs raise an APIError for an event with an "error" member.
-        const ApiError error = state->cancelled
-                                   ? ApiError(503, "the request was cancelled: the server is shutting down", std::nullopt,
-                                              "server_error", "shutting_down")
-                                   : ApiError(500, "generation failed: " + state->error_message, std::nullopt, "server_error");
-        out += sse_data(dump_json(error.body()));
-      } else if (job.params().include_usage) {
-        out += sse_data(dump_json(usage_chunk(job)));
-      }
-      out += sse_data("[DONE]");
-      if (!write(sink, *state, out)) return false;
-      sink.done();
-      return true;
-    }
-    if (!out.empty()) return write(sink, *state, out);
-    if (!sink.is_writable()) return false;
-    if (Clock::now() - state->last_write >= kHeartbeat) return write(sink, *state, ": keep-alive\n\n");
-    return true;
   });
 }
 
