@@ -21,17 +21,21 @@ namespace {
 
 using nlohmann::json;
 
-// Tolerances, in logits (the default model's top logits are ~15-25; the synthetic ones ~1-5).
-// Both engines quantize activations to Q8_0 / Q8_K blocks before quantized matmuls, store K/V as
-// F16 and accumulate in float, so neither is "exact"; what still differs is summation order,
-// llama.cpp's F16 lookup table for GELU (inputs rounded to F16, ~5e-4 relative) and its F16
-// softmax/attention intermediates. Those perturb every layer's activations by ~1e-3 relative; over
-// 18 layers the top logits move by up to ~0.1 (measured: see the report of make_golden.py's
-// author, typically 0.01-0.06). 0.25 leaves room for other CPUs' kernels while still catching
-// any real mistake (a wrong rope base, scale or norm shifts top logits by whole units and
-// reorders the top-20). Synthetic models use F16/Q8_0/Q4_0 weights on 2-6 layers: 0.05.
-constexpr double kDefaultTolerance = 0.25;
-constexpr double kSynthTolerance = 0.05;
+// Tolerances, in logits. Neither engine is exact: both quantize activations to Q8_0 / Q8_K blocks
+// before quantized matmuls and keep K/V in F16; llama.cpp also rounds Q and the attention
+// probabilities to F16 and uses an F16 lookup table for GELU. Measured on the default model
+// against an f64 NumPy evaluation of the same dequantized weights ("The capital of France is"):
+// Loom's top logits are off by +0.01..+0.32, llama.cpp's by +0.36..+0.38, so the two differ by up
+// to ~0.6 over its top-20 (0.32-0.56 on the four prompts). 0.75 allows that; the sharp check of the
+// architecture is the synthetic F16 gemma3 model, where both engines agree to 0.003 (tolerance
+// 0.01). Synthetic Q8_0/Q4_0 models (logits ~1-3) differ by up to 0.05 from activation
+// quantization: 0.1.
+double tolerance_for(const json& golden) {
+  const json& model = golden.at("model");
+  if (model.at("kind") == "default") return 0.75;
+  const std::string type = model.at("spec").at("type");
+  return type == "F16" || type == "F32" || type == "BF16" ? 0.01 : 0.1;
+}
 
 uint64_t fnv1a64(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -81,14 +85,8 @@ std::optional<std::filesystem::path> model_for(const json& golden, const std::st
   return path;
 }
 
-std::vector<int32_t> greedy_continuation(loom::Session& session, std::vector<float> logits, size_t n) {
-  std::vector<int32_t> out;
-  for (size_t i = 0; i < n; ++i) {
-    const auto token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    out.push_back(token);
-    if (i + 1 < n) logits = session.decode(token);
-  }
-  return out;
+int32_t argmax(const std::vector<float>& logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
 }  // namespace
@@ -108,7 +106,8 @@ TEST_CASE("model: logits match llama.cpp's golden files", "[model][golden]") {
     const auto path = model_for(golden, name);
     if (!path) continue;
     const bool is_default = golden.at("model").at("kind") == "default";
-    const double tolerance = is_default ? kDefaultTolerance : kSynthTolerance;
+    const double tolerance = tolerance_for(golden);
+    size_t n_compared = 0;  // greedy steps checked over all prompts
     const auto gguf = loom::gguf::GgufFile::open(*path);
     auto model = loom::Model::load(gguf, *backend);
     REQUIRE(model->info().n_vocab == golden.at("n_vocab").get<int32_t>());
@@ -125,29 +124,36 @@ TEST_CASE("model: logits match llama.cpp's golden files", "[model][golden]") {
       // Top-20 of the last position: the same logits within tolerance, the same best token unless
       // llama.cpp's own top two are closer than the tolerance.
       const json& top = prompt.at("top");
-      double worst = 0.0;
+      std::vector<double> delta;
       for (const json& entry : top) {
-        const auto id = entry.at(0).get<size_t>();
-        worst = std::max(worst, std::fabs(static_cast<double>(logits.at(id)) - entry.at(1).get<double>()));
+        delta.push_back(static_cast<double>(logits.at(entry.at(0).get<size_t>())) - entry.at(1).get<double>());
       }
-      INFO("max |logit - llama.cpp| over its top-20: " << worst);
+      double mean = 0.0, worst = 0.0, worst_centered = 0.0;
+      for (double d : delta) mean += d / static_cast<double>(delta.size());
+      for (double d : delta) {
+        worst = std::max(worst, std::fabs(d));
+        worst_centered = std::max(worst_centered, std::fabs(d - mean));
+      }
+      INFO("max |logit - llama.cpp| over its top-20: " << worst << ", after removing the mean shift " << worst_centered);
       CHECK(worst <= tolerance);
-      const auto best = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      const int32_t best = argmax(logits);
       const double golden_gap = top.at(0).at(1).get<double>() - top.at(1).at(1).get<double>();
-      if (golden_gap > 2 * tolerance) CHECK(best == top.at(0).at(0).get<int32_t>());
+      if (golden_gap > tolerance) CHECK(best == top.at(0).at(0).get<int32_t>());
 
-      // Greedy continuation: identical until a step where llama.cpp's margin is within tolerance
-      // (a near-tie may flip under a different summation order; after it the texts may diverge).
+      // llama.cpp's greedy continuation, fed to Loom token by token (so both see the same context):
+      // at every step whose llama.cpp margin exceeds the tolerance, Loom must pick the same token.
       const auto expected = prompt.at("greedy").get<std::vector<int32_t>>();
       const auto margins = prompt.at("greedy_margin").get<std::vector<double>>();
-      const auto got = greedy_continuation(session, logits, expected.size());
-      size_t compared = 0;
-      for (; compared < expected.size(); ++compared) {
-        if (margins[compared] <= 2 * tolerance) break;
-        INFO("greedy step " << compared);
-        REQUIRE(got[compared] == expected[compared]);
+      std::vector<float> step_logits = logits;
+      for (size_t i = 0; i < expected.size(); ++i) {
+        if (margins.at(i) > tolerance) {
+          INFO("greedy step " << i);
+          CHECK(argmax(step_logits) == expected[i]);
+          ++n_compared;
+        }
+        if (i + 1 < expected.size()) step_logits = session.decode(expected[i]);
       }
-      if (is_default) CHECK(compared >= 4);  // the comparison must not be vacuous
     }
+    CHECK(n_compared >= (is_default ? 16u : 4u));  // the comparison must not be vacuous
   }
 }
