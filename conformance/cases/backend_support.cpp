@@ -151,6 +151,12 @@ HostTensor random_weights(std::mt19937& rng, loom_dtype dtype, int64_t n_in, int
 Device::Device(const LoadedPlugin& plugin, const loom_host_services* host, const std::string& config_json)
     : api_(plugin.backend()) {
   require(api_ != nullptr, "plugin " + plugin.name() + " is not a backend");
+  // A GPU backend on a machine without its GPU: every case is "not supported here", not a failure.
+  uint32_t n_devices = 0;
+  char reason[256] = {};
+  if (api_->device_count(&n_devices, reason, sizeof(reason)) != LOOM_STATUS_OK || n_devices == 0) {
+    not_supported(std::string("no device: ") + reason);
+  }
   char error[LOOM_ERROR_BUFFER_SIZE] = {};
   const loom_status st = api_->create(host, config_json.c_str(), &backend_, error, sizeof(error));
   require(st == LOOM_STATUS_OK && backend_ != nullptr,

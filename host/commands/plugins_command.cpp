@@ -3,6 +3,7 @@
 
 #include "command.h"
 #include "config/config.h"
+#include "gguf/dtype_traits.h"
 #include "host_options.h"
 #include "plugin/host_services.h"
 #include "plugin/plugin_registry.h"
@@ -35,10 +36,10 @@ void print_backend_details(const LoadedPlugin& plugin) {
   if (backend->get_caps(instance, &caps) == LOOM_STATUS_OK) {
     std::cout << "      weight formats:";
     for (uint32_t i = 0; i < caps.n_weight_dtypes && i < LOOM_BACKEND_MAX_DTYPES; ++i) {
-      std::cout << " " << caps.weight_dtypes[i];
+      std::cout << " " << dtype_name(caps.weight_dtypes[i]);
     }
-    std::cout << " (GGML type ids); KV types:";
-    for (uint32_t i = 0; i < caps.n_kv_dtypes && i < 8; ++i) std::cout << " " << caps.kv_dtypes[i];
+    std::cout << "; KV types:";
+    for (uint32_t i = 0; i < caps.n_kv_dtypes && i < 8; ++i) std::cout << " " << dtype_name(caps.kv_dtypes[i]);
     std::cout << "; max head dim " << caps.max_head_dim << "\n";
   }
   backend->destroy(instance);

@@ -44,7 +44,7 @@ inline gguf::SynthSpec small_spec(const std::string& arch, loom_dtype weights = 
 }
 
 inline std::filesystem::path write_small_model(const gguf::SynthSpec& spec, const std::string& tag) {
-  const auto dir = std::filesystem::path(LOOM_BINARY_DIR) / "test-scratch" / "model";
+  const auto dir = std::filesystem::path(LOOM_BINARY_DIR) / "test-scratch" / ("model-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto path = dir / (tag + ".gguf");
   gguf::write_synthetic_model(spec, path);

@@ -3,6 +3,9 @@
 
 #include <filesystem>
 #include <optional>
+#include <string>
+
+#include <unistd.h>
 
 namespace loom::test {
 
@@ -18,9 +21,10 @@ inline std::optional<std::filesystem::path> shared_testdata() {
   return std::nullopt;
 }
 
-// A fresh, empty scratch folder for one test.
+// A fresh, empty scratch folder for one test. CTest runs each test case as its own process, several
+// at once, so the folder is per process: two processes never rewrite each other's files.
 inline std::filesystem::path scratch_dir(const std::string& name) {
-  auto dir = std::filesystem::path(LOOM_BINARY_DIR) / "test-scratch" / name;
+  auto dir = std::filesystem::path(LOOM_BINARY_DIR) / "test-scratch" / (name + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
