@@ -1,12 +1,15 @@
 // `loom generate [PROMPT]`: continue a prompt with the default (or given) model, streaming the text,
 // then print TTFT and prefill/decode speeds to stderr.
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <string>
 
 #include "command.h"
+#include "engine/engine.h"
 #include "host_options.h"
-#include "model/generation.h"
+#include "model/default_model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace loom::host {
 
@@ -63,15 +66,26 @@ int64_t parse_int(const std::string& option, const std::string& value) {
   throw std::runtime_error("option " + option + " needs an integer, got '" + value + "'");
 }
 
-void print_stats(const GenerationStats& s, const LoadedModel& loaded) {
-  const double prefill_tps = s.prefill_seconds > 0 ? static_cast<double>(s.n_prompt) / s.prefill_seconds : 0.0;
-  const double decode_tps = s.decode_seconds > 0 ? static_cast<double>(s.n_decode) / s.decode_seconds : 0.0;
+// What the request's events tell about its speed.
+struct GenerateTimings {
+  Clock::time_point submitted, first_token, last_token;
+  uint32_t n_prompt = 0, n_generated = 0, n_cached = 0;
+  FinishReason finish = FinishReason::none;
+  std::string error;
+};
+
+void print_stats(const GenerateTimings& t, const Engine& engine, double load_seconds) {
+  auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  const double ttft = seconds(t.submitted, t.first_token);
+  const double decode = seconds(t.first_token, t.last_token);
+  const double prefill_tps = ttft > 0 ? (t.n_prompt - t.n_cached) / ttft : 0.0;
+  const double decode_tps = decode > 0 && t.n_generated > 1 ? (t.n_generated - 1) / decode : 0.0;
   std::fprintf(stderr,
-               "\n\n[%s on %s] load %.2f s | prompt %lld tokens, TTFT %.1f ms, prefill %.1f tok/s | generated %lld "
-               "tokens, decode %.1f tok/s%s\n",
-               loaded.path.filename().string().c_str(), loaded.backend->caps().device_name, loaded.load_seconds,
-               static_cast<long long>(s.n_prompt), s.ttft_seconds * 1e3, prefill_tps,
-               static_cast<long long>(s.n_generated), decode_tps, s.stopped ? " (stopped at end of generation)" : "");
+               "\n\n[%s on %s] load %.2f s | prompt %u tokens, TTFT %.1f ms, prefill %.1f tok/s | generated %u "
+               "tokens, decode %.1f tok/s | finish: %s\n",
+               std::filesystem::path(engine.info().model_path).filename().string().c_str(),
+               engine.info().device_name.c_str(), load_seconds, t.n_prompt, ttft * 1e3, prefill_tps, t.n_generated,
+               decode_tps, finish_reason_name(t.finish));
 }
 
 int run_generate(const CommandArgs& args) {
@@ -129,28 +143,50 @@ int run_generate(const CommandArgs& args) {
   if (g.threads) config.backend.threads = *g.threads;
   if (g.n_ctx) config.model.n_ctx = *g.n_ctx;
 
-  LoadedModel loaded = load_model(config);
-  TokenSampler sampler(config, g.seed.value_or(config.sampler.seed));
-  if (g.temp) sampler.params().temperature = static_cast<float>(*g.temp);
-  if (g.top_k) sampler.params().top_k = static_cast<int32_t>(*g.top_k);
-  if (g.top_p) sampler.params().top_p = static_cast<float>(*g.top_p);
-  sampler.validate();
+  const std::filesystem::path model_path =
+      config.model.path.empty() ? default_model_path() : std::filesystem::path(config.model.path);
+  std::fprintf(stderr, "loading %s...\n", model_path.string().c_str());
+  const auto load_start = Clock::now();
+  Engine engine(config, model_path);
+  const double load_seconds = std::chrono::duration<double>(Clock::now() - load_start).count();
+  const EngineInfo& info = engine.info();
+  std::fprintf(stderr, "%s on %s: KV cache %llu tokens (%u blocks of %u, %.1f MiB), context %lld\n",
+               info.model_name.c_str(), info.device_name.c_str(), static_cast<unsigned long long>(info.kv_capacity_tokens),
+               info.kv_blocks, info.kv_block_size, static_cast<double>(info.kv_bytes) / (1 << 20),
+               static_cast<long long>(info.n_ctx));
 
-  const std::vector<int32_t> prompt = loaded.tokenizer->encode(g.prompt, true, true);
-  if (prompt.empty()) throw std::runtime_error("the prompt encodes to no tokens");
-  SessionOptions session_options;
-  // Only as much KV as this run can use.
-  session_options.n_ctx = std::min<int64_t>(loaded.model->n_ctx(), static_cast<int64_t>(prompt.size()) + g.max_tokens);
-  Session session(*loaded.model, session_options);
+  Request request;
+  request.prompt = engine.tokenizer().encode(g.prompt, true, true);
+  request.max_tokens = static_cast<uint32_t>(g.max_tokens);
+  request.sampling.params = engine.default_sampling();
+  if (g.temp) request.sampling.params.temperature = static_cast<float>(*g.temp);
+  if (g.top_k) request.sampling.params.top_k = static_cast<int32_t>(*g.top_k);
+  if (g.top_p) request.sampling.params.top_p = static_cast<float>(*g.top_p);
+  const int64_t seed = g.seed.value_or(config.sampler.seed);
+  if (seed >= 0) request.sampling.seed = static_cast<uint64_t>(seed);
 
-  if (g.echo) {
-    std::cout << g.prompt << std::flush;
-  }
-  const GenerationStats stats =
-      generate_tokens(session, sampler, *loaded.tokenizer, prompt, g.max_tokens,
-                      [](const std::string& text) { std::cout << text << std::flush; });
-  std::cout << std::flush;
-  print_stats(stats, loaded);
+  GenerateTimings timings;
+  request.on_event = [&](const RequestEvent& e) {
+    const auto now = Clock::now();
+    if (!e.tokens.empty()) {
+      if (timings.n_generated == 0) timings.first_token = now;
+      timings.last_token = now;
+      timings.n_generated += static_cast<uint32_t>(e.tokens.size());
+    }
+    std::cout << e.text << std::flush;
+    if (e.finish != FinishReason::none) {
+      timings.finish = e.finish;
+      timings.error = e.error;
+      timings.n_cached = e.n_cached_tokens;
+    }
+  };
+  timings.n_prompt = static_cast<uint32_t>(request.prompt.size());
+  if (g.echo) std::cout << g.prompt << std::flush;
+  timings.submitted = Clock::now();
+  engine.submit(std::move(request));  // loom::Error with the reason if it can never run
+  while (engine.n_unfinished() > 0) engine.step();
+  if (timings.finish == FinishReason::error) throw std::runtime_error(timings.error);
+  print_stats(timings, engine, load_seconds);
   return 0;
 }
 
