@@ -3,6 +3,7 @@
 // longest token prefix already in the cache and prefills only the rest.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -10,7 +11,10 @@
 #include "chat/chat_template.h"
 #include "command.h"
 #include "host_options.h"
-#include "model/generation.h"
+#include "engine/engine.h"
+#include "gguf/gguf_file.h"
+#include "model/default_model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace loom::host {
 
@@ -118,21 +122,24 @@ int run_chat(const CommandArgs& args) {
   if (!backend.empty()) config.backend.name = backend;
   if (threads) config.backend.threads = *threads;
 
-  LoadedModel loaded = load_model(config);
-  const Tokenizer& tokenizer = *loaded.tokenizer;
+  if (n_ctx) config.model.n_ctx = *n_ctx;
+  else if (config.model.n_ctx == 0) config.model.n_ctx = 8192;
+  const std::filesystem::path path =
+      config.model.path.empty() ? default_model_path() : std::filesystem::path(config.model.path);
+  // One engine, one conversation: every turn resubmits the whole conversation and the prefix cache
+  // finds the blocks of the turns before it, so only the new turn is prefilled.
+  config.kv.prefix_caching = true;
+  Engine engine(config, path);
+  const Tokenizer& tokenizer = engine.tokenizer();
   std::string note;
   const chat::ChatTemplate chat_template = config.model.chat_template.empty()
-                                               ? chat::ChatTemplate::for_model(*loaded.file, &note)
+                                               ? chat::ChatTemplate::for_model(engine.gguf(), &note)
                                                : chat::ChatTemplate::builtin(config.model.chat_template);
-  TokenSampler sampler(config, seed.value_or(config.sampler.seed));
-  if (temp) sampler.params().temperature = static_cast<float>(*temp);
-  if (top_k) sampler.params().top_k = static_cast<int32_t>(*top_k);
-  if (top_p) sampler.params().top_p = static_cast<float>(*top_p);
-  sampler.validate();
-
-  SessionOptions session_options;
-  session_options.n_ctx = n_ctx ? *n_ctx : std::min<int64_t>(loaded.model->n_ctx(), 8192);
-  Session session(*loaded.model, session_options);
+  loom_sampling_params params = engine.default_sampling();
+  if (temp) params.temperature = static_cast<float>(*temp);
+  if (top_k) params.top_k = static_cast<int32_t>(*top_k);
+  if (top_p) params.top_p = static_cast<float>(*top_p);
+  const int64_t base_seed = seed.value_or(config.sampler.seed);
 
   const bool interactive = isatty(STDIN_FILENO) != 0;
   const std::string bos = tokenizer.bos_id() >= 0 ? tokenizer.token_text(tokenizer.bos_id()) : "";
@@ -140,48 +147,58 @@ int run_chat(const CommandArgs& args) {
   std::vector<chat::ChatMessage> messages;
   if (!system_prompt.empty()) messages.push_back({"system", system_prompt});
   if (interactive) {
-    std::cerr << "loom chat: " << loaded.path.filename().string() << " on " << loaded.backend->caps().device_name
+    std::cerr << "loom chat: " << path.filename().string() << " on " << engine.info().device_name
               << (note.empty() ? "" : "\n(" + note + ")") << "\nType /exit or press Ctrl-D to quit, /reset to start over.\n";
   }
   std::string line;
-  while (true) {
+  for (int turn = 0;; ++turn) {
     if (interactive) std::cout << "\n> " << std::flush;
     if (!std::getline(std::cin, line)) break;
     if (line == "/exit" || line == "/quit") break;
     if (line == "/reset") {
       messages.resize(system_prompt.empty() ? 0 : 1);
-      session.reset();
       continue;
     }
     if (line.empty()) continue;
     messages.push_back({"user", line});
-    const std::vector<int32_t> tokens = encode_conversation(tokenizer, chat_template.apply(messages, true, bos, eos));
-    // Keep the cached prefix; only what differs is prefilled (at least one token, for logits).
-    const std::vector<int32_t>& cached = session.history();
-    size_t keep = 0;
-    while (keep < cached.size() && keep < tokens.size() && cached[keep] == tokens[keep]) ++keep;
-    if (keep == tokens.size()) --keep;
-    session.truncate(static_cast<int64_t>(keep));
-    const std::span<const int32_t> fresh(tokens.data() + keep, tokens.size() - keep);
-    const int64_t room = session.n_ctx() - static_cast<int64_t>(tokens.size());
+    Request request;
+    request.prompt = encode_conversation(tokenizer, chat_template.apply(messages, true, bos, eos));
+    const int64_t room = engine.info().n_ctx - static_cast<int64_t>(request.prompt.size());
     if (room < 1) {
-      std::cerr << "loom chat: the conversation no longer fits in " << session.n_ctx()
+      std::cerr << "loom chat: the conversation no longer fits in " << engine.info().n_ctx
                 << " tokens; /reset to start over (or use --n-ctx)\n";
       messages.pop_back();
       continue;
     }
+    request.max_tokens = static_cast<uint32_t>(std::min(max_tokens, room));
+    request.sampling.params = params;
+    if (base_seed >= 0) request.sampling.seed = static_cast<uint64_t>(base_seed + turn);
     std::string reply;
-    const GenerationStats stats =
-        generate_tokens(session, sampler, tokenizer, fresh, std::min(max_tokens, room), [&](const std::string& text) {
-          reply += text;
-          std::cout << text << std::flush;
-        });
+    RequestEvent last;
+    Clock::time_point submitted = Clock::now(), first, end;
+    uint32_t n_generated = 0;
+    request.on_event = [&](const RequestEvent& e) {
+      if (!e.tokens.empty()) {
+        if (n_generated == 0) first = Clock::now();
+        end = Clock::now();
+        n_generated += static_cast<uint32_t>(e.tokens.size());
+      }
+      reply += e.text;
+      std::cout << e.text << std::flush;
+      if (e.finish != FinishReason::none) last = e;
+    };
+    const auto n_prompt = request.prompt.size();
+    engine.submit(std::move(request));
+    while (engine.n_unfinished() > 0) engine.step();
     std::cout << "\n" << std::flush;
+    if (last.finish == FinishReason::error) throw std::runtime_error(last.error);
     messages.push_back({"assistant", reply});
     if (show_stats) {
-      std::fprintf(stderr, "[prefilled %lld tokens (%lld cached), TTFT %.1f ms, decode %.1f tok/s]\n",
-                   static_cast<long long>(stats.n_prompt), static_cast<long long>(keep), stats.ttft_seconds * 1e3,
-                   stats.decode_seconds > 0 ? static_cast<double>(stats.n_decode) / stats.decode_seconds : 0.0);
+      auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+      const double decode = seconds(first, end);
+      std::fprintf(stderr, "[prompt %zu tokens (%u from the prefix cache), TTFT %.1f ms, decode %.1f tok/s]\n", n_prompt,
+                   last.n_cached_tokens, seconds(submitted, first) * 1e3,
+                   decode > 0 && n_generated > 1 ? (n_generated - 1) / decode : 0.0);
     }
   }
   if (interactive) std::cout << "\n";

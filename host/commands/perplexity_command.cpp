@@ -12,7 +12,7 @@
 #include "eval/perplexity.h"
 #include "gguf/dtype_traits.h"
 #include "host_options.h"
-#include "model/generation.h"
+#include "model/loaded_model.h"
 
 namespace loom::host {
 
