@@ -9,7 +9,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "config_json.h"
+#include "flat_json.h"
 #include "fast_ops.h"
 #include "loom/loom.h"
 #include "op_validation.h"
@@ -30,6 +30,10 @@ struct loom_stream {
 };
 
 namespace loom::cpu {
+
+using plugin_support::json_bool;
+using plugin_support::json_int;
+using plugin_support::parse_flat_json;
 namespace {
 
 constexpr size_t kAlignment = 64;
@@ -129,6 +133,9 @@ loom_status create(const loom_host_services* host, const char* config_json, loom
   } catch (const OpError& e) {
     write_message(error, error_size, e.what());
     return e.status;
+  } catch (const std::invalid_argument& e) {  // malformed config_json
+    write_message(error, error_size, e.what());
+    return LOOM_STATUS_INVALID_ARGUMENT;
   } catch (const std::exception& e) {
     write_message(error, error_size, std::string("cpu backend: create failed: ") + e.what());
     return LOOM_STATUS_INTERNAL;

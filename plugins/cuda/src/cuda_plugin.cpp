@@ -9,7 +9,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "config_json.h"
+#include "flat_json.h"
 #include "cuda_stream.h"
 #include "device_memory.h"
 #include "kernels.h"
@@ -37,6 +37,10 @@ struct loom_backend {
 };
 
 namespace loom::cuda {
+
+using plugin_support::json_bool;
+using plugin_support::json_int;
+using plugin_support::parse_flat_json;
 namespace {
 
 thread_local std::unordered_map<const loom_backend*, std::string> t_last_error;
@@ -164,6 +168,9 @@ loom_status create(const loom_host_services* host, const char* config_json, loom
   } catch (const OpError& e) {
     write_message(error, error_size, e.what());
     return e.status;
+  } catch (const std::invalid_argument& e) {  // malformed config_json
+    write_message(error, error_size, e.what());
+    return LOOM_STATUS_INVALID_ARGUMENT;
   } catch (const std::exception& e) {
     write_message(error, error_size, std::string("cuda backend: create failed: ") + e.what());
     return LOOM_STATUS_INTERNAL;

@@ -8,7 +8,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "config_json.h"
+#include "flat_json.h"
 #include "loom/loom.h"
 #include "vk_stream.h"
 #include "vk_tensor.h"
@@ -26,6 +26,11 @@ struct loom_stream {
 };
 
 namespace loom::vk {
+
+using plugin_support::json_bool;
+using plugin_support::json_int;
+using plugin_support::parse_flat_json;
+using plugin_support::json_string;
 namespace {
 
 constexpr uint32_t kStreamMagic = 0x4c565354u;
@@ -132,6 +137,9 @@ loom_status create(const loom_host_services* host, const char* config_json, loom
   } catch (const OpError& e) {
     write_message(error, error_size, e.what());
     return e.status;
+  } catch (const std::invalid_argument& e) {  // malformed config_json
+    write_message(error, error_size, e.what());
+    return LOOM_STATUS_INVALID_ARGUMENT;
   } catch (const std::exception& e) {
     write_message(error, error_size, std::string("vulkan backend: create failed: ") + e.what());
     return LOOM_STATUS_INTERNAL;

@@ -6,13 +6,15 @@
 #include <optional>
 #include <string>
 
-namespace loom::cpu {
+namespace loom::plugin_support {
 
 // Top-level scalar members as raw text: strings unquoted, numbers/true/false/null verbatim.
-// Nested objects and arrays are skipped. Throws OpError(INVALID_ARGUMENT) on malformed JSON.
+// Nested objects and arrays are skipped. Throws std::invalid_argument (naming the key or offset) on malformed JSON
+// or a value of the wrong type; create maps it to LOOM_STATUS_INVALID_ARGUMENT.
 std::map<std::string, std::string> parse_flat_json(const std::string& text);
 
 std::optional<bool> json_bool(const std::map<std::string, std::string>& obj, const std::string& key);
 std::optional<long long> json_int(const std::map<std::string, std::string>& obj, const std::string& key);
+std::optional<std::string> json_string(const std::map<std::string, std::string>& obj, const std::string& key);
 
-}  // namespace loom::cpu
+}  // namespace loom::plugin_support

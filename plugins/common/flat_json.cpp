@@ -1,17 +1,17 @@
-#include "config_json.h"
+#include "flat_json.h"
 
 #include <cctype>
 
-#include "vk_error.h"
+#include <stdexcept>
 
-namespace loom::vk {
+namespace loom::plugin_support {
 namespace {
 
 struct Scanner {
   const std::string& s;
   size_t i = 0;
   [[noreturn]] void fail(const std::string& what) const {
-    invalid("config_json: " + what + " at offset " + std::to_string(i) + " in " + s);
+    throw std::invalid_argument("config_json: " + what + " at offset " + std::to_string(i) + " in " + s);
   }
   void skip_ws() {
     while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) i++;
@@ -88,7 +88,7 @@ std::optional<bool> json_bool(const std::map<std::string, std::string>& obj, con
   if (it == obj.end() || it->second == "null") return std::nullopt;
   if (it->second == "true") return true;
   if (it->second == "false") return false;
-  invalid("config_json: \"" + key + "\" must be true or false, got " + it->second);
+  throw std::invalid_argument("config_json: \"" + key + "\" must be true or false, got " + it->second);
 }
 
 std::optional<long long> json_int(const std::map<std::string, std::string>& obj, const std::string& key) {
@@ -100,7 +100,7 @@ std::optional<long long> json_int(const std::map<std::string, std::string>& obj,
     if (used == it->second.size()) return v;
   } catch (const std::exception&) {
   }
-  invalid("config_json: \"" + key + "\" must be an integer, got " + it->second);
+  throw std::invalid_argument("config_json: \"" + key + "\" must be an integer, got " + it->second);
 }
 
 std::optional<std::string> json_string(const std::map<std::string, std::string>& obj, const std::string& key) {
@@ -109,4 +109,4 @@ std::optional<std::string> json_string(const std::map<std::string, std::string>&
   return it->second;
 }
 
-}  // namespace loom::vk
+}  // namespace loom::plugin_support
