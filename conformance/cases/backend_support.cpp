@@ -20,6 +20,7 @@ uint64_t dtype_row_bytes(loom_dtype dtype, int64_t ne0) {
     case LOOM_DTYPE_F16:
     case LOOM_DTYPE_BF16: return uint64_t(ne0) * 2;
     case LOOM_DTYPE_Q4_0: return uint64_t(ne0 / LOOM_QK4_0) * sizeof(loom_block_q4_0);
+    case LOOM_DTYPE_Q5_0: return uint64_t(ne0 / LOOM_QK5_0) * sizeof(loom_block_q5_0);
     case LOOM_DTYPE_Q8_0: return uint64_t(ne0 / LOOM_QK8_0) * sizeof(loom_block_q8_0);
     case LOOM_DTYPE_Q4_K: return uint64_t(ne0 / LOOM_QK_K) * sizeof(loom_block_q4_k);
     case LOOM_DTYPE_Q6_K: return uint64_t(ne0 / LOOM_QK_K) * sizeof(loom_block_q6_k);
@@ -31,6 +32,7 @@ uint64_t dtype_row_bytes(loom_dtype dtype, int64_t ne0) {
 static uint64_t block_bytes(loom_dtype dtype, int64_t ne0) {
   switch (dtype) {
     case LOOM_DTYPE_Q4_0: return sizeof(loom_block_q4_0);
+    case LOOM_DTYPE_Q5_0: return sizeof(loom_block_q5_0);
     case LOOM_DTYPE_Q8_0: return sizeof(loom_block_q8_0);
     case LOOM_DTYPE_Q4_K: return sizeof(loom_block_q4_k);
     case LOOM_DTYPE_Q6_K: return sizeof(loom_block_q6_k);
@@ -45,6 +47,7 @@ std::string dtype_label(loom_dtype dtype) {
     case LOOM_DTYPE_F16: return "F16";
     case LOOM_DTYPE_BF16: return "BF16";
     case LOOM_DTYPE_Q4_0: return "Q4_0";
+    case LOOM_DTYPE_Q5_0: return "Q5_0";
     case LOOM_DTYPE_Q8_0: return "Q8_0";
     case LOOM_DTYPE_Q4_K: return "Q4_K";
     case LOOM_DTYPE_Q5_K: return "Q5_K";
@@ -137,7 +140,7 @@ HostTensor random_weights(std::mt19937& rng, loom_dtype dtype, int64_t n_in, int
       for (auto& b : t.data) b = uint8_t(byte(rng));
       const uint64_t bb = block_bytes(dtype, n_in);
       for (size_t off = 0; off < n; off += bb) {
-        if (dtype == LOOM_DTYPE_Q4_0 || dtype == LOOM_DTYPE_Q8_0) put_half(off, small(rng));
+        if (dtype == LOOM_DTYPE_Q4_0 || dtype == LOOM_DTYPE_Q5_0 || dtype == LOOM_DTYPE_Q8_0) put_half(off, small(rng));
         if (dtype == LOOM_DTYPE_Q4_K) put_half(off, small(rng)), put_half(off + 2, small(rng));
         if (dtype == LOOM_DTYPE_Q6_K) put_half(off + offsetof(loom_block_q6_k, d), small(rng) * 0.1f);
       }

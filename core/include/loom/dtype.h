@@ -42,6 +42,7 @@ typedef int32_t loom_dtype;
 
 #define LOOM_QK4_0 32
 #define LOOM_QK8_0 32
+#define LOOM_QK5_0 32
 #define LOOM_QK_K 256
 #define LOOM_K_SCALE_SIZE 12
 
@@ -52,6 +53,12 @@ typedef struct loom_block_q4_0 {
   loom_half d;               /* scale */
   uint8_t qs[LOOM_QK4_0 / 2]; /* nibbles: element j in low nibble of qs[j], element j+16 in high */
 } loom_block_q4_0;
+
+typedef struct loom_block_q5_0 {
+  loom_half d;
+  uint8_t qh[4];              /* bit j: the fifth (high) bit of element j */
+  uint8_t qs[LOOM_QK5_0 / 2]; /* low nibbles, laid out as in Q4_0; x = (q - 16) * d */
+} loom_block_q5_0;
 
 typedef struct loom_block_q8_0 {
   loom_half d;

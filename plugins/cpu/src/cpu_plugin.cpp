@@ -162,7 +162,7 @@ loom_status get_caps(loom_backend_t* backend, loom_backend_caps* out) {
     caps.memory_total = meminfo_kib("MemTotal:") * 1024;
     caps.memory_free = meminfo_kib("MemAvailable:") * 1024;
     const loom_dtype weights[] = {LOOM_DTYPE_F32,  LOOM_DTYPE_F16,  LOOM_DTYPE_BF16, LOOM_DTYPE_Q4_0,
-                                  LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K};
+                                  LOOM_DTYPE_Q5_0, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K};
     caps.n_weight_dtypes = uint32_t(std::size(weights));
     std::copy(std::begin(weights), std::end(weights), caps.weight_dtypes);
     const loom_dtype kv[] = {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_INT8_KV};

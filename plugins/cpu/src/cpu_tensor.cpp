@@ -2,6 +2,8 @@
 // every fast kernel is checked against.
 #include "cpu_tensor.h"
 
+#include <cstring>
+
 #include <algorithm>
 #include <cmath>
 
@@ -64,6 +66,7 @@ TypeLayout type_layout(loom_dtype type) {
     case LOOM_DTYPE_F16: return {1, 2};
     case LOOM_DTYPE_BF16: return {1, 2};
     case LOOM_DTYPE_Q4_0: return {LOOM_QK4_0, sizeof(loom_block_q4_0)};
+    case LOOM_DTYPE_Q5_0: return {LOOM_QK5_0, sizeof(loom_block_q5_0)};
     case LOOM_DTYPE_Q8_0: return {LOOM_QK8_0, sizeof(loom_block_q8_0)};
     case LOOM_DTYPE_Q4_K: return {LOOM_QK_K, sizeof(loom_block_q4_k)};
     case LOOM_DTYPE_Q6_K: return {LOOM_QK_K, sizeof(loom_block_q6_k)};
@@ -113,6 +116,7 @@ bool is_weight_dtype(loom_dtype type) {
     case LOOM_DTYPE_F16:
     case LOOM_DTYPE_BF16:
     case LOOM_DTYPE_Q4_0:
+    case LOOM_DTYPE_Q5_0:
     case LOOM_DTYPE_Q8_0:
     case LOOM_DTYPE_Q4_K:
     case LOOM_DTYPE_Q6_K: return true;
@@ -132,6 +136,20 @@ static void dequantize_q4_0(const loom_block_q4_0* blocks, float* y, int64_t n) 
     for (int j = 0; j < LOOM_QK4_0 / 2; j++) {
       y[j] = float((blocks[b].qs[j] & 0x0F) - 8) * d;
       y[j + LOOM_QK4_0 / 2] = float((blocks[b].qs[j] >> 4) - 8) * d;
+    }
+  }
+}
+
+static void dequantize_q5_0(const loom_block_q5_0* blocks, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / LOOM_QK5_0; b++, y += LOOM_QK5_0) {
+    const float d = half_to_float(blocks[b].d);
+    uint32_t qh;
+    std::memcpy(&qh, blocks[b].qh, 4);
+    for (int j = 0; j < LOOM_QK5_0 / 2; j++) {
+      const int lo = (blocks[b].qs[j] & 0x0F) | int(((qh >> j) & 1u) << 4);
+      const int hi = (blocks[b].qs[j] >> 4) | int(((qh >> (j + 16)) & 1u) << 4);
+      y[j] = float(lo - 16) * d;
+      y[j + LOOM_QK5_0 / 2] = float(hi - 16) * d;
     }
   }
 }
@@ -200,6 +218,7 @@ void dequantize_row(loom_dtype type, const void* row, float* out, int64_t n) {
       return;
     }
     case LOOM_DTYPE_Q4_0: dequantize_q4_0(static_cast<const loom_block_q4_0*>(row), out, n); return;
+    case LOOM_DTYPE_Q5_0: dequantize_q5_0(static_cast<const loom_block_q5_0*>(row), out, n); return;
     case LOOM_DTYPE_Q8_0: dequantize_q8_0(static_cast<const loom_block_q8_0*>(row), out, n); return;
     case LOOM_DTYPE_Q4_K: dequantize_q4_k(static_cast<const loom_block_q4_k*>(row), out, n); return;
     case LOOM_DTYPE_Q6_K: dequantize_q6_k(static_cast<const loom_block_q6_k*>(row), out, n); return;

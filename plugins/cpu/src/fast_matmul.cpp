@@ -24,6 +24,7 @@ struct MatmulPlan {
 MatmulPlan plan_for(loom_dtype type, int64_t n_in, const Kernels& k) {
   switch (type) {
     case LOOM_DTYPE_Q4_0: return {ActFormat::q8, k.dot_q4_0, size_t(n_in / 32) * sizeof(BlockQ8)};
+    case LOOM_DTYPE_Q5_0: return {ActFormat::q8, k.dot_q5_0, size_t(n_in / 32) * sizeof(BlockQ8)};
     case LOOM_DTYPE_Q8_0: return {ActFormat::q8, k.dot_q8_0, size_t(n_in / 32) * sizeof(BlockQ8)};
     case LOOM_DTYPE_Q4_K: return {ActFormat::q8k, k.dot_q4_k, size_t(n_in / 256) * sizeof(BlockQ8K)};
     case LOOM_DTYPE_Q6_K: return {ActFormat::q8k, k.dot_q6_k, size_t(n_in / 256) * sizeof(BlockQ8K)};

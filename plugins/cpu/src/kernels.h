@@ -8,9 +8,9 @@
 namespace loom::cpu {
 
 // Activation rows are quantized once per matmul into these (internal, never stored):
-struct BlockQ8 {  // for Q4_0 / Q8_0 weights: 32 values
+struct BlockQ8 {  // for Q4_0 / Q5_0 / Q8_0 weights: 32 values
   float d;        // scale
-  float s;        // d * sum(qs): lets Q4_0's "-8" offset be applied once per block
+  float s;        // d * sum(qs): lets Q4_0's "-8" and Q5_0's "-16" offsets be applied once per block
   int8_t qs[32];
 };
 struct BlockQ8K {  // for Q4_K / Q6_K weights: 256 values
@@ -29,7 +29,7 @@ struct Kernels {
   const char* name;
   void (*quantize_q8)(const float* x, BlockQ8* y, int64_t n);    // n multiple of 32
   void (*quantize_q8k)(const float* x, BlockQ8K* y, int64_t n);  // n multiple of 256
-  RowDotFn dot_q4_0, dot_q8_0, dot_q4_k, dot_q6_k;  // activations: BlockQ8 / BlockQ8K rows
+  RowDotFn dot_q4_0, dot_q5_0, dot_q8_0, dot_q4_k, dot_q6_k;  // activations: BlockQ8 / BlockQ8K rows
   RowDotFn dot_f16, dot_bf16, dot_f32;              // activations: float rows
   // Attention and element-wise helpers.
   float (*vdot_f32)(const float* a, const float* b, int64_t n);

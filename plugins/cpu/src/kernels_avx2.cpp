@@ -108,6 +108,42 @@ void dot_q4_0_t(int64_t n, const void* w, const void* x, size_t xs, float* out) 
   for (int j = 0; j < NX; j++) out[j] = hsum(acc[j]) - 8.0f * offset[j];
 }
 
+// Byte i of the result is 0x10 where bit i of the 32-bit mask is set: Q5_0's fifth bits, in the
+// same element order as unpack_nibbles_32.
+inline __m256i high_bits_32(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  // Broadcast the mask, send byte k/8 of it to lane k, then test bit k%8 of that byte.
+  const __m256i shuffle = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
+  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(int(bits)), shuffle);
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+template <int NX>
+void dot_q5_0_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
+  const auto* wb = static_cast<const loom_block_q5_0*>(w);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i sixteen = _mm256_set1_epi8(16);
+  __m256 acc[NX];
+  for (int j = 0; j < NX; j++) acc[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; b++) {
+    // Signed q - 16 in -16..15, then Q8_0's |q| x sign(y, q) trick: the integer dot product is exact,
+    // so no large offset is subtracted in floating point afterwards.
+    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles_32(wb[b].qs), high_bits_32(wb[b].qh)), sixteen);
+    const __m256i aq = _mm256_sign_epi8(q, q);
+    const float dw = h2f(wb[b].d);
+    for (int j = 0; j < NX; j++) {
+      const BlockQ8& yb = act_row<BlockQ8>(x, xs, j)[b];
+      const __m256i y = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(yb.qs)), q);
+      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, y), ones);
+      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * yb.d), sum_i32(p), acc[j]);
+    }
+  }
+  for (int j = 0; j < NX; j++) out[j] = hsum(acc[j]);
+}
+
 template <int NX>
 void dot_q8_0_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
   const auto* wb = static_cast<const loom_block_q8_0*>(w);
@@ -324,6 +360,7 @@ const Kernels kAvx2 = {"avx2",
                        quantize_q8,
                        quantize_q8k,
                        LOOM_TILED(dot_q4_0_t),
+                       LOOM_TILED(dot_q5_0_t),
                        LOOM_TILED(dot_q8_0_t),
                        LOOM_TILED(dot_q4_k_t),
                        LOOM_TILED(dot_q6_k_t),

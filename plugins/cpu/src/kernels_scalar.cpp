@@ -6,6 +6,8 @@
 #include "cpu_tensor.h"
 #include "kernels.h"
 
+#include <cstring>
+
 namespace loom::cpu {
 namespace {
 
@@ -49,6 +51,26 @@ void dot_q4_0(int64_t n, const void* w, const void* x, size_t xs, int n_x, float
       int isum = 0;
       for (int i = 0; i < 16; i++)
         isum += ((wb[b].qs[i] & 0xF) - 8) * yb[b].qs[i] + ((wb[b].qs[i] >> 4) - 8) * yb[b].qs[i + 16];
+      sum += half_to_float(wb[b].d) * yb[b].d * float(isum);
+    }
+    out[j] = sum;
+  }
+}
+
+void dot_q5_0(int64_t n, const void* w, const void* x, size_t xs, int n_x, float* out) {
+  const auto* wb = static_cast<const loom_block_q5_0*>(w);
+  for (int j = 0; j < n_x; j++) {
+    const BlockQ8* yb = act_row<BlockQ8>(x, xs, j);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 32; b++) {
+      uint32_t qh;
+      std::memcpy(&qh, wb[b].qh, 4);
+      int isum = 0;
+      for (int i = 0; i < 16; i++) {
+        const int lo = ((wb[b].qs[i] & 0xF) | int(((qh >> i) & 1u) << 4)) - 16;
+        const int hi = ((wb[b].qs[i] >> 4) | int(((qh >> (i + 16)) & 1u) << 4)) - 16;
+        isum += lo * yb[b].qs[i] + hi * yb[b].qs[i + 16];
+      }
       sum += half_to_float(wb[b].d) * yb[b].d * float(isum);
     }
     out[j] = sum;
@@ -175,7 +197,7 @@ void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = half_to_float(x[i]);
 }
 
-const Kernels kScalar = {"scalar", quantize_q8, quantize_q8k, dot_q4_0, dot_q8_0, dot_q4_k, dot_q6_k,
+const Kernels kScalar = {"scalar", quantize_q8, quantize_q8k, dot_q4_0, dot_q5_0, dot_q8_0, dot_q4_k, dot_q6_k,
                          dot_f16,  dot_bf16,    dot_f32,      vdot_f32, vdot_f16, vdot_i8,  axpy_f32,
                          axpy_f16, axpy_i8,     f32_to_f16,   f16_to_f32};
 
