@@ -10,7 +10,6 @@ namespace loom::cpu {
 // Activation rows are quantized once per matmul into these (internal, never stored):
 struct BlockQ8 {  // for Q4_0 / Q5_0 / Q8_0 weights: 32 values
   float d;        // scale
-  float s;        // d * sum(qs): lets Q4_0's "-8" and Q5_0's "-16" offsets be applied once per block
   int8_t qs[32];
 };
 struct BlockQ8K {  // for Q4_K / Q6_K weights: 256 values

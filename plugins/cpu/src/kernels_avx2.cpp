@@ -67,9 +67,8 @@ inline int quantize_32(const float* x, float id, int8_t* q) {
 void quantize_q8(const float* x, BlockQ8* y, int64_t n) {
   for (int64_t b = 0; b < n / 32; b++, x += 32) {
     const float d = block_amax(x, 32) / 127.0f;
-    const int sum = quantize_32(x, d > 0.0f ? 1.0f / d : 0.0f, y[b].qs);
+    quantize_32(x, d > 0.0f ? 1.0f / d : 0.0f, y[b].qs);
     y[b].d = d;
-    y[b].s = d * float(sum);
   }
 }
 
@@ -91,21 +90,23 @@ template <int NX>
 void dot_q4_0_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
   const auto* wb = static_cast<const loom_block_q4_0*>(w);
   const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i eight = _mm256_set1_epi8(8);
   __m256 acc[NX];
-  float offset[NX];
-  for (int j = 0; j < NX; j++) acc[j] = _mm256_setzero_ps(), offset[j] = 0.0f;
+  for (int j = 0; j < NX; j++) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 32; b++) {
-    const __m256i q = unpack_nibbles_32(wb[b].qs);  // unsigned 0..15; the -8 comes via BlockQ8::s
+    // Signed q - 8, then |q| x sign(y, q): the integer dot product is exact, so no large offset is
+    // subtracted in floating point afterwards (that cancellation costs accuracy).
+    const __m256i q = _mm256_sub_epi8(unpack_nibbles_32(wb[b].qs), eight);
+    const __m256i aq = _mm256_sign_epi8(q, q);
     const float dw = h2f(wb[b].d);
     for (int j = 0; j < NX; j++) {
       const BlockQ8& yb = act_row<BlockQ8>(x, xs, j)[b];
-      const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(yb.qs));
-      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), ones);
+      const __m256i y = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(yb.qs)), q);
+      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, y), ones);
       acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * yb.d), sum_i32(p), acc[j]);
-      offset[j] += dw * yb.s;
     }
   }
-  for (int j = 0; j < NX; j++) out[j] = hsum(acc[j]) - 8.0f * offset[j];
+  for (int j = 0; j < NX; j++) out[j] = hsum(acc[j]);
 }
 
 // Byte i of the result is 0x10 where bit i of the 32-bit mask is set: Q5_0's fifth bits, in the

@@ -16,10 +16,8 @@ void quantize_q8(const float* x, BlockQ8* y, int64_t n) {
     float amax = 0.0f;
     for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(x[i]));
     const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
-    int sum = 0;
-    for (int i = 0; i < 32; i++) sum += y[b].qs[i] = int8_t(std::nearbyint(x[i] * id));
+    for (int i = 0; i < 32; i++) y[b].qs[i] = int8_t(std::nearbyint(x[i] * id));
     y[b].d = d;
-    y[b].s = d * float(sum);
   }
 }
 
