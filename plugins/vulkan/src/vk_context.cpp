@@ -117,6 +117,15 @@ Context::Context(const ContextOptions& options) {
     const VkSubgroupFeatureFlags needed = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
     use_subgroups_ = options.allow_subgroups && (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                      (subgroup.supportedOperations & needed) == needed;
+    subgroup_size_ = std::max<uint32_t>(1, subgroup.subgroupSize);
+    matvec_ = options.matvec;
+    if (matvec_ == MatvecLayout::automatic) {
+      // On a CPU device a subgroup is one SIMD register and a lane-varying load costs a scalar load
+      // per lane, so rows per invocation (uniform x reads) beat rows per subgroup there.
+      if (properties_.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) matvec_ = MatvecLayout::invocation;
+      else matvec_ = use_subgroups_ ? MatvecLayout::subgroup : MatvecLayout::workgroup;
+    }
+    if (matvec_ == MatvecLayout::subgroup && !use_subgroups_) matvec_ = MatvecLayout::workgroup;
     VkPhysicalDeviceFeatures features{};
     vkGetPhysicalDeviceFeatures(physical_, &features);
     has_float64_ = features.shaderFloat64 == VK_TRUE;

@@ -32,11 +32,21 @@ struct MemoryBlock {
   uint64_t size = 0;  // bytes of the VkBuffer (the requested size rounded up)
 };
 
+// How MATMUL computes few-token products (see matvec.comp).
+enum class MatvecLayout {
+  automatic,     // invocation on CPU devices, subgroup where subgroup arithmetic is reported, else workgroup
+  invocation,    // one output row per invocation (matvec.comp)
+  subgroup,      // one output row per subgroup, subgroupAdd reduction (matvec.comp, ROW_PER_SUBGROUP);
+                 // workgroup where subgroup arithmetic is not available
+  workgroup,     // one output row per workgroup, shared-memory reduction (matmul.comp)
+};
+
 struct ContextOptions {
   int64_t device_index = -1;  // -1: first device (or the first matching device_name)
   std::string device_name;    // substring match, case-sensitive
   bool allow_subgroups = true;
   bool allow_host_visible = true;  // direct mapped access to HOST_VISIBLE|DEVICE_LOCAL memory
+  MatvecLayout matvec = MatvecLayout::automatic;
 };
 
 class Context {
@@ -66,7 +76,11 @@ class Context {
   const VkPhysicalDeviceProperties& properties() const { return properties_; }
   const std::string& name() const { return name_; }
   bool use_subgroups() const { return use_subgroups_; }
+  // Invocations per subgroup as reported by the device (lavapipe: 8, NVIDIA: 32, AMD: 64).
+  uint32_t subgroup_size() const { return subgroup_size_; }
   bool has_float64() const { return has_float64_; }
+  // The few-token MATMUL layout in effect (never `automatic`).
+  MatvecLayout matvec_layout() const { return matvec_; }
   uint64_t memory_total() const { return memory_total_; }
   uint64_t max_binding_range() const { return properties_.limits.maxStorageBufferRange; }
   uint64_t binding_alignment() const { return properties_.limits.minStorageBufferOffsetAlignment; }
@@ -84,6 +98,8 @@ class Context {
   VkPhysicalDeviceMemoryProperties memory_properties_{};
   std::string name_;
   bool use_subgroups_ = false;
+  uint32_t subgroup_size_ = 1;
+  MatvecLayout matvec_ = MatvecLayout::workgroup;
   bool has_float64_ = false;
   bool device_host_visible_ = false;
   uint64_t memory_total_ = 0;

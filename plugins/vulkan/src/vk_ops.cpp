@@ -99,7 +99,20 @@ void record_matmul(Context& ctx, Stream& s, const OpArgs& a) {
   const Tensor &w = a.src[0], &x = a.src[1], &d = a.dst;
   const int64_t n_out = w.ne[1], n_tok = x.n_rows();
   const Bound bx = bind(ctx, x, "src1 (x)"), bd = bind(ctx, d, "dst");
-  const std::string shader = variant(ctx, "matmul_" + weight_suffix(w.dtype));
+  // matvec.comp (64 invocations per workgroup, 1 or 4 tokens per pass) with one row per invocation
+  // or per subgroup; matmul.comp (one row per workgroup, 8 tokens per pass) otherwise.
+  const MatvecLayout layout = ctx.matvec_layout();
+  const uint64_t tokens_per_pass = n_tok == 1 ? 1 : 4;
+  std::string shader = (n_tok == 1 ? "matvec1_" : "matvec_") + weight_suffix(w.dtype);
+  uint64_t rows_per_group = 64, tokens_per_group = tokens_per_pass;
+  if (layout == MatvecLayout::subgroup) {
+    shader += "_sg";
+    rows_per_group = std::max<uint64_t>(1, 64 / ctx.subgroup_size());
+  } else if (layout == MatvecLayout::workgroup) {
+    shader = variant(ctx, "matmul_" + weight_suffix(w.dtype));
+    rows_per_group = 1;
+    tokens_per_group = 8;
+  }
   const int64_t window = rows_per_window(ctx, w);
   for (int64_t r0 = 0; r0 < n_out; r0 += window) {
     const int64_t n_rows = std::min(window, n_out - r0);
@@ -114,7 +127,7 @@ void record_matmul(Context& ctx, Stream& s, const OpArgs& a) {
     p.u(bx.rel).u(x.nb[1]).u(x.nb[2]).u(x.nb[3]);
     p.u(bd.rel + uint64_t(r0) * 4).u(d.nb[1]).u(d.nb[2]).u(d.nb[3]);
     p.u(x.ne[1]).u(x.ne[2]).u(w.ne[0]).u(n_rows).u(n_tok);
-    s.dispatch(shader, bindings, p.w, p.bytes(), uint64_t(n_rows), ceil_div(uint64_t(n_tok), 8));
+    s.dispatch(shader, bindings, p.w, p.bytes(), ceil_div(uint64_t(n_rows), rows_per_group), ceil_div(uint64_t(n_tok), tokens_per_group));
   }
 }
 

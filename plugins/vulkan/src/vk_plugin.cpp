@@ -128,6 +128,12 @@ loom_status create(const loom_host_services* host, const char* config_json, loom
     options.device_name = json_string(config, "device_name").value_or("");
     options.allow_subgroups = json_bool(config, "subgroups").value_or(true);
     options.allow_host_visible = json_bool(config, "host_visible").value_or(true);
+    const std::string matvec = json_string(config, "matvec").value_or("auto");
+    if (matvec == "auto") options.matvec = MatvecLayout::automatic;
+    else if (matvec == "invocation") options.matvec = MatvecLayout::invocation;
+    else if (matvec == "subgroup") options.matvec = MatvecLayout::subgroup;
+    else if (matvec == "workgroup") options.matvec = MatvecLayout::workgroup;
+    else invalid("config_json: \"matvec\" must be \"auto\", \"invocation\", \"subgroup\" or \"workgroup\", not \"" + matvec + "\"");
     auto backend = std::make_unique<loom_backend>();
     backend->host = host;
     backend->ctx = std::make_unique<Context>(options);
