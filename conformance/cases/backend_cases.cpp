@@ -142,6 +142,24 @@ std::vector<Case> row_op_cases() {
       compare_with_reference(ctx, LOOM_OP_UNARY, {f32_tensor(random_floats(rng, 300, -6, 6), 100, 3)},
                              zero_tensor(LOOM_DTYPE_F32, 100, 3), &p, kRowOpTolerance, "UNARY " + std::to_string(act));
     });
+    // Saturation: vector forms built on exp() must saturate, not overflow to inf/NaN, far out. The
+    // error is normalised by the largest output, so each group holds outputs of one magnitude: the
+    // far-negative group's outputs are all ~0, where any leak (say -0.9 for -3e38) fails.
+    add("unary." + name + ".large_inputs", [act](CaseContext& ctx, std::mt19937& rng) {
+      const loom_glu_params p{sizeof(loom_glu_params), act};
+      std::vector<float> moderate = random_floats(rng, 200, -120, 120);
+      for (float edge : {0.0f, -0.0f, 88.0f, -88.0f}) moderate.push_back(edge);
+      // 20 values each, so vector kernels see them in full vectors, not only in their scalar tails.
+      std::vector<float> far_negative, far_positive;
+      for (float v : {3e38f, 1e30f, 1e4f, 500.0f, 200.0f}) {
+        for (float scale : {1.0f, 0.9f, 0.75f, 0.5f}) far_negative.push_back(-v * scale), far_positive.push_back(v * scale);
+      }
+      for (const std::vector<float>* x : std::vector<const std::vector<float>*>{&moderate, &far_negative, &far_positive}) {
+        const int64_t n = int64_t(x->size());
+        compare_with_reference(ctx, LOOM_OP_UNARY, std::vector<HostTensor>{f32_tensor(*x, n)}, zero_tensor(LOOM_DTYPE_F32, n), &p, kRowOpTolerance,
+                               "UNARY " + std::to_string(act) + " large inputs");
+      }
+    });
   }
   for (loom_rope_mode mode : {LOOM_ROPE_NORMAL, LOOM_ROPE_NEOX}) {
     for (uint32_t n_dims : {64u, 32u}) {

@@ -17,20 +17,20 @@ enum class ActFormat { q8, q8k, f32 };
 
 struct MatmulPlan {
   ActFormat format;
-  RowDotFn dot;
+  WeightKernels dot;
   size_t act_row_bytes;
 };
 
 MatmulPlan plan_for(loom_dtype type, int64_t n_in, const Kernels& k) {
   switch (type) {
-    case LOOM_DTYPE_Q4_0: return {ActFormat::q8, k.dot_q4_0, size_t(n_in / 32) * sizeof(BlockQ8)};
-    case LOOM_DTYPE_Q5_0: return {ActFormat::q8, k.dot_q5_0, size_t(n_in / 32) * sizeof(BlockQ8)};
-    case LOOM_DTYPE_Q8_0: return {ActFormat::q8, k.dot_q8_0, size_t(n_in / 32) * sizeof(BlockQ8)};
-    case LOOM_DTYPE_Q4_K: return {ActFormat::q8k, k.dot_q4_k, size_t(n_in / 256) * sizeof(BlockQ8K)};
-    case LOOM_DTYPE_Q6_K: return {ActFormat::q8k, k.dot_q6_k, size_t(n_in / 256) * sizeof(BlockQ8K)};
-    case LOOM_DTYPE_F16: return {ActFormat::f32, k.dot_f16, size_t(n_in) * 4};
-    case LOOM_DTYPE_BF16: return {ActFormat::f32, k.dot_bf16, size_t(n_in) * 4};
-    case LOOM_DTYPE_F32: return {ActFormat::f32, k.dot_f32, size_t(n_in) * 4};
+    case LOOM_DTYPE_Q4_0: return {ActFormat::q8, k.q4_0, size_t(n_in / 32) * sizeof(BlockQ8)};
+    case LOOM_DTYPE_Q5_0: return {ActFormat::q8, k.q5_0, size_t(n_in / 32) * sizeof(BlockQ8)};
+    case LOOM_DTYPE_Q8_0: return {ActFormat::q8, k.q8_0, size_t(n_in / 32) * sizeof(BlockQ8)};
+    case LOOM_DTYPE_Q4_K: return {ActFormat::q8k, k.q4_k, size_t(n_in / 256) * sizeof(BlockQ8K)};
+    case LOOM_DTYPE_Q6_K: return {ActFormat::q8k, k.q6_k, size_t(n_in / 256) * sizeof(BlockQ8K)};
+    case LOOM_DTYPE_F16: return {ActFormat::f32, k.f16, size_t(n_in) * 4};
+    case LOOM_DTYPE_BF16: return {ActFormat::f32, k.bf16, size_t(n_in) * 4};
+    case LOOM_DTYPE_F32: return {ActFormat::f32, k.f32, size_t(n_in) * 4};
     default: unsupported(std::string("MATMUL: weight dtype ") + dtype_name(type) + " has no fast kernel");
   }
 }
@@ -66,6 +66,14 @@ void fast_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   const int64_t l2_rows = std::max<int64_t>(1, int64_t((64u << 10) / std::max<uint64_t>(w_row_bytes, 1)));
   const int64_t rows = std::min<int64_t>(chunk_size(n_out, pool.size(), 4), n_tok > 1 ? std::max<int64_t>(l2_rows, 4) : 1 << 30);
   const int64_t n_chunks = (n_out + rows - 1) / rows;
+  if (n_tok == 1 && dst.nb[0] == sizeof(float)) {  // decode: row-range kernel, straight into dst
+    float* out = dst.frow(0);
+    pool.parallel_for(n_chunks, [&](int64_t chunk, int) {
+      const int64_t r0 = chunk * rows, r1 = std::min(n_out, r0 + rows);
+      plan.dot.rows(n_in, w.at(r0), size_t(w.nb[1]), r1 - r0, act.data(), out + r0);
+    });
+    return;
+  }
   const bool dst_contiguous = dst.ne[2] == 1 && dst.ne[3] == 1;
   pool.parallel_for(n_chunks, [&](int64_t chunk, int) {
     const int64_t r0 = chunk * rows, r1 = std::min(n_out, r0 + rows);
@@ -74,7 +82,7 @@ void fast_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
       const int n_x = int(std::min<int64_t>(kMaxTile, n_tok - t0));
       const uint8_t* xt = act.data() + size_t(t0) * stride;
       for (int64_t r = r0; r < r1; r++) {
-        plan.dot(n_in, w.at(r), xt, stride, n_x, out);
+        plan.dot.tile(n_in, w.at(r), xt, stride, n_x, out);
         for (int j = 0; j < n_x; j++) {
           float* d = dst_contiguous ? reinterpret_cast<float*>(dst.data + uint64_t(t0 + j) * dst.nb[1]) : dst.frow(t0 + j);
           d[r] = out[j];

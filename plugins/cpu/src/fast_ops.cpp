@@ -121,13 +121,14 @@ void rope(const OpArgs& a, ThreadPool& pool) {
   });
 }
 
-void glu(const OpArgs& a, ThreadPool& pool, bool gated) {
+void glu(const OpArgs& a, ThreadPool& pool, const Kernels& k, bool gated) {
   const loom_activation act = a.params.activation;
   const int64_t n = a.src[0].ne[0];
   for_rows(pool, a.src[0].n_rows(), n, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
       const float* g = a.src[0].frow(r);
       float* out = a.dst.frow(r);
+      if (k.activation_row(act, g, gated ? a.src[1].frow(r) : nullptr, out, n)) continue;
       if (gated) {
         const float* u = a.src[1].frow(r);
         for (int64_t i = 0; i < n; i++) out[i] = activation_value(act, g[i]) * u[i];
@@ -197,8 +198,8 @@ void FastOps::run(const OpArgs& a) {
     case LOOM_OP_SCALE: return scale(a, pool);
     case LOOM_OP_RMS_NORM: return rms_norm(a, pool);
     case LOOM_OP_ROPE: return rope(a, pool);
-    case LOOM_OP_GLU: return glu(a, pool, true);
-    case LOOM_OP_UNARY: return glu(a, pool, false);
+    case LOOM_OP_GLU: return glu(a, pool, *kernels_, true);
+    case LOOM_OP_UNARY: return glu(a, pool, *kernels_, false);
     case LOOM_OP_COPY: return copy(a, pool, *kernels_);
     case LOOM_OP_SOFTMAX: return softmax(a, pool);
     case LOOM_OP_STORE_KV: return fast_store_kv(a, pool, *kernels_);

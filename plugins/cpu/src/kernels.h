@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "loom/backend.h"
+
 namespace loom::cpu {
 
 // Activation rows are quantized once per matmul into these (internal, never stored):
@@ -24,12 +26,22 @@ inline constexpr int kMaxTile = 4;  // tokens a matmul kernel processes per pass
 // starts at x + j * x_stride bytes and is in the format the weight type asks for (see ActFormat).
 using RowDotFn = void (*)(int64_t n, const void* w, const void* x, size_t x_stride, int n_x, float* out);
 
+// The decode path (one activation row x): out[r] = dot(weight row r, x) for r < n_rows, weight rows
+// w_stride bytes apart. One call per chunk of rows rather than per row, so the kernel can prefetch
+// the rows it reads next and nothing is dispatched per row.
+using RowsDotFn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x, float* out);
+
+struct WeightKernels {
+  RowDotFn tile;   // one weight row x up to kMaxTile activation rows (prefill, batches)
+  RowsDotFn rows;  // many weight rows x one activation row (decode at batch 1)
+};
+
 struct Kernels {
   const char* name;
   void (*quantize_q8)(const float* x, BlockQ8* y, int64_t n);    // n multiple of 32
   void (*quantize_q8k)(const float* x, BlockQ8K* y, int64_t n);  // n multiple of 256
-  RowDotFn dot_q4_0, dot_q5_0, dot_q8_0, dot_q4_k, dot_q6_k;  // activations: BlockQ8 / BlockQ8K rows
-  RowDotFn dot_f16, dot_bf16, dot_f32;              // activations: float rows
+  WeightKernels q4_0, q5_0, q8_0, q4_k, q6_k;  // activations: BlockQ8 / BlockQ8K rows
+  WeightKernels f16, bf16, f32;                 // activations: float rows
   // Attention and element-wise helpers.
   float (*vdot_f32)(const float* a, const float* b, int64_t n);
   float (*vdot_f16)(const uint16_t* a, const float* b, int64_t n);
@@ -39,6 +51,9 @@ struct Kernels {
   void (*axpy_i8)(float a, const int8_t* x, float* y, int64_t n);
   void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
   void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
+  // out = act(g) * u (u may be null) for one row; false (nothing written) when the table has no
+  // vector form of `act` and the caller must use the scalar activation.
+  bool (*activation_row)(loom_activation act, const float* g, const float* u, float* out, int64_t n);
 };
 
 const Kernels& scalar_kernels();

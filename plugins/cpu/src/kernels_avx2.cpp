@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "activation.h"
 #include "cpu_tensor.h"
 
 namespace loom::cpu {
@@ -306,8 +307,28 @@ void tile_dispatch(int64_t n, const void* w, const void* x, size_t xs, int n_x, 
     default: return F4(n, w, x, xs, out);
   }
 }
-#define LOOM_TILED(fn) tile_dispatch<fn<1>, fn<2>, fn<3>, fn<4>>
-#define LOOM_TILED_F(L) tile_dispatch<dot_float_t<L, 1>, dot_float_t<L, 2>, dot_float_t<L, 3>, dot_float_t<L, 4>>
+
+// The decode path: the single-row kernel inlined into a loop over rows, prefetching the row
+// kPrefetchRows ahead. The hardware prefetcher follows a stream only within a 4 KiB page, and a
+// chunk of short rows crosses pages every few rows; asking for the next rows early keeps enough
+// cache-line fills in flight to run at memory bandwidth rather than at memory latency.
+constexpr int64_t kPrefetchRows = 4;
+
+template <void (*Dot)(int64_t, const void*, const void*, size_t, float*)>
+void rows_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x, float* out) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  for (int64_t r = 0; r < n_rows; r++) {
+    if (r + kPrefetchRows < n_rows) {
+      const uint8_t* ahead = p + size_t(r + kPrefetchRows) * w_stride;
+      for (size_t off = 0; off < w_stride; off += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
+    }
+    Dot(n, p + size_t(r) * w_stride, x, 0, out + r);
+  }
+}
+
+#define LOOM_TILED(fn) WeightKernels{tile_dispatch<fn<1>, fn<2>, fn<3>, fn<4>>, rows_dot<fn<1>>}
+#define LOOM_TILED_F(L) \
+  WeightKernels{tile_dispatch<dot_float_t<L, 1>, dot_float_t<L, 2>, dot_float_t<L, 3>, dot_float_t<L, 4>>, rows_dot<dot_float_t<L, 1>>}
 
 // ---- attention / element-wise helpers ------------------------------------------------------------------
 template <typename L>
@@ -375,7 +396,8 @@ const Kernels kAvx2 = {"avx2",
                        axpy_f16,
                        axpy_i8,
                        f32_to_f16,
-                       f16_to_f32};
+                       f16_to_f32,
+                       activation_row_avx2};
 
 }  // namespace
 

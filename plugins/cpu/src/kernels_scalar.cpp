@@ -195,9 +195,35 @@ void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = half_to_float(x[i]);
 }
 
-const Kernels kScalar = {"scalar", quantize_q8, quantize_q8k, dot_q4_0, dot_q5_0, dot_q8_0, dot_q4_k, dot_q6_k,
-                         dot_f16,  dot_bf16,    dot_f32,      vdot_f32, vdot_f16, vdot_i8,  axpy_f32,
-                         axpy_f16, axpy_i8,     f32_to_f16,   f16_to_f32};
+bool no_activation_row(loom_activation, const float*, const float*, float*, int64_t) { return false; }
+
+// The decode path in portable code: one tile-of-one call per row.
+template <RowDotFn Dot>
+void rows_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x, float* out) {
+  for (int64_t r = 0; r < n_rows; r++) Dot(n, static_cast<const uint8_t*>(w) + size_t(r) * w_stride, x, 0, 1, out + r);
+}
+#define LOOM_WEIGHT(fn) WeightKernels{fn, rows_dot<fn>}
+
+const Kernels kScalar = {"scalar",
+                         quantize_q8,
+                         quantize_q8k,
+                         LOOM_WEIGHT(dot_q4_0),
+                         LOOM_WEIGHT(dot_q5_0),
+                         LOOM_WEIGHT(dot_q8_0),
+                         LOOM_WEIGHT(dot_q4_k),
+                         LOOM_WEIGHT(dot_q6_k),
+                         LOOM_WEIGHT(dot_f16),
+                         LOOM_WEIGHT(dot_bf16),
+                         LOOM_WEIGHT(dot_f32),
+                         vdot_f32,
+                         vdot_f16,
+                         vdot_i8,
+                         axpy_f32,
+                         axpy_f16,
+                         axpy_i8,
+                         f32_to_f16,
+                         f16_to_f32,
+                         no_activation_row};
 
 }  // namespace
 

@@ -1,0 +1,14 @@
+// Row-wise GLU activations with a vectorised fast path.
+#pragma once
+
+#include <cstdint>
+
+#include "loom/backend.h"
+
+namespace loom::cpu {
+
+// out[i] = act(g[i]) * u[i] (u == nullptr: act(g[i])) with AVX2/FMA when the activation has a
+// vector form (SiLU, tanh-GELU); returns false, writing nothing, when it has not.
+bool activation_row_avx2(loom_activation act, const float* g, const float* u, float* out, int64_t n);
+
+}  // namespace loom::cpu
