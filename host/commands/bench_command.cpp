@@ -1,6 +1,7 @@
 // `loom bench`: prefill (pp) and decode (tg) speed of a model through the engine, decode throughput
 // at several batch sizes, each set against a limit measured in the same run: the machine's memory
 // read bandwidth for decode, and the backend's reference kernels for prefill.
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iomanip>
@@ -28,6 +29,7 @@ struct BenchOptions {
   int64_t threads = 0;
   int n_prompt = 512;
   int n_gen = 128;
+  int rounds = 5;  // decode rounds, each compared with the bandwidth measured around it
   std::vector<int> batches = {1, 4, 16};
   int reference_tokens = 16;  // prefill tokens for the reference-kernel comparison (0 = skip)
   std::string json_path;
@@ -78,6 +80,29 @@ RunResult run_requests(Engine& engine, int batch, int n_prompt, int n_gen, uint3
   return result;
 }
 
+struct DecodeRound {
+  double tokens_per_s;
+  double bandwidth;  // bytes/s, mean of the probes before and after the round
+  double fraction;   // tokens_per_s x bytes per token / bandwidth
+};
+
+// Batch-1 decode in rounds, each between two bandwidth probes; the rounds come back sorted by
+// fraction, so the middle one is the median.
+std::vector<DecodeRound> decode_rounds(Engine& engine, ReadBandwidthProbe& probe, int rounds, int n_gen,
+                                       uint64_t bytes_per_token) {
+  std::vector<DecodeRound> result;
+  double before = probe.measure();
+  for (int r = 0; r < rounds; ++r) {
+    RunResult tg = run_requests(engine, 1, 16, n_gen, 20 + static_cast<uint32_t>(r));
+    const double after = probe.measure();
+    const double tps = (n_gen - 1) / tg.decode_seconds, bandwidth = (before + after) / 2;
+    result.push_back({tps, bandwidth, tps * static_cast<double>(bytes_per_token) / bandwidth});
+    before = after;
+  }
+  std::sort(result.begin(), result.end(), [](const DecodeRound& a, const DecodeRound& b) { return a.fraction < b.fraction; });
+  return result;
+}
+
 // Prefill tokens/s of the backend's reference kernels vs its fast kernels, on the same prompt.
 std::pair<double, double> reference_comparison(const Config& config, const std::filesystem::path& model_path,
                                                const std::string& backend_name, int n_tokens, int64_t threads) {
@@ -108,10 +133,12 @@ int run_bench(const CommandArgs& args) {
     };
     if (a == "--help" || a == "-h") {
       std::cout << "usage: loom bench [--model F] [--backend NAME] [--threads N] [--pp N] [--tg N]\n"
-                   "                  [--batch 1,4,16] [--reference-tokens N] [--json FILE] [--config FILE]\n\n"
+                   "                  [--rounds N] [--batch 1,4,16] [--reference-tokens N] [--json FILE] [--config FILE]\n\n"
                    "Prefill (pp) and decode (tg) tokens/s through the engine, decode throughput per batch size,\n"
                    "the fraction of the measured memory bandwidth decode achieves, and the fast kernels' prefill\n"
-                   "speed against the backend's reference kernels (--reference-tokens 0 skips it).\n";
+                   "speed against the backend's reference kernels (--reference-tokens 0 skips it).\n\n"
+                   "Decode runs in --rounds rounds (default 5) of --tg tokens, each between two measurements of the\n"
+                   "memory bandwidth, and reports the median round: on a shared machine the bandwidth drifts.\n";
       return 0;
     } else if (a == "--model" || a == "-m") {
       o.model = value();
@@ -123,6 +150,8 @@ int run_bench(const CommandArgs& args) {
       o.n_prompt = std::stoi(value());
     } else if (a == "--tg") {
       o.n_gen = std::stoi(value());
+    } else if (a == "--rounds") {
+      o.rounds = std::stoi(value());
     } else if (a == "--reference-tokens") {
       o.reference_tokens = std::stoi(value());
     } else if (a == "--json") {
@@ -141,7 +170,8 @@ int run_bench(const CommandArgs& args) {
       return 2;
     }
   }
-  if (o.n_prompt < 1 || o.n_gen < 2) throw std::runtime_error("--pp must be >= 1 and --tg >= 2");
+  if (o.n_prompt < 1 || o.n_gen < 2 || o.rounds < 1)
+    throw std::runtime_error("--pp must be >= 1, --tg >= 2 and --rounds >= 1");
 
   Config config = host.load_config();
   if (!o.backend.empty()) config.backend.name = o.backend;
@@ -156,8 +186,7 @@ int run_bench(const CommandArgs& args) {
   const int threads = static_cast<int>(config.backend.threads > 0 ? config.backend.threads
                                                                    : std::thread::hardware_concurrency());
 
-  std::cerr << "measuring memory bandwidth (" << threads << " threads)...\n";
-  const BandwidthResult bandwidth = measure_read_bandwidth(threads);
+  ReadBandwidthProbe probe(threads);
 
   Engine engine(config, model_path);
   const auto& file = engine.gguf();
@@ -172,10 +201,13 @@ int run_bench(const CommandArgs& args) {
   run_requests(engine, 1, 8, 2, 1);  // warm-up: first-touch of weights and scratch buffers
   RunResult pp = run_requests(engine, 1, o.n_prompt, 2, 10);
   const double pp_tps = o.n_prompt / pp.prefill_seconds;
-  std::cerr << "tg" << o.n_gen << "...\n";
-  RunResult tg = run_requests(engine, 1, 16, o.n_gen, 20);
-  const double tg_tps = (o.n_gen - 1) / tg.decode_seconds;
-  const double fraction = tg_tps * static_cast<double>(weight_bytes) / bandwidth.bytes_per_second;
+  std::cerr << "tg" << o.n_gen << " x " << o.rounds << " rounds, each between memory bandwidth probes...\n";
+  const std::vector<DecodeRound> rounds = decode_rounds(engine, probe, o.rounds, o.n_gen, weight_bytes);
+  const DecodeRound& median = rounds[rounds.size() / 2];
+  const double tg_tps = median.tokens_per_s, fraction = median.fraction;
+  nlohmann::json round_list = nlohmann::json::array();
+  for (const auto& r : rounds)
+    round_list.push_back({{"tokens_per_s", r.tokens_per_s}, {"bandwidth_gb_s", r.bandwidth / 1e9}, {"bandwidth_fraction", r.fraction}});
 
   nlohmann::json batches = nlohmann::json::array();
   for (int b : o.batches) {
@@ -198,10 +230,10 @@ int run_bench(const CommandArgs& args) {
       {"backend", engine.info().backend_name},
       {"device", engine.info().device_name},
       {"threads", threads},
-      {"memory_bandwidth_gb_s", bandwidth.bytes_per_second / 1e9},
+      {"memory_bandwidth_gb_s", median.bandwidth / 1e9},
       {"weight_bytes_per_token", weight_bytes},
       {"pp", {{"tokens", o.n_prompt}, {"tokens_per_s", pp_tps}}},
-      {"tg", {{"tokens", o.n_gen}, {"tokens_per_s", tg_tps}, {"bandwidth_fraction", fraction}}},
+      {"tg", {{"tokens", o.n_gen}, {"tokens_per_s", tg_tps}, {"bandwidth_fraction", fraction}, {"rounds", round_list}}},
       {"batched_decode", batches},
       {"prefill_vs_reference", reference}};
   auto stats = engine.stats();
@@ -212,10 +244,12 @@ int run_bench(const CommandArgs& args) {
   std::cout << std::fixed << std::setprecision(2);
   std::cout << "model      " << model_path.filename().string() << " on " << engine.info().backend_name << " ("
             << engine.info().device_name << "), " << threads << " threads\n";
-  std::cout << "bandwidth  " << bandwidth.bytes_per_second / 1e9 << " GB/s measured (read, " << threads << " threads)\n";
+  std::cout << "bandwidth  " << median.bandwidth / 1e9 << " GB/s measured around the median round (read, " << threads
+            << " threads; " << rounds.front().bandwidth / 1e9 << "-" << rounds.back().bandwidth / 1e9 << " over the rounds)\n";
   std::cout << "pp" << o.n_prompt << "      " << pp_tps << " tokens/s\n";
   std::cout << "tg" << o.n_gen << "      " << tg_tps << " tokens/s  = " << weight_bytes / 1e6 << " MB/token x "
-            << tg_tps << " = " << 100.0 * fraction << "% of measured bandwidth\n";
+            << tg_tps << " = " << 100.0 * fraction << "% of measured bandwidth (median of " << rounds.size()
+            << " rounds: " << 100.0 * rounds.front().fraction << "-" << 100.0 * rounds.back().fraction << "%)\n";
   for (const auto& b : batches) {
     std::cout << "batch " << std::setw(3) << b["batch"].get<int>() << "  " << b["decode_tokens_per_s"].get<double>()
               << " tokens/s (" << b["speedup_vs_batch1"].get<double>() << "x batch 1)\n";
