@@ -1,6 +1,7 @@
 // The plugin's ABI edge: loom_plugin_query, the loom_backend_i table, buffers, streams and copies.
 // Every slot catches every exception and turns it into a status plus a last_error message.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <new>
@@ -12,6 +13,7 @@
 #include "flat_json.h"
 #include "fast_ops.h"
 #include "loom/loom.h"
+#include "op_profile.h"
 #include "op_validation.h"
 #include "reference_ops.h"
 
@@ -20,6 +22,7 @@ struct loom_backend {
   const loom_host_services* host = nullptr;
   bool reference = false;
   std::unique_ptr<loom::cpu::FastOps> fast;  // null in reference mode
+  std::unique_ptr<loom::cpu::OpProfile> profile;  // only with LOOM_CPU_PROFILE set
   std::string device_name;
 };
 
@@ -115,6 +118,7 @@ loom_status create(const loom_host_services* host, const char* config_json, loom
     auto backend = std::make_unique<loom_backend>();
     backend->host = host;
     backend->reference = json_bool(config, "reference").value_or(false);
+    if (OpProfile::enabled_by_environment()) backend->profile = std::make_unique<OpProfile>();
     const long long hw = std::max(1u, std::thread::hardware_concurrency());
     const long long threads = json_int(config, "threads").value_or(hw);
     if (threads < 1 || threads > 1024) invalid("config_json: \"threads\" must be in [1, 1024], got " + std::to_string(threads));
@@ -143,6 +147,7 @@ loom_status create(const loom_host_services* host, const char* config_json, loom
 }
 
 void destroy(loom_backend_t* backend) {
+  if (backend != nullptr && backend->profile) backend->profile->print();
   t_last_error.erase(backend);
   delete backend;
 }
@@ -260,8 +265,10 @@ loom_status run_ops(loom_backend_t* backend, loom_stream_t*, const loom_op* ops,
   try {
     for (; index < n_ops; index++) {
       const OpArgs args = resolve_op(ops[index], /*need_buffers=*/true);
+      const auto start = std::chrono::steady_clock::now();
       if (backend->reference) run_reference_op(args);
       else backend->fast->run(args);
+      if (backend->profile) backend->profile->add(args, std::chrono::steady_clock::now() - start);
     }
     return LOOM_STATUS_OK;
   } catch (const OpError& e) {
