@@ -122,13 +122,13 @@ loom_status create(const loom_host_services* host, const char* config_json, loom
     const long long hw = std::max(1u, std::thread::hardware_concurrency());
     const long long threads = json_int(config, "threads").value_or(hw);
     if (threads < 1 || threads > 1024) invalid("config_json: \"threads\" must be in [1, 1024], got " + std::to_string(threads));
-    const auto simd = config.find("simd");  // "auto" (default) or "scalar"
-    const bool allow_simd = simd == config.end() || simd->second != "scalar";
+    const auto simd = config.find("simd");  // "auto" (default), "avx512", "avx2" or "scalar"
+    const std::string simd_level = simd == config.end() ? "auto" : simd->second;
     std::ostringstream name;
     if (backend->reference) {
       name << "CPU reference (plain loops, 1 thread)";
     } else {
-      backend->fast = std::make_unique<FastOps>(int(threads), allow_simd);
+      backend->fast = std::make_unique<FastOps>(int(threads), simd_level);
       name << "CPU (" << backend->fast->isa_name() << ", " << backend->fast->n_threads() << " threads)";
     }
     backend->device_name = name.str();

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "fast_internal.h"
@@ -19,6 +21,31 @@ bool cpu_has_avx2() {
 #else
   return false;
 #endif
+}
+
+bool cpu_has_avx512_vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
+// The kernel table for a "simd" setting: "auto" picks the best the CPU runs; naming a level asks
+// for exactly that one (conformance runs each), and one this CPU or build lacks is an error.
+const Kernels* select_kernels(const std::string& simd) {
+  const Kernels* avx512 = cpu_has_avx512_vnni() ? avx512_kernels() : nullptr;
+  const Kernels* avx2 = cpu_has_avx2() ? avx2_kernels() : nullptr;
+  const Kernels* chosen = nullptr;
+  if (simd == "auto") chosen = avx512 ? avx512 : avx2 ? avx2 : &scalar_kernels();
+  else if (simd == "avx512") chosen = avx512;
+  else if (simd == "avx2") chosen = avx2;
+  else if (simd == "scalar") chosen = &scalar_kernels();
+  else throw std::invalid_argument("config_json: \"simd\" must be \"auto\", \"avx512\", \"avx2\" or \"scalar\", got \"" + simd + "\"");
+  if (chosen == nullptr) throw std::invalid_argument("config_json: \"simd\": \"" + simd + "\" is not supported by this CPU or build");
+  return chosen;
 }
 
 // fn(first_row, end_row) over the op's rows, in chunks shared by the pool.
@@ -178,9 +205,8 @@ void softmax(const OpArgs& a, ThreadPool& pool) {
 
 }  // namespace
 
-FastOps::FastOps(int n_threads, bool allow_simd)
-    : pool_(std::make_unique<ThreadPool>(n_threads)),
-      kernels_(allow_simd && cpu_has_avx2() && avx2_kernels() ? avx2_kernels() : &scalar_kernels()) {}
+FastOps::FastOps(int n_threads, const std::string& simd)
+    : pool_(std::make_unique<ThreadPool>(n_threads)), kernels_(select_kernels(simd)) {}
 
 FastOps::~FastOps() = default;
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <mutex>
 
 #include "cpu_tensor.h"
@@ -13,8 +14,9 @@ struct Kernels;
 
 class FastOps {
  public:
-  // n_threads >= 1. allow_simd = false forces the portable scalar kernels (for testing them).
-  FastOps(int n_threads, bool allow_simd);
+  // n_threads >= 1. simd: "auto" (the best kernels this CPU runs), or exactly "avx512", "avx2" or
+  // "scalar" (to test each); std::invalid_argument for an unknown or unavailable level.
+  FastOps(int n_threads, const std::string& simd);
   ~FastOps();
   FastOps(const FastOps&) = delete;
   FastOps& operator=(const FastOps&) = delete;
@@ -23,7 +25,7 @@ class FastOps {
   void run(const OpArgs& a);
 
   int n_threads() const;
-  const char* isa_name() const;  // "avx2" or "scalar"
+  const char* isa_name() const;  // "avx512", "avx2" or "scalar"
 
  private:
   std::unique_ptr<ThreadPool> pool_;

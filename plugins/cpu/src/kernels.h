@@ -57,6 +57,7 @@ struct Kernels {
 };
 
 const Kernels& scalar_kernels();
-const Kernels* avx2_kernels();  // nullptr when the plugin was built without the AVX2 file
+const Kernels* avx2_kernels();    // nullptr when the plugin was built without the AVX2 file
+const Kernels* avx512_kernels();  // the AVX2 table with AVX-512 VNNI decode kernels; nullptr if not built
 
 }  // namespace loom::cpu
