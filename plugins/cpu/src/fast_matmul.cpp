@@ -50,6 +50,19 @@ void fast_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
 
   // Activations: [act_row_bytes, n_tok], contiguous.
   std::vector<uint8_t>& act = scratch();
+  if (n_tok == 1 && plan.dot.rows_quantize != nullptr && dst.nb[0] == sizeof(float)) {
+    // Decode with a kernel that brings its own activation layout.
+    const size_t bytes = size_t(kRowsActivationBytes(n_in));
+    if (act.size() < bytes) act.resize(bytes);
+    plan.dot.rows_quantize(x.frow(0), act.data(), n_in);
+    const int64_t rows = chunk_size(n_out, pool.size(), 4);
+    float* out = dst.frow(0);
+    pool.parallel_for((n_out + rows - 1) / rows, [&](int64_t chunk, int) {
+      const int64_t r0 = chunk * rows, r1 = std::min(n_out, r0 + rows);
+      plan.dot.rows(n_in, w.at(r0), size_t(w.nb[1]), r1 - r0, act.data(), out + r0);
+    });
+    return;
+  }
   const size_t stride = (plan.act_row_bytes + 63) / 64 * 64;
   if (act.size() < stride * size_t(n_tok)) act.resize(stride * size_t(n_tok));
   pool.parallel_for(n_tok, [&](int64_t t, int) {
