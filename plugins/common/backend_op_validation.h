@@ -1,0 +1,369 @@
+// Op validation shared by the backend plugins' supports_op and run_ops: after resolve_op returns, an
+// op implementation may index every element of every operand without further bounds checks
+// (data-dependent indices such as row ids, slots and block tables are checked by the ops themselves).
+//
+// Every backend accepts and refuses ops by the same rules, so the rules live here once, as a
+// template over what differs between plugins. A backend passes a Rules struct (derive from
+// BaseOpRules and override what differs):
+//   Buffer, Tensor, OpArgs         its loom_buffer definition (with magic and size) and validated views
+//   kBackendName, kBufferMagic     named in messages / checked on each buffer handle
+//   kMaxDim                        largest ne[i] accepted
+//   kExtentInShapeChecks           also reject overflowing strides when only shapes are checked
+//   invalid, unsupported           throw its own OpError with INVALID_ARGUMENT / UNSUPPORTED
+//   type_layout, dtype_name, row_bytes, is_weight_dtype, is_kv_dtype   the dtypes it declares
+//   bind                           fill a checked view from its buffer (data pointer, handle, ...)
+//   check_view, check_kv_cache, check_kv_pair, check_attention         its extra restrictions
+// Header-only, standard library and the C ABI only, like the rest of plugins/common.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+#include "loom/backend.h"
+
+namespace loom::plugin_support {
+
+inline const char* op_type_name(loom_op_type type) {
+  switch (type) {
+    case LOOM_OP_GET_ROWS: return "GET_ROWS";
+    case LOOM_OP_MATMUL: return "MATMUL";
+    case LOOM_OP_ADD: return "ADD";
+    case LOOM_OP_MUL: return "MUL";
+    case LOOM_OP_SCALE: return "SCALE";
+    case LOOM_OP_RMS_NORM: return "RMS_NORM";
+    case LOOM_OP_ROPE: return "ROPE";
+    case LOOM_OP_GLU: return "GLU";
+    case LOOM_OP_UNARY: return "UNARY";
+    case LOOM_OP_COPY: return "COPY";
+    case LOOM_OP_STORE_KV: return "STORE_KV";
+    case LOOM_OP_PAGED_ATTENTION: return "PAGED_ATTENTION";
+    case LOOM_OP_SOFTMAX: return "SOFTMAX";
+    default: return nullptr;
+  }
+}
+
+inline std::string shape_str(const int64_t* ne) {
+  std::ostringstream s;
+  s << "[" << ne[0] << ", " << ne[1] << ", " << ne[2] << ", " << ne[3] << "]";
+  return s.str();
+}
+
+// Defaults for what most backends do not restrict further; a backend's Rules hides any of them.
+// The hooks are templates so that they accept any backend's checker and tensor types.
+struct BaseOpRules {
+  static constexpr int64_t kMaxDim = int64_t(1) << 40;
+  static constexpr bool kExtentInShapeChecks = false;
+
+  // After the common shape and stride checks of one operand (offset and strides not yet bounded).
+  template <typename Checker, typename Tensor>
+  static void check_view(const Checker&, const loom_tensor&, Tensor&, const char* /*role*/) {}
+  // Each KV cache operand of STORE_KV and PAGED_ATTENTION, after its dtype and shape checks.
+  template <typename Checker, typename Tensor>
+  static void check_kv_cache(const Checker&, const Tensor&, const char* /*role*/) {}
+  // Both caches, after each was checked.
+  template <typename Checker, typename Tensor>
+  static void check_kv_pair(const Checker&, const Tensor& /*k_cache*/, const Tensor& /*v_cache*/) {}
+  // PAGED_ATTENTION after all common checks.
+  template <typename Checker, typename OpArgs>
+  static void check_attention(const Checker&, const OpArgs&) {}
+};
+
+template <typename Rules>
+struct OpChecker {
+  using Tensor = typename Rules::Tensor;
+  using Buffer = typename Rules::Buffer;
+
+  const loom_op& op;
+  bool need_buffers;
+  std::string prefix;  // "<OP NAME>: "
+
+  [[noreturn]] void invalid(const std::string& what) const { Rules::invalid(prefix + what); }
+  [[noreturn]] void unsupported(const std::string& what) const { Rules::unsupported(prefix + what); }
+
+  // Validates one operand's shape, strides and bounds into a Tensor.
+  Tensor tensor(const loom_tensor& t, const char* role, bool optional = false) const {
+    const std::string r = role;
+    Tensor out;
+    if (t.struct_size < sizeof(loom_tensor)) invalid(r + ": loom_tensor.struct_size too small");
+    out.dtype = t.dtype;
+    for (int i = 0; i < 4; i++) {
+      out.ne[i] = t.ne[i];
+      out.nb[i] = t.nb[i];
+    }
+    if (need_buffers && t.buffer == nullptr) {
+      if (optional) return Tensor{};
+      invalid(r + " has no buffer");
+    }
+    const auto layout = Rules::type_layout(t.dtype);
+    if (layout.block_elems == 0)
+      unsupported(r + " dtype " + Rules::dtype_name(t.dtype) + " is not supported by the " + Rules::kBackendName + " backend");
+    for (int i = 0; i < 4; i++)
+      if (t.ne[i] < 1 || t.ne[i] > Rules::kMaxDim) invalid(r + " has invalid shape " + shape_str(t.ne));
+    if (t.ne[0] % layout.block_elems != 0)
+      invalid(r + " ne[0]=" + std::to_string(t.ne[0]) + " is not a multiple of the " + Rules::dtype_name(t.dtype) +
+              " block size " + std::to_string(layout.block_elems));
+    const uint64_t rb = Rules::row_bytes(t.dtype, t.ne[0]);
+    const bool nb0_ok = t.nb[0] == layout.block_bytes || (t.dtype == LOOM_DTYPE_INT8_KV && t.nb[0] == rb);
+    if (!nb0_ok)
+      invalid(r + " nb[0]=" + std::to_string(t.nb[0]) + " must be the element/block size " + std::to_string(layout.block_bytes) +
+              " (rows must be contiguous)");
+    if (t.ne[1] > 1 && t.nb[1] < rb) invalid(r + " nb[1]=" + std::to_string(t.nb[1]) + " is smaller than a row (" + std::to_string(rb) + " bytes)");
+    Rules::check_view(*this, t, out, role);
+    uint64_t extent = 0;
+    if constexpr (Rules::kExtentInShapeChecks) extent = view_extent(t, rb, r);
+    if (!need_buffers) return out;
+    const auto* buffer = static_cast<const Buffer*>(t.buffer);
+    if (buffer->magic != Rules::kBufferMagic) invalid(r + " buffer is not a live " + Rules::kBackendName + " backend buffer");
+    if constexpr (!Rules::kExtentInShapeChecks) extent = view_extent(t, rb, r);
+    uint64_t end;
+    if (__builtin_add_overflow(extent, t.offset, &end) || end > buffer->size)
+      invalid(r + " view (offset " + std::to_string(t.offset) + " + extent " + std::to_string(extent) +
+              " bytes) exceeds its buffer of " + std::to_string(buffer->size) + " bytes");
+    Rules::bind(*this, t, *buffer, extent, role, out);
+    return out;
+  }
+
+  // Bytes from the view's offset to the end of its last element: row bytes + sum((ne[i]-1) * nb[i]).
+  uint64_t view_extent(const loom_tensor& t, uint64_t row_bytes, const std::string& role) const {
+    uint64_t extent = row_bytes;
+    for (int i = 1; i < 4; i++) {
+      uint64_t term;
+      if (__builtin_mul_overflow(uint64_t(t.ne[i] - 1), t.nb[i], &term) || __builtin_add_overflow(extent, term, &extent))
+        invalid(role + " strides overflow");
+    }
+    return extent;
+  }
+
+  void expect_dtype(const Tensor& t, loom_dtype dtype, const char* role) const {
+    if (t.dtype != dtype)
+      unsupported(std::string(role) + " must be " + Rules::dtype_name(dtype) + ", got " + Rules::dtype_name(t.dtype));
+  }
+  void expect_shape(const Tensor& t, const int64_t* ne, const char* role) const {
+    for (int i = 0; i < 4; i++)
+      if (t.ne[i] != ne[i]) invalid(std::string(role) + " has shape " + shape_str(t.ne) + ", expected " + shape_str(ne));
+  }
+  void expect_shape(const Tensor& t, int64_t a, int64_t b, int64_t c, int64_t d, const char* role) const {
+    const int64_t ne[4] = {a, b, c, d};
+    expect_shape(t, ne, role);
+  }
+  void expect_kv_dtype(const Tensor& t, const char* role) const {
+    if (!Rules::is_kv_dtype(t.dtype))
+      unsupported(std::string(role) + " dtype " + Rules::dtype_name(t.dtype) + " is not a KV cache type (F32, F16, INT8_KV)");
+  }
+};
+
+template <typename Params>
+const Params* params_of(const loom_op& op) {
+  return static_cast<const Params*>(op.params);
+}
+
+// Throws (through Rules) UNSUPPORTED for dtype/op combinations the backend does not implement,
+// INVALID_ARGUMENT for inconsistent shapes, strides, params or out-of-bounds views.
+// With need_buffers == false only types and shapes are checked (supports_op); no buffer is bound.
+template <typename Rules>
+typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
+  using Tensor = typename Rules::Tensor;
+  const std::string not_implemented = std::string(" is not implemented by the ") + Rules::kBackendName + " backend";
+  const char* name = op_type_name(op.type);
+  if (name == nullptr) Rules::unsupported("op type " + std::to_string(op.type) + not_implemented);
+  if (op.struct_size < sizeof(loom_op)) Rules::invalid(std::string(name) + ": loom_op.struct_size too small");
+  const OpChecker<Rules> c{op, need_buffers, std::string(name) + ": "};
+  auto need_src = [&](uint32_t n) {
+    if (op.n_src < n || op.n_src > LOOM_OP_MAX_SRC) c.invalid("needs " + std::to_string(n) + " sources, got " + std::to_string(op.n_src));
+  };
+
+  typename Rules::OpArgs a;
+  a.type = op.type;
+  a.n_src = op.n_src;
+  const uint32_t params_size = op.params ? *static_cast<const uint32_t*>(op.params) : 0;
+  auto has = [&](size_t end) { return op.params != nullptr && params_size >= end; };
+
+  switch (op.type) {
+    case LOOM_OP_GET_ROWS: {
+      need_src(2);
+      a.src[0] = c.tensor(op.src[0], "src0 (table)");
+      a.src[1] = c.tensor(op.src[1], "src1 (ids)");
+      a.dst = c.tensor(op.dst, "dst");
+      if (!Rules::is_weight_dtype(a.src[0].dtype)) c.unsupported(std::string("table dtype ") + Rules::dtype_name(a.src[0].dtype) + not_implemented);
+      c.expect_dtype(a.src[1], LOOM_DTYPE_I32, "src1 (ids)");
+      c.expect_dtype(a.dst, LOOM_DTYPE_F32, "dst");
+      c.expect_shape(a.src[0], a.src[0].ne[0], a.src[0].ne[1], 1, 1, "src0 (table)");
+      c.expect_shape(a.src[1], a.src[1].ne[0], 1, 1, 1, "src1 (ids)");
+      c.expect_shape(a.dst, a.src[0].ne[0], a.src[1].ne[0], 1, 1, "dst");
+      break;
+    }
+    case LOOM_OP_MATMUL: {
+      need_src(2);
+      a.src[0] = c.tensor(op.src[0], "src0 (weights)");
+      a.src[1] = c.tensor(op.src[1], "src1 (x)");
+      a.dst = c.tensor(op.dst, "dst");
+      if (!Rules::is_weight_dtype(a.src[0].dtype)) c.unsupported(std::string("weight dtype ") + Rules::dtype_name(a.src[0].dtype) + not_implemented);
+      c.expect_dtype(a.src[1], LOOM_DTYPE_F32, "src1 (x)");
+      c.expect_dtype(a.dst, LOOM_DTYPE_F32, "dst");
+      c.expect_shape(a.src[0], a.src[0].ne[0], a.src[0].ne[1], 1, 1, "src0 (weights)");
+      c.expect_shape(a.src[1], a.src[0].ne[0], a.src[1].ne[1], a.src[1].ne[2], a.src[1].ne[3], "src1 (x)");
+      c.expect_shape(a.dst, a.src[0].ne[1], a.src[1].ne[1], a.src[1].ne[2], a.src[1].ne[3], "dst");
+      break;
+    }
+    case LOOM_OP_ADD:
+    case LOOM_OP_MUL: {
+      need_src(2);
+      a.src[0] = c.tensor(op.src[0], "src0");
+      a.src[1] = c.tensor(op.src[1], "src1");
+      a.dst = c.tensor(op.dst, "dst");
+      for (const Tensor* t : {&a.src[0], &a.src[1], &a.dst}) c.expect_dtype(*t, LOOM_DTYPE_F32, t == &a.dst ? "dst" : "src");
+      c.expect_shape(a.dst, a.src[0].ne, "dst");
+      if (a.src[1].n_rows() != 1) c.expect_shape(a.src[1], a.src[0].ne, "src1 (same shape or one row)");
+      else if (a.src[1].ne[0] != a.src[0].ne[0]) c.expect_shape(a.src[1], a.src[0].ne[0], 1, 1, 1, "src1 (broadcast row)");
+      break;
+    }
+    case LOOM_OP_SCALE:
+    case LOOM_OP_UNARY:
+    case LOOM_OP_SOFTMAX:
+    case LOOM_OP_RMS_NORM: {
+      need_src(1);
+      a.src[0] = c.tensor(op.src[0], "src0");
+      a.dst = c.tensor(op.dst, "dst");
+      c.expect_dtype(a.src[0], LOOM_DTYPE_F32, "src0");
+      c.expect_dtype(a.dst, LOOM_DTYPE_F32, "dst");
+      c.expect_shape(a.dst, a.src[0].ne, "dst");
+      if (op.type == LOOM_OP_RMS_NORM && op.n_src >= 2) {
+        // An absent weight has a NULL buffer (run) or, when only shapes are asked, ne[0] == 0.
+        const bool absent = need_buffers ? op.src[1].buffer == nullptr : op.src[1].ne[0] == 0;
+        if (!absent) {
+          a.src[1] = c.tensor(op.src[1], "src1 (weight)");
+          c.expect_dtype(a.src[1], LOOM_DTYPE_F32, "src1 (weight)");
+          c.expect_shape(a.src[1], a.src[0].ne[0], 1, 1, 1, "src1 (weight)");
+        }
+      }
+      if (op.type == LOOM_OP_SCALE && has(offsetof(loom_scale_params, scale) + 4))
+        a.params.scale = params_of<loom_scale_params>(op)->scale;
+      if (op.type == LOOM_OP_RMS_NORM && has(offsetof(loom_norm_params, eps) + 4)) {
+        a.params.eps = params_of<loom_norm_params>(op)->eps;
+        if (!(a.params.eps >= 0.0f)) c.invalid("eps must be >= 0");
+      }
+      if (op.type == LOOM_OP_UNARY) {
+        if (!has(offsetof(loom_glu_params, activation) + 4)) c.invalid("needs loom_glu_params with an activation");
+        a.params.activation = params_of<loom_glu_params>(op)->activation;
+      }
+      break;
+    }
+    case LOOM_OP_GLU: {
+      need_src(2);
+      a.src[0] = c.tensor(op.src[0], "src0 (gate)");
+      a.src[1] = c.tensor(op.src[1], "src1 (up)");
+      a.dst = c.tensor(op.dst, "dst");
+      for (const Tensor* t : {&a.src[0], &a.src[1], &a.dst}) c.expect_dtype(*t, LOOM_DTYPE_F32, t == &a.dst ? "dst" : "src");
+      c.expect_shape(a.src[1], a.src[0].ne, "src1 (up)");
+      c.expect_shape(a.dst, a.src[0].ne, "dst");
+      if (!has(offsetof(loom_glu_params, activation) + 4)) c.invalid("needs loom_glu_params with an activation");
+      a.params.activation = params_of<loom_glu_params>(op)->activation;
+      break;
+    }
+    case LOOM_OP_COPY: {
+      need_src(1);
+      a.src[0] = c.tensor(op.src[0], "src0");
+      a.dst = c.tensor(op.dst, "dst");
+      for (const Tensor* t : {&a.src[0], &a.dst})
+        if (t->dtype != LOOM_DTYPE_F32 && t->dtype != LOOM_DTYPE_F16 && t->dtype != LOOM_DTYPE_BF16)
+          c.unsupported(std::string("converts only between F32, F16 and BF16, got ") + Rules::dtype_name(t->dtype));
+      c.expect_shape(a.dst, a.src[0].ne, "dst");
+      break;
+    }
+    case LOOM_OP_ROPE: {
+      need_src(2);
+      a.src[0] = c.tensor(op.src[0], "src0 (x)");
+      a.src[1] = c.tensor(op.src[1], "src1 (positions)");
+      a.dst = c.tensor(op.dst, "dst");
+      c.expect_dtype(a.src[0], LOOM_DTYPE_F32, "src0 (x)");
+      c.expect_dtype(a.src[1], LOOM_DTYPE_I32, "src1 (positions)");
+      c.expect_dtype(a.dst, LOOM_DTYPE_F32, "dst");
+      c.expect_shape(a.src[0], a.src[0].ne[0], a.src[0].ne[1], a.src[0].ne[2], 1, "src0 (x)");
+      c.expect_shape(a.src[1], a.src[0].ne[2], 1, 1, 1, "src1 (positions)");
+      c.expect_shape(a.dst, a.src[0].ne, "dst");
+      if (!has(offsetof(loom_rope_params, freq_scale) + 4)) c.invalid("needs loom_rope_params");
+      const auto* p = params_of<loom_rope_params>(op);
+      a.params.rope_mode = p->mode;
+      a.params.n_dims = p->n_dims == 0 ? uint32_t(a.src[0].ne[0]) : p->n_dims;
+      a.params.freq_base = p->freq_base;
+      a.params.freq_scale = p->freq_scale == 0.0f ? 1.0f : p->freq_scale;
+      if (p->mode != LOOM_ROPE_NORMAL && p->mode != LOOM_ROPE_NEOX) c.unsupported("rope mode " + std::to_string(p->mode) + " is not implemented");
+      if (a.params.n_dims % 2 != 0 || a.params.n_dims > uint64_t(a.src[0].ne[0])) c.invalid("n_dims must be even and <= head_dim");
+      if (!(p->freq_base > 0.0f)) c.invalid("freq_base must be > 0");
+      break;
+    }
+    case LOOM_OP_STORE_KV: {
+      need_src(5);
+      a.src[0] = c.tensor(op.src[0], "src0 (k)");
+      a.src[1] = c.tensor(op.src[1], "src1 (v)");
+      a.src[2] = c.tensor(op.src[2], "src2 (slot_mapping)");
+      a.src[3] = c.tensor(op.src[3], "src3 (k_cache)");
+      a.src[4] = c.tensor(op.src[4], "src4 (v_cache)");
+      c.expect_dtype(a.src[0], LOOM_DTYPE_F32, "src0 (k)");
+      c.expect_dtype(a.src[1], LOOM_DTYPE_F32, "src1 (v)");
+      c.expect_dtype(a.src[2], LOOM_DTYPE_I32, "src2 (slot_mapping)");
+      const Tensor& k = a.src[0];
+      c.expect_shape(k, k.ne[0], k.ne[1], k.ne[2], 1, "src0 (k)");
+      c.expect_shape(a.src[1], k.ne, "src1 (v)");
+      c.expect_shape(a.src[2], k.ne[2], 1, 1, 1, "src2 (slot_mapping)");
+      for (int i = 3; i < 5; i++) {
+        const char* role = i == 3 ? "src3 (k_cache)" : "src4 (v_cache)";
+        c.expect_kv_dtype(a.src[i], role);
+        c.expect_shape(a.src[i], k.ne[0], k.ne[1], a.src[3].ne[2], 1, role);
+        Rules::check_kv_cache(c, a.src[i], role);
+      }
+      Rules::check_kv_pair(c, a.src[3], a.src[4]);
+      break;
+    }
+    case LOOM_OP_PAGED_ATTENTION: {
+      need_src(5);
+      a.src[0] = c.tensor(op.src[0], "src0 (q)");
+      a.src[1] = c.tensor(op.src[1], "src1 (k_cache)");
+      a.src[2] = c.tensor(op.src[2], "src2 (v_cache)");
+      a.src[3] = c.tensor(op.src[3], "src3 (block_tables)");
+      a.src[4] = c.tensor(op.src[4], "src4 (seqs)");
+      a.dst = c.tensor(op.dst, "dst");
+      const Tensor& q = a.src[0];
+      c.expect_dtype(q, LOOM_DTYPE_F32, "src0 (q)");
+      c.expect_dtype(a.dst, LOOM_DTYPE_F32, "dst");
+      c.expect_dtype(a.src[3], LOOM_DTYPE_I32, "src3 (block_tables)");
+      c.expect_dtype(a.src[4], LOOM_DTYPE_I32, "src4 (seqs)");
+      c.expect_shape(q, q.ne[0], q.ne[1], q.ne[2], 1, "src0 (q)");
+      c.expect_shape(a.dst, q.ne, "dst");
+      for (int i = 1; i < 3; i++) {
+        const char* role = i == 1 ? "src1 (k_cache)" : "src2 (v_cache)";
+        c.expect_kv_dtype(a.src[i], role);
+        c.expect_shape(a.src[i], q.ne[0], a.src[1].ne[1], a.src[1].ne[2], 1, role);
+        Rules::check_kv_cache(c, a.src[i], role);
+      }
+      Rules::check_kv_pair(c, a.src[1], a.src[2]);
+      if (q.ne[1] % a.src[1].ne[1] != 0)
+        c.invalid("n_heads (" + std::to_string(q.ne[1]) + ") is not a multiple of n_kv_heads (" + std::to_string(a.src[1].ne[1]) + ")");
+      const int64_t n_seqs = a.src[4].ne[1];
+      c.expect_shape(a.src[4], 4, n_seqs, 1, 1, "src4 (seqs)");
+      c.expect_shape(a.src[3], a.src[3].ne[0], n_seqs, 1, 1, "src3 (block_tables)");
+      if (!has(offsetof(loom_attention_params, softcap) + 4)) c.invalid("needs loom_attention_params");
+      const auto* p = params_of<loom_attention_params>(op);
+      a.params.attn_scale = p->scale == 0.0f ? 1.0f / std::sqrt(float(q.ne[0])) : p->scale;
+      a.params.block_size = p->block_size;
+      a.params.sliding_window = p->sliding_window;
+      a.params.softcap = p->softcap;
+      if (p->block_size == 0) c.invalid("block_size must be > 0");
+      if (!(p->softcap >= 0.0f)) c.invalid("softcap must be >= 0");
+      Rules::check_attention(c, a);
+      break;
+    }
+    default: Rules::unsupported("op type " + std::to_string(op.type) + not_implemented);
+  }
+  if (op.type == LOOM_OP_UNARY || op.type == LOOM_OP_GLU) {
+    const loom_activation act = a.params.activation;
+    if (act != LOOM_ACTIVATION_SILU && act != LOOM_ACTIVATION_GELU_TANH && act != LOOM_ACTIVATION_GELU_ERF && act != LOOM_ACTIVATION_RELU)
+      c.unsupported("activation " + std::to_string(act) + " is not implemented");
+  }
+  return a;
+}
+
+}  // namespace loom::plugin_support
