@@ -13,7 +13,7 @@
 //   type_layout, dtype_name, row_bytes, is_weight_dtype, is_kv_dtype   the dtypes it declares
 //   bind                           fill a checked view from its buffer (data pointer, handle, ...)
 //   check_view, check_kv_cache, check_kv_pair, check_attention         its extra restrictions
-// Header-only, standard library and the C ABI only, like the rest of plugins/common.
+// Header-only; like the rest of plugins/common it uses only the standard library and the C ABI.
 #pragma once
 
 #include <cmath>

@@ -1,5 +1,6 @@
 // Checks an op's dtypes, shapes and (when buffers are given) bounds, and turns it into OpArgs with
-// device pointers. The same rules as the CPU backend, so both accept and refuse the same ops.
+// device pointers. The rules are plugins/common/backend_op_validation.h, shared with the other backends,
+// so all accept and refuse the same ops (plus the attention kernel's head_dim limit).
 #pragma once
 
 #include "cuda_types.h"
