@@ -48,27 +48,19 @@ void fast_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
   const MatmulPlan plan = plan_for(w.dtype, n_in, k);
 
-  // Activations: [act_row_bytes, n_tok], contiguous.
+  // Activations: one row per token, `stride` bytes apart, in the format the kernel asks for: its own
+  // layout when it brings a quantizer for this path, else the weight type's usual format.
+  const bool decode = n_tok == 1 && dst.nb[0] == sizeof(float);
+  const RowsQuantizeFn own_layout = decode ? plan.dot.rows_quantize : plan.dot.tile_quantize;
+  const size_t row_bytes_needed = own_layout ? size_t(kRowsActivationBytes(n_in)) : plan.act_row_bytes;
+  const size_t stride = (row_bytes_needed + 63) / 64 * 64;
   std::vector<uint8_t>& act = scratch();
-  if (n_tok == 1 && plan.dot.rows_quantize != nullptr && dst.nb[0] == sizeof(float)) {
-    // Decode with a kernel that brings its own activation layout.
-    const size_t bytes = size_t(kRowsActivationBytes(n_in));
-    if (act.size() < bytes) act.resize(bytes);
-    plan.dot.rows_quantize(x.frow(0), act.data(), n_in);
-    const int64_t rows = chunk_size(n_out, pool.size(), 4);
-    float* out = dst.frow(0);
-    pool.parallel_for((n_out + rows - 1) / rows, [&](int64_t chunk, int) {
-      const int64_t r0 = chunk * rows, r1 = std::min(n_out, r0 + rows);
-      plan.dot.rows(n_in, w.at(r0), size_t(w.nb[1]), r1 - r0, act.data(), out + r0);
-    });
-    return;
-  }
-  const size_t stride = (plan.act_row_bytes + 63) / 64 * 64;
   if (act.size() < stride * size_t(n_tok)) act.resize(stride * size_t(n_tok));
   pool.parallel_for(n_tok, [&](int64_t t, int) {
     const float* row = x.frow(t);
     void* out = act.data() + size_t(t) * stride;
-    if (plan.format == ActFormat::q8) k.quantize_q8(row, static_cast<BlockQ8*>(out), n_in);
+    if (own_layout) own_layout(row, out, n_in);
+    else if (plan.format == ActFormat::q8) k.quantize_q8(row, static_cast<BlockQ8*>(out), n_in);
     else if (plan.format == ActFormat::q8k) k.quantize_q8k(row, static_cast<BlockQ8K*>(out), n_in);
     else std::copy(row, row + n_in, static_cast<float*>(out));
   });
@@ -79,7 +71,7 @@ void fast_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   const int64_t l2_rows = std::max<int64_t>(1, int64_t((64u << 10) / std::max<uint64_t>(w_row_bytes, 1)));
   const int64_t rows = std::min<int64_t>(chunk_size(n_out, pool.size(), 4), n_tok > 1 ? std::max<int64_t>(l2_rows, 4) : 1 << 30);
   const int64_t n_chunks = (n_out + rows - 1) / rows;
-  if (n_tok == 1 && dst.nb[0] == sizeof(float)) {  // decode: row-range kernel, straight into dst
+  if (decode) {  // row-range kernel, straight into dst
     float* out = dst.frow(0);
     pool.parallel_for(n_chunks, [&](int64_t chunk, int) {
       const int64_t r0 = chunk * rows, r1 = std::min(n_out, r0 + rows);

@@ -31,16 +31,17 @@ using RowDotFn = void (*)(int64_t n, const void* w, const void* x, size_t x_stri
 // the rows it reads next and nothing is dispatched per row.
 using RowsDotFn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x, float* out);
 
-// A decode kernel may want its single activation row in a layout of its own (see
-// kernels_avx512.cpp); it then brings the quantizer that writes it, into at most
-// kRowsActivationBytes(n) bytes. nullptr: the weight type's usual activation format.
+// A kernel may want its activation rows in a layout of its own (see kernels_avx512.cpp); it then
+// brings the quantizer that writes one row, into at most kRowsActivationBytes(n) bytes. nullptr:
+// the weight type's usual activation format (BlockQ8 / BlockQ8K rows, or floats).
 using RowsQuantizeFn = void (*)(const float* x, void* out, int64_t n);
-inline constexpr int64_t kRowsActivationBytes(int64_t n) { return n + n / 8 + 64; }
+inline constexpr int64_t kRowsActivationBytes(int64_t n) { return 2 * n + n / 8 + 128; }
 
 struct WeightKernels {
   RowDotFn tile;   // one weight row x up to kMaxTile activation rows (prefill, batches)
   RowsDotFn rows;  // many weight rows x one activation row (decode at batch 1)
-  RowsQuantizeFn rows_quantize = nullptr;
+  RowsQuantizeFn rows_quantize = nullptr;  // the activation layout `rows` reads
+  RowsQuantizeFn tile_quantize = nullptr;  // the activation layout `tile` reads
 };
 
 struct Kernels {

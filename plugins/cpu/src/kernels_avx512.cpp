@@ -29,22 +29,26 @@ namespace {
 
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
-// ---- the decode activation row --------------------------------------------------------------------
-// One row quantized to int8 per 32-value block like the AVX2 table's BlockQ8 (same scale, same
+// ---- the activation rows ------------------------------------------------------------------------
+// Each row is quantized to int8 per 32-value block like the AVX2 table's BlockQ8 (same scale, same
 // rounding, so the integer sums are identical), but stored for 64-byte loads: all int8 values first
-// (n bytes), then one float scale per block. For nibble formats (Q4_0/Q5_0) each pair of blocks is
-// stored in the order their weights unpack to, [b 0-15, b+1 0-15, b 16-31, b+1 16-31], so the weight
-// side needs no cross-lane shuffle; a trailing odd block stays in natural order.
+// (n bytes), then one float scale per block, then, from the next 64-byte boundary, one 16 x int32
+// "offset term" per block pair (see the kernels below). For nibble formats (Q4_0/Q5_0) each pair of
+// blocks is stored in the order their weights unpack to, [b 0-15, b+1 0-15, b 16-31, b+1 16-31], so
+// the weight side needs no cross-lane shuffle; a trailing odd block stays in natural order.
 struct ActRow {
   const int8_t* q;
   const float* d;
+  const int32_t* offset_terms;  // 16 per block pair
 };
+inline size_t offset_terms_at(int64_t n) { return size_t(n + 4 * (n / 32) + 63) / 64 * 64; }
 inline ActRow act_row(const void* x, int64_t n) {
   const auto* q = static_cast<const int8_t*>(x);
-  return {q, reinterpret_cast<const float*>(q + n)};
+  return {q, reinterpret_cast<const float*>(q + n), reinterpret_cast<const int32_t*>(q + offset_terms_at(n))};
 }
+static_assert(kRowsActivationBytes(4096) >= 4096 + 4 * 128 + 63 + 4096, "activation row layout does not fit");
 
-template <bool kNibblePairs>
+template <bool kNibblePairs, int kOffset>
 void quantize_row(const float* x, void* out, int64_t n) {
   auto* q = static_cast<int8_t*>(out);
   auto* d = reinterpret_cast<float*>(q + n);
@@ -63,13 +67,21 @@ void quantize_row(const float* x, void* out, int64_t n) {
       q[pos] = v;
     }
   }
+  // The offset term of a pair: int32 lane k holds -offset x (the four activation bytes 4k..4k+3).
+  auto* terms = reinterpret_cast<int32_t*>(q + offset_terms_at(n));
+  for (int64_t pair = 0; pair < nb / 2; pair++) {
+    for (int k = 0; k < 16; k++) {
+      const int8_t* y = q + 64 * pair + 4 * k;
+      terms[16 * pair + k] = -kOffset * (int32_t(y[0]) + y[1] + y[2] + y[3]);
+    }
+  }
 }
 
 // ---- kernels --------------------------------------------------------------------------------------
 // Each weight format gives its two-block step as unsigned bytes u (in the activation row's order)
-// with a fixed offset: the weights are u - offset. Then sum((u - offset) * y) = vpdpbusd(u, y) +
-// vpdpbusd(offset, -y), exact in int32; y is never -128 (activations are quantized to [-127, 127]),
-// so -y fits, and the offset term is the same for every row, so it is computed once per block pair.
+// with a fixed offset: the weights are u - offset. Then sum((u - offset) * y) = vpdpbusd(u, y) plus
+// -offset x sum(y), exact in int32. The second term depends on the activations only, so the
+// quantizer computes it once per block pair and every weight row starts its sums from it.
 
 // Q4_0/Q5_0 nibbles of blocks b and b + 1 as [b lo, b+1 lo, b hi, b+1 hi]: the paired layout.
 inline __m512i nibble_pair(const uint8_t* qs0, const uint8_t* qs1) {
@@ -107,8 +119,21 @@ struct Q5_0Format {
   static int high(const Block& w, int i) { return (w.qs[i] >> 4) | fifth_bit(w, i + 16); }
 };
 
+struct Q8_0Format {
+  using Block = loom_block_q8_0;
+  static constexpr bool kNibblePairs = false;
+  static constexpr int kOffset = 128;  // q + 128, as unsigned bytes: flip the sign bit
+  static __m512i pair(const Block& a, const Block& b) {
+    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs))),
+                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)), 1);
+    return _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+  static int low(const Block& w, int i) { return w.qs[i] + 128; }
+  static int high(const Block& w, int i) { return w.qs[i + 16] + 128; }
+};
+
 // int32 lane k of a pair's sums belongs to block b or b + 1: the nibble layout interleaves 16-byte
-// quarters (a natural layout would have block b in the low half).
+// quarters, the natural layout has block b in the low half.
 template <typename F>
 inline __m512 pair_scale(float first, float second) {
   constexpr __mmask16 kSecond = F::kNibblePairs ? 0xF0F0 : 0xFF00;
@@ -134,13 +159,12 @@ void dot_rows(int64_t n, const uint8_t* w, size_t w_stride, ActRow y, float* out
   const int64_t nb = n / 32;
   const Block* rows[R];
   for (int r = 0; r < R; r++) rows[r] = reinterpret_cast<const Block*>(w + size_t(r) * w_stride);
-  const __m512i offset = _mm512_set1_epi8(static_cast<char>(F::kOffset));
   __m512 acc[R];
   for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
     const __m512i yv = _mm512_loadu_si512(y.q + 32 * b);
-    const __m512i base = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, _mm512_sub_epi8(_mm512_setzero_si512(), yv));
+    const __m512i base = _mm512_loadu_si512(y.offset_terms + 8 * b);
     for (int r = 0; r < R; r++) {
       const Block &w0 = rows[r][b], &w1 = rows[r][b + 1];
       const __m512i sums = _mm512_dpbusd_epi32(base, F::pair(w0, w1), yv);
@@ -174,15 +198,56 @@ void rows_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const v
   for (; r < n_rows; r++) dot_rows<F, 1>(n, p + size_t(r) * w_stride, w_stride, y, out + r);
 }
 
+// One weight row x NX activation rows (prefill and batched decode): each block pair is unpacked once
+// and used for every row of the tile. Activation row j starts at x + j * x_stride.
+template <typename F, int NX>
+void dot_tile(int64_t n, const void* w, const void* x, size_t x_stride, float* out) {
+  using Block = typename F::Block;
+  const auto* wb = static_cast<const Block*>(w);
+  const int64_t nb = n / 32;
+  ActRow y[NX];
+  for (int j = 0; j < NX; j++) y[j] = act_row(static_cast<const uint8_t*>(x) + size_t(j) * x_stride, n);
+  __m512 acc[NX];
+  for (int j = 0; j < NX; j++) acc[j] = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const __m512i q = F::pair(wb[b], wb[b + 1]);
+    const float d0 = h2f(wb[b].d), d1 = h2f(wb[b + 1].d);
+    for (int j = 0; j < NX; j++) {
+      const __m512i sums = _mm512_dpbusd_epi32(_mm512_loadu_si512(y[j].offset_terms + 8 * b), q, _mm512_loadu_si512(y[j].q + 32 * b));
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), pair_scale<F>(d0 * y[j].d[b], d1 * y[j].d[b + 1]), acc[j]);
+    }
+  }
+  for (int j = 0; j < NX; j++) {
+    float total = _mm512_reduce_add_ps(acc[j]);
+    if (b < nb) total += h2f(wb[b].d) * y[j].d[b] * float(tail_block<F>(wb[b], y[j].q + 32 * b));
+    out[j] = total;
+  }
+}
+
+template <typename F>
+void tile_dot(int64_t n, const void* w, const void* x, size_t x_stride, int n_x, float* out) {
+  static_assert(kMaxTile == 4, "tile_dot instantiates 1..4 rows");
+  switch (n_x) {
+    case 1: return dot_tile<F, 1>(n, w, x, x_stride, out);
+    case 2: return dot_tile<F, 2>(n, w, x, x_stride, out);
+    case 3: return dot_tile<F, 3>(n, w, x, x_stride, out);
+    default: return dot_tile<F, 4>(n, w, x, x_stride, out);
+  }
+}
+
 Kernels make_table(const Kernels& avx2) {
   Kernels k = avx2;
   k.name = "avx512";
-  k.q4_0.rows = rows_dot<Q4_0Format>;
-  k.q4_0.rows_quantize = quantize_row<Q4_0Format::kNibblePairs>;
-  k.q5_0.rows = rows_dot<Q5_0Format>;
-  k.q5_0.rows_quantize = quantize_row<Q5_0Format::kNibblePairs>;
-  // Q8_0 stays on the AVX2 kernel: its rows are memory-bound already (the default model's output
-  // matrix), and there the AVX2 loop's one-row-at-a-time prefetch measured ~7% faster in paired runs.
+  constexpr auto q4_0_layout = quantize_row<true, Q4_0Format::kOffset>;
+  constexpr auto q5_0_layout = quantize_row<true, Q5_0Format::kOffset>;
+  k.q4_0 = {tile_dot<Q4_0Format>, rows_dot<Q4_0Format>, q4_0_layout, q4_0_layout};
+  k.q5_0 = {tile_dot<Q5_0Format>, rows_dot<Q5_0Format>, q5_0_layout, q5_0_layout};
+  // Q8_0 decode stays on the AVX2 kernel: its rows are memory-bound already (the default model's
+  // output matrix), and there the AVX2 loop's one-row-at-a-time prefetch measured ~7% faster in
+  // paired runs. Its tiles (prefill, batches) are compute-bound and take the AVX-512 kernel.
+  k.q8_0.tile = tile_dot<Q8_0Format>;
+  k.q8_0.tile_quantize = quantize_row<false, Q8_0Format::kOffset>;
   return k;
 }
 
