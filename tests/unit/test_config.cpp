@@ -129,3 +129,81 @@ TEST_CASE("loom.example.toml is valid and holds the defaults", "[config]") {
   auto body = [](const std::string& text) { return text.substr(text.find('\n')); };
   CHECK(body(loom::config_to_toml(config)) == body(loom::config_to_toml(defaults)));
 }
+
+TEST_CASE("[backend.options] keeps each plugin option with its TOML type", "[config][backend_options]") {
+  auto config = loom::parse_config(R"(
+[backend]
+name = "cpu"
+threads = 2
+[backend.options]
+simd = "avx2"
+reference = false
+tile_rows = 64
+scale = 0.5
+whole = 3.0
+"odd key" = "kept"
+)",
+                                   "options.toml");
+  const auto& options = config.backend.options;
+  REQUIRE(options.size() == 6);
+  CHECK(std::get<std::string>(options.at("simd")) == "avx2");
+  CHECK(std::get<bool>(options.at("reference")) == false);
+  CHECK(std::get<int64_t>(options.at("tile_rows")) == 64);
+  CHECK(std::get<double>(options.at("scale")) == 0.5);
+  CHECK(std::get<double>(options.at("whole")) == 3.0);  // a float stays a float even when whole
+  CHECK(std::get<std::string>(options.at("odd key")) == "kept");
+  CHECK(config.backend.threads == 2);  // the [backend] keys beside the sub-table still apply
+
+  auto inline_table = loom::parse_config("[backend]\noptions = { matvec = \"subgroup\" }\n", "inline.toml");
+  CHECK(std::get<std::string>(inline_table.backend.options.at("matvec")) == "subgroup");
+  CHECK(loom::Config{}.backend.options.empty());
+}
+
+TEST_CASE("[backend.options] rejects tables, arrays and other non-scalars, naming the key and line",
+          "[config][backend_options]") {
+  auto nested = config_error("[backend]\nname = \"cpu\"\n[backend.options]\nsimd = \"avx2\"\n[backend.options.tiles]\nrows = 4\n");
+  CHECK_THAT(nested, Catch::Contains("test.toml:5"));
+  CHECK_THAT(nested, Catch::Contains("'backend.options.tiles'"));
+  CHECK_THAT(nested, Catch::Contains("not a table"));
+  auto array = config_error("[backend.options]\nsimd = \"avx2\"\nlevels = [\"avx2\", \"scalar\"]\n");
+  CHECK_THAT(array, Catch::Contains("test.toml:3"));
+  CHECK_THAT(array, Catch::Contains("'backend.options.levels'"));
+  CHECK_THAT(array, Catch::Contains("not an array"));
+  auto inline_nested = config_error("[backend.options]\ntiles = { rows = 4 }\n");
+  CHECK_THAT(inline_nested, Catch::Contains("'backend.options.tiles'"));
+  CHECK_THAT(inline_nested, Catch::Contains("not a table"));
+  CHECK_THAT(config_error("[backend.options]\nwhen = 1979-05-27\n"), Catch::Contains("not a date or time"));
+  CHECK_THAT(config_error("[backend.options]\nscale = inf\n"), Catch::Contains("finite"));
+  auto not_a_table = config_error("[backend]\noptions = \"simd=avx2\"\n");
+  CHECK_THAT(not_a_table, Catch::Contains("test.toml:2"));
+  CHECK_THAT(not_a_table, Catch::Contains("'backend.options'"));
+  CHECK_THAT(not_a_table, Catch::Contains("must be a table"));
+}
+
+TEST_CASE("[backend.options] may not set device or threads, which belong to [backend]", "[config][backend_options]") {
+  auto device = config_error("[backend]\ndevice = 0\n[backend.options]\ndevice = 1\n");
+  CHECK_THAT(device, Catch::Contains("test.toml:4"));
+  CHECK_THAT(device, Catch::Contains("'backend.options.device'"));
+  CHECK_THAT(device, Catch::Contains("set backend.device in [backend]"));
+  auto threads = config_error("[backend.options]\nthreads = 4\n");
+  CHECK_THAT(threads, Catch::Contains("'backend.options.threads'"));
+  CHECK_THAT(threads, Catch::Contains("set backend.threads in [backend]"));
+  CHECK(loom::is_backend_key_option("device"));
+  CHECK_FALSE(loom::is_backend_key_option("simd"));
+}
+
+TEST_CASE("[backend.options] round-trips through the printed configuration with its types",
+          "[config][backend_options]") {
+  auto config = loom::parse_config(
+      "[backend.options]\nsimd = \"say \\\"hi\\\"\\n\"\nreference = true\nrows = -3\nwhole = 2.0\nsmall = 1e-9\n"
+      "\"a.b\" = 1\n",
+      "a.toml");
+  auto printed = loom::config_to_toml(config);
+  CHECK_THAT(printed, Catch::Contains("whole = 2.0"));
+  CHECK_THAT(printed, Catch::Contains("\"a.b\" = 1"));
+  auto again = loom::parse_config(printed, "printed.toml");
+  CHECK(again.backend.options == config.backend.options);
+  CHECK(std::get<double>(again.backend.options.at("whole")) == 2.0);
+  CHECK(std::get<std::string>(again.backend.options.at("simd")) == "say \"hi\"\n");
+  CHECK_THAT(loom::config_to_toml(loom::Config{}), Catch::Contains("options = {}"));
+}

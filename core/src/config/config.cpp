@@ -40,6 +40,19 @@ const KeySpec* find_spec(const std::string& section, const std::string& key) {
   return nullptr;
 }
 
+// A table whose keys the schema does not list ([backend.options]): each entry is checked on its own, and an
+// error points at that entry's line as 'backend.options.NAME'.
+void apply_free_form_table(Config& config, const std::filesystem::path& file, const std::string& name,
+                           const KeySpec& spec, const toml::node& node) {
+  const auto* table = node.as_table();
+  if (table == nullptr) throw Error(location(file, node) + ": key '" + name + "': must be " + spec.allowed);
+  for (const auto& [entry_view, entry_node] : *table) {
+    const std::string entry(entry_view.str());
+    std::string problem = spec.assign_entry(config, entry, entry_node);
+    if (!problem.empty()) throw Error(location(file, entry_node) + ": key '" + name + "." + entry + "': " + problem);
+  }
+}
+
 void apply_section(Config& config, const std::filesystem::path& file, const std::string& section,
                    const toml::table& table) {
   for (const auto& [key_view, node] : table) {
@@ -49,12 +62,18 @@ void apply_section(Config& config, const std::filesystem::path& file, const std:
       throw Error(location(file, node) + ": unknown key '" + section + "." + key + "' (keys of [" + section +
                   "]: " + keys_of(section) + ")");
     }
+    if (spec->assign_entry) {
+      apply_free_form_table(config, file, section + "." + key, *spec, node);
+      continue;
+    }
     std::string problem = spec->assign(config, node);
     if (!problem.empty()) throw Error(location(file, node) + ": key '" + section + "." + key + "': " + problem);
   }
 }
 
 }  // namespace
+
+bool is_backend_key_option(const std::string& option) { return option == "device" || option == "threads"; }
 
 int64_t parse_byte_size(const std::string& text) {
   size_t i = 0;

@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace loom {
@@ -15,10 +17,15 @@ struct ModelSettings {
   std::string chat_template;  // empty = the model's template
 };
 
+// One [backend.options] value. Loom does not know these keys: the plugin named by [backend] name reads and
+// validates them (e.g. the CPU plugin's "simd", the Vulkan plugin's "matvec"), so only scalar TOML types pass.
+using BackendOptionValue = std::variant<std::string, int64_t, double, bool>;
+
 struct BackendSettings {
   std::string name = "cpu";  // plugin name: cpu, vulkan, cuda, ...
   int64_t device = 0;
   int64_t threads = 0;  // 0 = all cores
+  std::map<std::string, BackendOptionValue> options;  // [backend.options], merged into the plugin's config_json
 };
 
 struct KvSettings {
@@ -95,6 +102,10 @@ Config parse_config(const std::string& toml_text, const std::filesystem::path& l
 
 // The resolved configuration as TOML, every key with its value (defaults included).
 std::string config_to_toml(const Config& config);
+
+// True for the config_json members that [backend] itself sets (device, threads); [backend.options] may not
+// name them, so one setting never has two places that disagree.
+bool is_backend_key_option(const std::string& option);
 
 // "512MiB", "2GB", "1048576" -> bytes; throws loom::Error on a bad size.
 int64_t parse_byte_size(const std::string& text);

@@ -1,8 +1,12 @@
 #include "config/config_schema.h"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
+#include <type_traits>
 
 #include "common/error.h"
 
@@ -22,10 +26,36 @@ std::optional<std::string> string_of(const toml::node& node) {
 std::string toml_quoted(const std::string& s) {
   std::string out = "\"";
   for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch;
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) {  // TOML basic strings forbid raw controls
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\u%04X", static_cast<unsigned>(static_cast<unsigned char>(ch)));
+      out += escaped;
+    } else {
+      out += ch;
+    }
   }
   return out + "\"";
+}
+
+// A key as TOML writes it: bare when it can be, quoted otherwise (option names are free-form).
+std::string toml_key(const std::string& key) {
+  const bool bare = !key.empty() && std::all_of(key.begin(), key.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-';
+  });
+  return bare ? key : toml_quoted(key);
+}
+
+// The shortest text that reads back as the same double, kept a TOML float ("1.0", not "1") so that a
+// printed configuration passes the same value type to the plugin.
+std::string toml_float(double value) {
+  char text[64];
+  const auto result = std::to_chars(text, text + sizeof(text), value);
+  std::string out(text, result.ptr);
+  if (out.find_first_of(".e") == std::string::npos) out += ".0";
+  return out;
 }
 
 std::string join(const std::vector<std::string>& items, const char* sep) {
@@ -155,6 +185,54 @@ KeySpec byte_size_key(std::string section, std::string key, Access access) {
           [=](const Config& c) { return std::to_string(access(const_cast<Config&>(c))); }};
 }
 
+// [backend.options]: free-form plugin keys whose scalar values travel to the plugin's create() unchanged.
+KeySpec backend_options_key() {
+  std::string allowed = "a table of plugin options, each a string, integer, float or boolean";
+  KeySpec spec{"backend", "options", allowed, nullptr, nullptr};
+  spec.assign_entry = [](Config& c, const std::string& entry, const toml::node& node) -> std::string {
+    if (is_backend_key_option(entry)) {
+      return "'" + entry + "' is a [backend] key: set backend." + entry + " in [backend], not in [backend.options]";
+    }
+    const char* scalar = "must be a string, integer, float or boolean";
+    BackendOptionValue value;
+    if (auto s = string_of(node)) {
+      value = *s;
+    } else if (const auto* i = node.as_integer()) {
+      value = i->get();
+    } else if (const auto* f = node.as_floating_point()) {
+      if (!std::isfinite(f->get())) return std::string(scalar) + " (a finite float; JSON has no inf or nan)";
+      value = f->get();
+    } else if (const auto* b = node.as_boolean()) {
+      value = b->get();
+    } else if (node.is_table()) {
+      return std::string(scalar) + ", not a table (plugin options are flat)";
+    } else if (node.is_array()) {
+      return std::string(scalar) + ", not an array (plugin options are flat)";
+    } else {
+      return std::string(scalar) + ", not a date or time";
+    }
+    c.backend.options[entry] = std::move(value);
+    return "";
+  };
+  spec.render = [](const Config& c) {
+    std::vector<std::string> items;
+    for (const auto& [entry, value] : c.backend.options) {
+      const std::string text = std::visit(
+          [](const auto& v) -> std::string {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::string>) return toml_quoted(v);
+            else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
+            else if constexpr (std::is_same_v<T, double>) return toml_float(v);
+            else return std::to_string(v);
+          },
+          value);
+      items.push_back(toml_key(entry) + " = " + text);
+    }
+    return items.empty() ? std::string("{}") : "{ " + join(items, ", ") + " }";
+  };
+  return spec;
+}
+
 std::vector<KeySpec> build_schema() {
   const std::vector<std::string> stages = {"penalties", "logit_bias", "top_k", "top_p", "min_p", "typical_p",
                                            "temperature"};
@@ -166,6 +244,7 @@ std::vector<KeySpec> build_schema() {
       string_key("backend", "name", LOOM_FIELD(backend, name)),
       integer_key("backend", "device", LOOM_FIELD(backend, device), 0, 255),
       integer_key("backend", "threads", LOOM_FIELD(backend, threads), 0, 1024),
+      backend_options_key(),
 
       string_key("kv", "allocator", LOOM_FIELD(kv, allocator)),
       integer_key("kv", "block_size", LOOM_FIELD(kv, block_size), 1, 1024, true),
