@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <sstream>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -218,6 +219,13 @@ std::shared_ptr<LoadedPlugin> find_backend_plugin(const Config& config, const st
 
 std::string backend_config_json(const Config& config, int64_t threads_override) {
   nlohmann::json json = nlohmann::json::object();
+  // Plugin options first: loom does not know their names, the plugin's create() checks them.
+  for (const auto& [option, value] : config.backend.options) {
+    if (is_backend_key_option(option)) {  // parse_config refuses these; a Config built in code may not
+      throw Error("[backend.options] may not set '" + option + "': use backend." + option + " in [backend]");
+    }
+    std::visit([&json, &key = option](const auto& v) { json[key] = v; }, value);
+  }
   json["device"] = config.backend.device;
   const int64_t threads = threads_override > 0 ? threads_override : config.backend.threads;
   if (threads > 0) json["threads"] = threads;

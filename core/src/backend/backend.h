@@ -114,7 +114,9 @@ std::shared_ptr<LoadedPlugin> find_backend_plugin(const Config& config, const st
 // Any plugin of `kind` and `name` on the configured search path, with the same error reporting.
 std::shared_ptr<LoadedPlugin> find_plugin(const Config& config, loom_plugin_kind kind, const std::string& name);
 
-// The config_json for creating `plugin_name` from the [backend] settings (threads, device).
+// The config_json for creating the configured backend: [backend] device and threads (threads_override > 0
+// replaces threads) plus every [backend.options] entry with its TOML type kept. loom::Error when an option
+// names device or threads, which only [backend] sets.
 std::string backend_config_json(const Config& config, int64_t threads_override = 0);
 
 }  // namespace loom
