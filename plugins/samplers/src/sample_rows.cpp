@@ -103,8 +103,25 @@ void sample_row(loom_sampler& sampler, loom_sample_row& row, uint32_t n_vocab, S
 
   CandidateSet set = scan_logits(row.logits, n_vocab, scratch);
   const loom_sampling_params& chain_owner = params.n_stages > 0 ? params : sampler.config.defaults;
+  // Greedy (temperature 0) picks the best-ranked token. Top-k, top-p and min-p always keep that
+  // token, so when nothing but such cuts and the temperature stage follow them they cannot change
+  // the pick, and they are skipped: each costs a pass or a partial sort over the whole vocabulary
+  // (262k tokens for Gemma 3). Earlier stages (penalties, bias, typical-p) and any cut that one of
+  // them follows still run, since a cut there decides what the later stage sees.
+  const auto is_cut = [](loom_sampler_stage st) {
+    return st == LOOM_SAMPLER_STAGE_TOP_K || st == LOOM_SAMPLER_STAGE_TOP_P || st == LOOM_SAMPLER_STAGE_MIN_P;
+  };
+  uint32_t tail_start = chain_owner.n_stages;  // first stage of the trailing run of cuts + temperature
+  bool tail_has_temperature = false;
+  while (tail_start > 0 && (is_cut(chain_owner.stages[tail_start - 1]) ||
+                            chain_owner.stages[tail_start - 1] == LOOM_SAMPLER_STAGE_TEMPERATURE)) {
+    tail_has_temperature |= chain_owner.stages[--tail_start] == LOOM_SAMPLER_STAGE_TEMPERATURE;
+  }
+  const bool greedy = params.temperature <= 0.0f && tail_has_temperature;
   for (uint32_t s = 0; s < chain_owner.n_stages; ++s) {
-    switch (chain_owner.stages[s]) {
+    const loom_sampler_stage stage = chain_owner.stages[s];
+    if (greedy && s >= tail_start && is_cut(stage)) continue;
+    switch (stage) {
       case LOOM_SAMPLER_STAGE_PENALTIES:
         apply_penalties(set, params, row.history, row.n_history, n_vocab, scratch);
         break;
