@@ -1,10 +1,11 @@
-// AVX-512 (F/BW/VL/VNNI) decode kernels for Q4_0 and Q5_0. Decode at batch 1 is meant to be
+// AVX-512 (F/BW/VL/VNNI) kernels for Q4_0, Q5_0 and Q8_0. Decode at batch 1 is meant to be
 // memory-bound, but on two cores the AVX2 Q5_0 kernel tops out near 12 GB/s with its weights in
 // cache, no faster than DRAM delivers them, so its DRAM stalls are never hidden. Here each step takes
 // two blocks in one 512-bit register, vpdpbusd multiplies and sums the bytes in one instruction, four
 // rows share each activation load, and the activation row is laid out in the weights' nibble order so
-// no cross-lane shuffle is needed (paired runs: Q5_0 +30%, Q4_0 +39% over AVX2 with weights in cache).
-// Only the decode path (one activation row) is overridden; everything else is the AVX2 table. This
+// no cross-lane shuffle is needed (paired runs against AVX2: one-token Q5_0 +30%, Q4_0 +39% with
+// weights in cache; the default model's 640 x 262144 Q8_0 output matrix, memory-bound, +5-8%;
+// 16-token tiles +20-28%). Other weight types and ops keep the AVX2 table. This
 // file alone is compiled with -mavx512*; FastOps checks the CPU before using it.
 #include "kernels.h"
 
@@ -154,7 +155,8 @@ template <typename F>
 // activation scales are shared, and R independent accumulators keep the FMA latency hidden (a 640-
 // wide row is only ten steps long).
 template <typename F, int R>
-void dot_rows(int64_t n, const uint8_t* w, size_t w_stride, ActRow y, float* out) {
+void dot_rows(int64_t n, const uint8_t* w, size_t w_stride, ActRow y, float* out, const uint8_t* prefetch = nullptr,
+              size_t prefetch_bytes = 0) {
   using Block = typename F::Block;
   const int64_t nb = n / 32;
   const Block* rows[R];
@@ -162,7 +164,13 @@ void dot_rows(int64_t n, const uint8_t* w, size_t w_stride, ActRow y, float* out
   __m512 acc[R];
   for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
   int64_t b = 0;
+  // Prefetch the next group's rows spread over the steps, a few lines per step: a burst of them at
+  // once overflows the line-fill buffers and most are dropped.
+  const size_t lines_per_step = nb >= 2 ? (prefetch_bytes / 64 + size_t(nb / 2)) / size_t(nb / 2) : 0;
+  size_t prefetched = 0;
   for (; b + 2 <= nb; b += 2) {
+    for (size_t l = 0; l < lines_per_step && prefetched < prefetch_bytes; l++, prefetched += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + prefetched), _MM_HINT_T0);
     const __m512i yv = _mm512_loadu_si512(y.q + 32 * b);
     const __m512i base = _mm512_loadu_si512(y.offset_terms + 8 * b);
     for (int r = 0; r < R; r++) {
@@ -191,9 +199,8 @@ void rows_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const v
   int64_t r = 0;
   for (; r + kGroup <= n_rows; r += kGroup) {
     const int64_t ahead_rows = std::min<int64_t>(kGroup, n_rows - (r + kGroup));
-    const uint8_t* ahead = p + size_t(r + kGroup) * w_stride;
-    for (size_t off = 0; off < size_t(ahead_rows) * w_stride; off += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
-    dot_rows<F, kGroup>(n, p + size_t(r) * w_stride, w_stride, y, out + r);
+    dot_rows<F, kGroup>(n, p + size_t(r) * w_stride, w_stride, y, out + r, p + size_t(r + kGroup) * w_stride,
+                        size_t(ahead_rows) * w_stride);
   }
   for (; r < n_rows; r++) dot_rows<F, 1>(n, p + size_t(r) * w_stride, w_stride, y, out + r);
 }
@@ -243,11 +250,8 @@ Kernels make_table(const Kernels& avx2) {
   constexpr auto q5_0_layout = quantize_row<true, Q5_0Format::kOffset>;
   k.q4_0 = {tile_dot<Q4_0Format>, rows_dot<Q4_0Format>, q4_0_layout, q4_0_layout};
   k.q5_0 = {tile_dot<Q5_0Format>, rows_dot<Q5_0Format>, q5_0_layout, q5_0_layout};
-  // Q8_0 decode stays on the AVX2 kernel: its rows are memory-bound already (the default model's
-  // output matrix), and there the AVX2 loop's one-row-at-a-time prefetch measured ~7% faster in
-  // paired runs. Its tiles (prefill, batches) are compute-bound and take the AVX-512 kernel.
-  k.q8_0.tile = tile_dot<Q8_0Format>;
-  k.q8_0.tile_quantize = quantize_row<false, Q8_0Format::kOffset>;
+  constexpr auto q8_0_layout = quantize_row<false, Q8_0Format::kOffset>;
+  k.q8_0 = {tile_dot<Q8_0Format>, rows_dot<Q8_0Format>, q8_0_layout, q8_0_layout};
   return k;
 }
 
