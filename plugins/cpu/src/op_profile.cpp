@@ -6,26 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "backend_op_validation.h"
+
 namespace loom::cpu {
 namespace {
 
 const char* op_name(loom_op_type type) {
-  switch (type) {
-    case LOOM_OP_GET_ROWS: return "GET_ROWS";
-    case LOOM_OP_MATMUL: return "MATMUL";
-    case LOOM_OP_ADD: return "ADD";
-    case LOOM_OP_MUL: return "MUL";
-    case LOOM_OP_SCALE: return "SCALE";
-    case LOOM_OP_RMS_NORM: return "RMS_NORM";
-    case LOOM_OP_ROPE: return "ROPE";
-    case LOOM_OP_GLU: return "GLU";
-    case LOOM_OP_UNARY: return "UNARY";
-    case LOOM_OP_COPY: return "COPY";
-    case LOOM_OP_STORE_KV: return "STORE_KV";
-    case LOOM_OP_PAGED_ATTENTION: return "PAGED_ATTENTION";
-    case LOOM_OP_SOFTMAX: return "SOFTMAX";
-    default: return "?";
-  }
+  const char* name = plugin_support::op_type_name(type);
+  return name != nullptr ? name : "?";
 }
 
 }  // namespace
