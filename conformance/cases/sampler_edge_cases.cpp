@@ -55,6 +55,50 @@ void greedy_is_argmax(CaseContext& ctx) {
   }
 }
 
+// Greedy through chains where a cut comes before a stage that can change the ranking (typical-p,
+// penalties, logit bias): the cut decides what that stage sees, so a sampler that skips cuts for
+// greedy requests must only skip the trailing ones. The pick must be the reference chain's.
+void greedy_follows_the_chain(CaseContext& ctx) {
+  using S = loom_sampler_stage;
+  const S pen = LOOM_SAMPLER_STAGE_PENALTIES, bias = LOOM_SAMPLER_STAGE_LOGIT_BIAS, k = LOOM_SAMPLER_STAGE_TOP_K,
+          p = LOOM_SAMPLER_STAGE_TOP_P, m = LOOM_SAMPLER_STAGE_MIN_P, typ = LOOM_SAMPLER_STAGE_TYPICAL_P,
+          t = LOOM_SAMPLER_STAGE_TEMPERATURE;
+  const std::vector<std::vector<S>> chains = {{k, typ, t}, {p, typ, t}, {k, pen, t}, {m, bias, t}, {pen, k, p, m, t}};
+  const std::vector<int32_t> history = {0, 1, 1, 2, 2, 2, 3, 5, 8};
+  const int32_t bias_tokens[] = {0, 4, 9};
+  const float bias_values[] = {-4.0f, 3.0f, 6.0f};
+  Harness h(ctx);
+  int n_differs_from_argmax = 0;
+  for (size_t c = 0; c < chains.size(); ++c) {
+    for (uint64_t seed = 0; seed < 10; ++seed) {
+      const std::vector<float> logits = make_logits(k_vocab, 300 + seed);
+      loom_sampling_params params = h.neutral(chains[c]);
+      params.temperature = 0.0f;
+      params.top_k = 6;
+      params.top_p = 0.7f;
+      params.min_p = 0.2f;
+      params.typical_p = 0.3f;
+      params.repetition_penalty = 3.0f;
+      params.penalty_last_n = 9;
+      params.n_logit_bias = 3;
+      params.logit_bias_tokens = bias_tokens;
+      params.logit_bias_values = bias_values;
+      const std::vector<double> expected = reference_distribution(params, chains[c], logits, history);
+      const int32_t want = int32_t(std::max_element(expected.begin(), expected.end()) - expected.begin());
+      int32_t token = -1;
+      float logprob = 0.0f;
+      require(h.sample_one(params, h.new_state(seed), logits, history, &token, &logprob, nullptr) == LOOM_STATUS_OK,
+              "sample failed: " + h.last_error());
+      require(token == want, "chain " + std::to_string(c) + ", seed " + std::to_string(seed) + ": greedy picked " +
+                                 std::to_string(token) + ", the reference chain keeps " + std::to_string(want));
+      n_differs_from_argmax += want != argmax(logits);
+    }
+  }
+  // The chains are chosen so that the plain argmax is often wrong; otherwise this case proves little.
+  require(n_differs_from_argmax >= 10, "only " + std::to_string(n_differs_from_argmax) +
+                                           " of 50 picks differ from the plain argmax: the case lost its teeth");
+}
+
 void seeds_reproduce(CaseContext& ctx) {
   Harness h(ctx);
   const std::vector<float> logits = make_logits(k_vocab, 7, 0.5f);  // flat: sequences differ quickly
@@ -301,6 +345,7 @@ std::vector<Case> sampler_edge_cases() {
   const loom_plugin_kind kind = LOOM_PLUGIN_KIND_SAMPLER;
   return {
       {"sampler.greedy_is_argmax", kind, greedy_is_argmax},
+      {"sampler.greedy_follows_the_chain", kind, greedy_follows_the_chain},
       {"sampler.seeds_reproduce", kind, seeds_reproduce},
       {"sampler.distribution_only", kind, distribution_only},
       {"sampler.masked_tokens", kind, masked_tokens},
