@@ -87,29 +87,6 @@ void quantize_q8k(const float* x, BlockQ8K* y, int64_t n) {
 }
 
 // ---- quantized row · tile of activation rows -----------------------------------------------------------
-template <int NX>
-void dot_q4_0_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
-  const auto* wb = static_cast<const loom_block_q4_0*>(w);
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i eight = _mm256_set1_epi8(8);
-  __m256 acc[NX];
-  for (int j = 0; j < NX; j++) acc[j] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 32; b++) {
-    // Signed q - 8, then |q| x sign(y, q): the integer dot product is exact, so no large offset is
-    // subtracted in floating point afterwards (that cancellation costs accuracy).
-    const __m256i q = _mm256_sub_epi8(unpack_nibbles_32(wb[b].qs), eight);
-    const __m256i aq = _mm256_sign_epi8(q, q);
-    const float dw = h2f(wb[b].d);
-    for (int j = 0; j < NX; j++) {
-      const BlockQ8& yb = act_row<BlockQ8>(x, xs, j)[b];
-      const __m256i y = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(yb.qs)), q);
-      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, y), ones);
-      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * yb.d), sum_i32(p), acc[j]);
-    }
-  }
-  for (int j = 0; j < NX; j++) out[j] = hsum(acc[j]);
-}
-
 // Byte i of the result is 0x10 where bit i of the 32-bit mask is set: Q5_0's fifth bits, in the
 // same element order as unpack_nibbles_32.
 inline __m256i high_bits_32(const uint8_t* qh) {
@@ -123,37 +100,34 @@ inline __m256i high_bits_32(const uint8_t* qh) {
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
-template <int NX>
-void dot_q5_0_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
-  const auto* wb = static_cast<const loom_block_q5_0*>(w);
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i sixteen = _mm256_set1_epi8(16);
-  __m256 acc[NX];
-  for (int j = 0; j < NX; j++) acc[j] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 32; b++) {
-    // Signed q - 16 in -16..15, then Q8_0's |q| x sign(y, q) trick: the integer dot product is exact,
-    // so no large offset is subtracted in floating point afterwards.
-    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles_32(wb[b].qs), high_bits_32(wb[b].qh)), sixteen);
-    const __m256i aq = _mm256_sign_epi8(q, q);
-    const float dw = h2f(wb[b].d);
-    for (int j = 0; j < NX; j++) {
-      const BlockQ8& yb = act_row<BlockQ8>(x, xs, j)[b];
-      const __m256i y = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(yb.qs)), q);
-      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, y), ones);
-      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * yb.d), sum_i32(p), acc[j]);
-    }
+// A 32-value block's weights as signed bytes, per format.
+struct SignedQ4_0 {
+  using Block = loom_block_q4_0;
+  static __m256i load(const Block& w) { return _mm256_sub_epi8(unpack_nibbles_32(w.qs), _mm256_set1_epi8(8)); }
+};
+struct SignedQ5_0 {
+  using Block = loom_block_q5_0;
+  static __m256i load(const Block& w) {
+    return _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles_32(w.qs), high_bits_32(w.qh)), _mm256_set1_epi8(16));
   }
-  for (int j = 0; j < NX; j++) out[j] = hsum(acc[j]);
-}
+};
+struct SignedQ8_0 {
+  using Block = loom_block_q8_0;
+  static __m256i load(const Block& w) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs)); }
+};
 
-template <int NX>
-void dot_q8_0_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
-  const auto* wb = static_cast<const loom_block_q8_0*>(w);
+// Q4_0 / Q5_0 / Q8_0 row · tile: the weights as signed bytes q, then |q| x sign(y, q) through
+// maddubs. The integer dot product of each block is exact (Q4_0's -8 and Q5_0's -16 offsets are
+// applied to the bytes, not subtracted in floating point afterwards, where the cancellation costs
+// accuracy), and only the per-block scale is floating point.
+template <typename S, int NX>
+void dot_q8_family_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
+  const auto* wb = static_cast<const typename S::Block*>(w);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NX];
   for (int j = 0; j < NX; j++) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 32; b++) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[b].qs));
+    const __m256i q = S::load(wb[b]);
     const __m256i aq = _mm256_sign_epi8(q, q);  // |q| as unsigned; the sign moves onto y
     const float dw = h2f(wb[b].d);
     for (int j = 0; j < NX; j++) {
@@ -164,6 +138,18 @@ void dot_q8_0_t(int64_t n, const void* w, const void* x, size_t xs, float* out) 
     }
   }
   for (int j = 0; j < NX; j++) out[j] = hsum(acc[j]);
+}
+template <int NX>
+void dot_q4_0_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
+  dot_q8_family_t<SignedQ4_0, NX>(n, w, x, xs, out);
+}
+template <int NX>
+void dot_q5_0_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
+  dot_q8_family_t<SignedQ5_0, NX>(n, w, x, xs, out);
+}
+template <int NX>
+void dot_q8_0_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
+  dot_q8_family_t<SignedQ8_0, NX>(n, w, x, xs, out);
 }
 
 template <int NX>
