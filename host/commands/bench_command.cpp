@@ -244,8 +244,10 @@ int run_bench(const CommandArgs& args) {
   std::cout << std::fixed << std::setprecision(2);
   std::cout << "model      " << model_path.filename().string() << " on " << engine.info().backend_name << " ("
             << engine.info().device_name << "), " << threads << " threads\n";
+  const auto [slowest, fastest] = std::minmax_element(
+      rounds.begin(), rounds.end(), [](const DecodeRound& a, const DecodeRound& b) { return a.bandwidth < b.bandwidth; });
   std::cout << "bandwidth  " << median.bandwidth / 1e9 << " GB/s measured around the median round (read, " << threads
-            << " threads; " << rounds.front().bandwidth / 1e9 << "-" << rounds.back().bandwidth / 1e9 << " over the rounds)\n";
+            << " threads; " << slowest->bandwidth / 1e9 << "-" << fastest->bandwidth / 1e9 << " over the rounds)\n";
   std::cout << "pp" << o.n_prompt << "      " << pp_tps << " tokens/s\n";
   std::cout << "tg" << o.n_gen << "      " << tg_tps << " tokens/s  = " << weight_bytes / 1e6 << " MB/token x "
             << tg_tps << " = " << 100.0 * fraction << "% of measured bandwidth (median of " << rounds.size()
