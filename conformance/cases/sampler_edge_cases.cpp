@@ -53,6 +53,24 @@ void greedy_is_argmax(CaseContext& ctx) {
     for (size_t i = 0; i < probs.size(); ++i)
       require(probs[i] == (int32_t(i) == token ? 1.0f : 0.0f), "greedy out_probs is not one-hot at the argmax");
   }
+  // Ties go to the lowest token id and masked (-inf) tokens never win; the vocabulary sizes straddle
+  // the widths a vectorised argmax would step in, and the tie sits in the last, partial step.
+  for (const uint32_t n_vocab : {1u, 7u, 9u, 67u}) {
+    std::vector<float> logits = make_logits(n_vocab, 200 + n_vocab);
+    const float top = *std::max_element(logits.begin(), logits.end()) + 1.0f;
+    logits[n_vocab - 1] = top;
+    if (n_vocab > 2) logits[n_vocab - 2] = top;
+    if (n_vocab > 1) logits[0] = -INFINITY;
+    const int32_t expected = static_cast<int32_t>(n_vocab > 2 ? n_vocab - 2 : n_vocab - 1);
+    loom_sampling_params params = h.neutral({LOOM_SAMPLER_STAGE_TOP_K, LOOM_SAMPLER_STAGE_TEMPERATURE});
+    params.temperature = 0.0f;
+    params.top_k = 3;
+    int32_t token = -1;
+    require(h.sample_one(params, h.new_state(1), logits, {}, &token, nullptr, nullptr) == LOOM_STATUS_OK,
+            "sample failed: " + h.last_error());
+    require(token == expected, "greedy over " + std::to_string(n_vocab) + " tokens with a tie at the end drew " +
+                                   std::to_string(token) + ", the lower tied id is " + std::to_string(expected));
+  }
 }
 
 // Greedy through chains where a cut comes before a stage that can change the ranking (typical-p,
@@ -243,16 +261,24 @@ loom_status try_sample(Harness& h, const loom_sampling_params& params, const std
 
 void rejects_bad_logits(CaseContext& ctx) {
   Harness h(ctx);
-  const loom_sampling_params params = h.neutral({LOOM_SAMPLER_STAGE_TEMPERATURE});
-  std::vector<float> logits = make_logits(k_vocab, 11);
-  logits[13] = std::numeric_limits<float>::quiet_NaN();
-  require(try_sample(h, params, logits) != LOOM_STATUS_OK, "a NaN logit was accepted");
-  require(!h.last_error().empty(), "no message for a NaN logit");
-  logits[13] = INFINITY;
-  require(try_sample(h, params, logits) != LOOM_STATUS_OK, "a +inf logit was accepted");
-  std::fill(logits.begin(), logits.end(), -INFINITY);
-  require(try_sample(h, params, logits) != LOOM_STATUS_OK, "an all -inf row was accepted");
-  require(try_sample(h, params, {}) != LOOM_STATUS_OK, "n_vocab = 0 was accepted");
+  // Sampled and greedy: a sampler may take a shortcut for greedy, but not past the checks.
+  for (const float temperature : {1.0f, 0.0f}) {
+    loom_sampling_params params = h.neutral({LOOM_SAMPLER_STAGE_TEMPERATURE});
+    params.temperature = temperature;
+    const std::string at = " (temperature " + std::to_string(temperature) + ")";
+    std::vector<float> logits = make_logits(k_vocab, 11);
+    logits[13] = std::numeric_limits<float>::quiet_NaN();
+    require(try_sample(h, params, logits) != LOOM_STATUS_OK, "a NaN logit was accepted" + at);
+    require(!h.last_error().empty(), "no message for a NaN logit" + at);
+    logits[13] = INFINITY;
+    require(try_sample(h, params, logits) != LOOM_STATUS_OK, "a +inf logit was accepted" + at);
+    logits[13] = 0.0f;
+    logits[k_vocab - 1] = std::numeric_limits<float>::quiet_NaN();  // after the argmax, in the last lane
+    require(try_sample(h, params, logits) != LOOM_STATUS_OK, "a NaN in the last logit was accepted" + at);
+    std::fill(logits.begin(), logits.end(), -INFINITY);
+    require(try_sample(h, params, logits) != LOOM_STATUS_OK, "an all -inf row was accepted" + at);
+    require(try_sample(h, params, {}) != LOOM_STATUS_OK, "n_vocab = 0 was accepted" + at);
+  }
 }
 
 void top_k_beyond_vocab(CaseContext& ctx) {

@@ -90,6 +90,29 @@ void report_top_logprobs(const float* logits, uint32_t n_vocab, uint32_t n_top, 
   }
 }
 
+// The greedy pick as pick_token would make it on a set reduced to the argmax: probability 1, log-
+// probability 0, one uniform drawn so the sequence's random stream advances as on the full path.
+// False (nothing written) when the logits hold a NaN or +inf or are all masked.
+bool pick_greedy_from_logits(loom_sample_row& row, uint32_t n_vocab, bool is_draw, const loom_sampling_params& params,
+                             Scratch& scratch) {
+  const int32_t token = argmax_logits(row.logits, n_vocab);
+  if (token < 0) return false;
+  if (row.out_probs != nullptr) {
+    std::memset(row.out_probs, 0, sizeof(float) * n_vocab);
+    row.out_probs[token] = 1.0f;
+  }
+  if (is_draw) {
+    (void)row.state->rng.uniform();
+    row.token = token;
+  } else {
+    row.token = -1;
+  }
+  row.logprob = 0.0f;
+  if (params.n_top_logprobs > 0 && (row.top_tokens != nullptr || row.top_logprobs != nullptr))
+    report_top_logprobs(row.logits, n_vocab, params.n_top_logprobs, row.top_tokens, row.top_logprobs, scratch);
+  return true;
+}
+
 void sample_row(loom_sampler& sampler, loom_sample_row& row, uint32_t n_vocab, Scratch& scratch) {
   if (row.struct_size < sizeof(loom_sample_row))
     fail_invalid("struct_size = " + std::to_string(row.struct_size) + " is smaller than ABI 1.0's " +
@@ -101,7 +124,6 @@ void sample_row(loom_sampler& sampler, loom_sample_row& row, uint32_t n_vocab, S
   const loom_sampling_params& params = *row.params;
   validate_params(params, "params");
 
-  CandidateSet set = scan_logits(row.logits, n_vocab, scratch);
   const loom_sampling_params& chain_owner = params.n_stages > 0 ? params : sampler.config.defaults;
   // Greedy (temperature 0) picks the best-ranked token. Top-k, top-p and min-p always keep that
   // token, so when nothing but such cuts and the temperature stage follow them they cannot change
@@ -118,6 +140,10 @@ void sample_row(loom_sampler& sampler, loom_sample_row& row, uint32_t n_vocab, S
     tail_has_temperature |= chain_owner.stages[--tail_start] == LOOM_SAMPLER_STAGE_TEMPERATURE;
   }
   const bool greedy = params.temperature <= 0.0f && tail_has_temperature;
+  // With nothing before that tail, greedy is the argmax of the raw logits: no candidate set at all.
+  if (greedy && tail_start == 0 && pick_greedy_from_logits(row, n_vocab, is_draw, params, scratch)) return;
+
+  CandidateSet set = scan_logits(row.logits, n_vocab, scratch);
   for (uint32_t s = 0; s < chain_owner.n_stages; ++s) {
     const loom_sampler_stage stage = chain_owner.stages[s];
     if (greedy && s >= tail_start && is_cut(stage)) continue;

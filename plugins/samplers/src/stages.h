@@ -27,6 +27,10 @@ void apply_min_p(CandidateSet& set, float min_p);
 void apply_typical_p(CandidateSet& set, float typical_p, Scratch& scratch);
 // Divides logits by the temperature; temperature <= 0 keeps only the argmax (greedy).
 void apply_temperature(CandidateSet& set, float temperature);
+// Greedy straight from the raw logits: the first index of the largest, as apply_temperature(set, 0)
+// picks on the scanned set. Returns -1 when some logit is NaN or +inf, or every logit is -inf, so the
+// caller takes the full path, which names the offending logit.
+int32_t argmax_logits(const float* logits, uint32_t n_vocab);
 
 // Softmax over what is left; draws one token unless `rng` is null (then token = -1). Writes the final
 // distribution to out_probs [n_vocab] when non-null (zeros for removed tokens).
