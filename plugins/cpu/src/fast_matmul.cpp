@@ -73,8 +73,13 @@ void fast_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   const int64_t n_chunks = (n_out + rows - 1) / rows;
   if (decode) {  // row-range kernel, straight into dst
     float* out = dst.frow(0);
-    pool.parallel_for(n_chunks, [&](int64_t chunk, int) {
-      const int64_t r0 = chunk * rows, r1 = std::min(n_out, r0 + rows);
+    // Chunks of at most ~256 KiB of weights: with a few large chunks (the output matrix's were 22 MB)
+    // the thread that finishes first idles while the other reads its last chunk alone, and a shared
+    // VM's stolen time makes that common (paired runs: +1.5-2.5 points of bandwidth).
+    const int64_t decode_rows = std::min<int64_t>(rows, std::max<int64_t>(16, int64_t((256u << 10) / std::max<uint64_t>(w_row_bytes, 1))));
+    const int64_t n_decode_chunks = (n_out + decode_rows - 1) / decode_rows;
+    pool.parallel_for(n_decode_chunks, [&](int64_t chunk, int) {
+      const int64_t r0 = chunk * decode_rows, r1 = std::min(n_out, r0 + decode_rows);
       plan.dot.rows(n_in, w.at(r0), size_t(w.nb[1]), r1 - r0, act.data(), out + r0);
     });
     return;
