@@ -53,23 +53,28 @@ void greedy_is_argmax(CaseContext& ctx) {
     for (size_t i = 0; i < probs.size(); ++i)
       require(probs[i] == (int32_t(i) == token ? 1.0f : 0.0f), "greedy out_probs is not one-hot at the argmax");
   }
-  // Ties go to the lowest token id and masked (-inf) tokens never win; the vocabulary sizes straddle
-  // the widths a vectorised argmax would step in, and the tie sits in the last, partial step.
-  for (const uint32_t n_vocab : {1u, 7u, 9u, 67u}) {
-    std::vector<float> logits = make_logits(n_vocab, 200 + n_vocab);
-    const float top = *std::max_element(logits.begin(), logits.end()) + 1.0f;
-    logits[n_vocab - 1] = top;
-    if (n_vocab > 2) logits[n_vocab - 2] = top;
-    if (n_vocab > 1) logits[0] = -INFINITY;
-    const int32_t expected = static_cast<int32_t>(n_vocab > 2 ? n_vocab - 2 : n_vocab - 1);
-    loom_sampling_params params = h.neutral({LOOM_SAMPLER_STAGE_TOP_K, LOOM_SAMPLER_STAGE_TEMPERATURE});
-    params.temperature = 0.0f;
-    params.top_k = 3;
-    int32_t token = -1;
-    require(h.sample_one(params, h.new_state(1), logits, {}, &token, nullptr, nullptr) == LOOM_STATUS_OK,
-            "sample failed: " + h.last_error());
-    require(token == expected, "greedy over " + std::to_string(n_vocab) + " tokens with a tie at the end drew " +
-                                   std::to_string(token) + ", the lower tied id is " + std::to_string(expected));
+  // Ties go to the lowest token id and masked (-inf) tokens never win. The vocabulary sizes straddle
+  // the widths a vectorised argmax would step in, and the ties sit next to each other in the last,
+  // partial step, or far apart (the second token and one near the end).
+  for (const uint32_t n_vocab : {1u, 7u, 9u, 67u, 2053u}) {
+    for (const bool far_apart : {false, true}) {
+      std::vector<float> logits = make_logits(n_vocab, 200 + n_vocab);
+      const float top = *std::max_element(logits.begin(), logits.end()) + 1.0f;
+      const uint32_t first = n_vocab > 2 ? (far_apart ? 1 : n_vocab - 2) : n_vocab - 1;
+      const uint32_t second = far_apart && n_vocab > 20 ? n_vocab - 10 : n_vocab - 1;
+      logits[first] = top;
+      logits[second] = top;
+      if (n_vocab > 2) logits[0] = -INFINITY;
+      loom_sampling_params params = h.neutral({LOOM_SAMPLER_STAGE_TOP_K, LOOM_SAMPLER_STAGE_TEMPERATURE});
+      params.temperature = 0.0f;
+      params.top_k = 3;
+      int32_t token = -1;
+      require(h.sample_one(params, h.new_state(1), logits, {}, &token, nullptr, nullptr) == LOOM_STATUS_OK,
+              "sample failed: " + h.last_error());
+      require(token == static_cast<int32_t>(first), "greedy over " + std::to_string(n_vocab) + " tokens tied at " +
+                                                        std::to_string(first) + " and " + std::to_string(second) +
+                                                        " drew " + std::to_string(token));
+    }
   }
 }
 

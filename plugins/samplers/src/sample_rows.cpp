@@ -133,9 +133,22 @@ void sample_row(loom_sampler& sampler, loom_sample_row& row, uint32_t n_vocab, S
   const auto is_cut = [](loom_sampler_stage st) {
     return st == LOOM_SAMPLER_STAGE_TOP_K || st == LOOM_SAMPLER_STAGE_TOP_P || st == LOOM_SAMPLER_STAGE_MIN_P;
   };
-  uint32_t tail_start = chain_owner.n_stages;  // first stage of the trailing run of cuts + temperature
+  // Stages whose parameters make them no-ops (the defaults: penalties 1/0/0, no bias, typical-p 1)
+  // return before touching the set, so they may sit in that trailing run too.
+  const auto is_no_op = [&](loom_sampler_stage st) {
+    switch (st) {
+      case LOOM_SAMPLER_STAGE_PENALTIES:
+        return (params.repetition_penalty == 1.0f && params.frequency_penalty == 0.0f &&
+                params.presence_penalty == 0.0f) ||
+               params.penalty_last_n == 0 || row.n_history == 0;
+      case LOOM_SAMPLER_STAGE_LOGIT_BIAS: return params.n_logit_bias == 0;
+      case LOOM_SAMPLER_STAGE_TYPICAL_P: return params.typical_p >= 1.0f;
+      default: return false;
+    }
+  };
+  uint32_t tail_start = chain_owner.n_stages;  // first stage of the trailing run of cuts, no-ops, temperature
   bool tail_has_temperature = false;
-  while (tail_start > 0 && (is_cut(chain_owner.stages[tail_start - 1]) ||
+  while (tail_start > 0 && (is_cut(chain_owner.stages[tail_start - 1]) || is_no_op(chain_owner.stages[tail_start - 1]) ||
                             chain_owner.stages[tail_start - 1] == LOOM_SAMPLER_STAGE_TEMPERATURE)) {
     tail_has_temperature |= chain_owner.stages[--tail_start] == LOOM_SAMPLER_STAGE_TEMPERATURE;
   }

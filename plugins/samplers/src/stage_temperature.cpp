@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 
 #include "stages.h"
@@ -28,28 +29,61 @@ void apply_temperature(CandidateSet& set, float temperature) {
   set.drop_masked();
 }
 
-int32_t argmax_logits(const float* logits, uint32_t n_vocab) {
-  // Eight independent lanes so the compiler keeps the scan in vector registers: one pass for the
-  // maximum and the "not below +inf" test (true for NaN and +inf), a second for its first index.
-  constexpr uint32_t kLanes = 8;
-  float lane_max[kLanes], lane_bad[kLanes];
-  for (uint32_t l = 0; l < kLanes; ++l) lane_max[l] = -INFINITY, lane_bad[l] = 0.0f;
-  uint32_t i = 0;
-  for (; i + kLanes <= n_vocab; i += kLanes) {
-    for (uint32_t l = 0; l < kLanes; ++l) {
-      const float x = logits[i + l];
-      lane_max[l] = x > lane_max[l] ? x : lane_max[l];
-      lane_bad[l] = x < INFINITY ? lane_bad[l] : 1.0f;
+namespace {
+// Four floats in a GCC/Clang vector type: SSE on x86-64, NEON on arm64, and no intrinsics (GCC does
+// not vectorise a float max reduction by itself without -ffast-math).
+using Floats = float __attribute__((vector_size(16)));
+using Ints = int32_t __attribute__((vector_size(16)));
+constexpr uint32_t kLanes = 4, kVectors = 4, kStep = kVectors * kLanes;  // 4 chains hide compare latency
+constexpr uint32_t kChunk = 64 * kStep;
+
+Floats load(const float* p) {
+  Floats v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Largest of logits[begin, end) (end - begin a multiple of kStep); ORs "not below +inf" (NaN or
+// +inf) into nan_or_inf.
+float chunk_max(const float* logits, uint32_t begin, uint32_t end, Ints& nan_or_inf) {
+  const Floats infinity = {INFINITY, INFINITY, INFINITY, INFINITY};
+  Floats lane_max[kVectors] = {-infinity, -infinity, -infinity, -infinity};
+  for (uint32_t i = begin; i < end; i += kStep) {
+    for (uint32_t v = 0; v < kVectors; ++v) {
+      const Floats x = load(logits + i + v * kLanes);
+      lane_max[v] = x > lane_max[v] ? x : lane_max[v];
+      nan_or_inf |= ~(x < infinity);
     }
   }
   float best = -INFINITY;
-  bool bad = false;
-  for (uint32_t l = 0; l < kLanes; ++l) best = std::max(best, lane_max[l]), bad |= lane_bad[l] != 0.0f;
-  for (; i < n_vocab; ++i) best = std::max(best, logits[i]), bad |= !(logits[i] < INFINITY);
+  for (const Floats& m : lane_max)
+    for (uint32_t l = 0; l < kLanes; ++l) best = std::max(best, m[l]);
+  return best;
+}
+}  // namespace
+
+int32_t argmax_logits(const float* logits, uint32_t n_vocab) {
+  // The maximum chunk by chunk, remembering the first chunk that reached it; then a scalar search of
+  // that chunk alone for the first index (ties go to the lowest id). A per-lane index in the vector
+  // loop instead doubled its cost.
+  Ints nan_or_inf = {};
+  float best = -INFINITY;
+  uint32_t best_chunk = 0;
+  const uint32_t vector_end = n_vocab / kStep * kStep;
+  for (uint32_t begin = 0; begin < vector_end; begin += kChunk) {
+    const float m = chunk_max(logits, begin, std::min(begin + kChunk, vector_end), nan_or_inf);
+    if (m > best) best = m, best_chunk = begin;
+  }
+  bool bad = (nan_or_inf[0] | nan_or_inf[1] | nan_or_inf[2] | nan_or_inf[3]) != 0;
+  int32_t best_index = -1;
+  for (uint32_t i = vector_end; i < n_vocab; ++i) {
+    bad |= !(logits[i] < INFINITY);
+    if (logits[i] > best) best = logits[i], best_index = static_cast<int32_t>(i);
+  }
   if (bad || best == -INFINITY) return -1;
-  for (uint32_t j = 0; j < n_vocab; ++j)
-    if (logits[j] == best) return static_cast<int32_t>(j);
-  return -1;
+  if (best_index >= 0) return best_index;  // only the scalar tail reached it
+  for (uint32_t i = best_chunk;; ++i)
+    if (logits[i] == best) return static_cast<int32_t>(i);
 }
 
 }  // namespace loom::samplers
