@@ -107,13 +107,15 @@ struct Q5_0Format {
   static constexpr bool kNibblePairs = true;
   static constexpr int kOffset = 16;
   static __m512i pair(const Block& a, const Block& b) {
-    // Fifth bits: bit j of qh is element j; reorder the two masks like the nibbles.
+    // Fifth bits: bit j of qh is element j. The mask wants the 16-bit halves in the nibbles' order,
+    // [a 0-15, b 0-15, a 16-31, b 16-31]: one word shuffle of [a.qh, b.qh] (shifting and or-ing
+    // them in general registers took twice the instructions).
     uint32_t h0, h1;
     std::memcpy(&h0, a.qh, 4);
     std::memcpy(&h1, b.qh, 4);
-    const uint64_t bits = uint64_t(h0 & 0xFFFF) | uint64_t(h1 & 0xFFFF) << 16 | uint64_t(h0 >> 16) << 32 | uint64_t(h1 >> 16) << 48;
+    const __m128i halves = _mm_shufflelo_epi16(_mm_insert_epi32(_mm_cvtsi32_si128(int(h0)), int(h1), 1), _MM_SHUFFLE(3, 1, 2, 0));
     const __m512i q = nibble_pair(a.qs, b.qs);
-    return _mm512_mask_add_epi8(q, _cvtu64_mask64(bits), q, _mm512_set1_epi8(0x10));
+    return _mm512_mask_add_epi8(q, _cvtu64_mask64(uint64_t(_mm_cvtsi128_si64(halves))), q, _mm512_set1_epi8(0x10));
   }
   static int fifth_bit(const Block& w, int j) { return ((w.qh[j / 8] >> (j % 8)) & 1) << 4; }
   static int low(const Block& w, int i) { return (w.qs[i] & 0xF) | fifth_bit(w, i); }
@@ -151,6 +153,28 @@ template <typename F>
   return isum;
 }
 
+// The weight scales of R <= 4 rows for blocks b and b + 1, times the activation scales: lane 2r + k
+// holds d(row r, block b + k) x y.d[b + k]. One conversion and one multiply serve all the rows.
+template <typename Block, int R>
+inline __m256 pair_scales(const Block* const* rows, int64_t b, const float* y_d) {
+  static_assert(R >= 1 && R <= 4, "pair_scales covers up to four rows");
+  uint16_t d[8] = {};
+  for (int r = 0; r < R; r++) d[2 * r] = rows[r][b].d, d[2 * r + 1] = rows[r][b + 1].d;
+  const __m128i halves = _mm_set_epi16(short(d[7]), short(d[6]), short(d[5]), short(d[4]), short(d[3]), short(d[2]), short(d[1]), short(d[0]));
+  const __m256 y_pair = _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double*>(y_d + b)));
+  return _mm256_mul_ps(_mm256_cvtph_ps(halves), y_pair);
+}
+
+// For row r, the permutation that spreads lanes 2r and 2r + 1 of pair_scales over a pair's 16 int32
+// sums: lane k belongs to block b or b + 1 as pair_scale's mask says.
+template <typename F>
+inline __m512i scale_lanes(int r) {
+  constexpr int kSecond = F::kNibblePairs ? 0xF0F0 : 0xFF00;
+  alignas(64) int32_t idx[16];
+  for (int k = 0; k < 16; k++) idx[k] = 2 * r + ((kSecond >> k) & 1);
+  return _mm512_load_si512(idx);
+}
+
 // out[r] = dot(weight row r, y) for R rows at once: the activation loads, the offset term and the
 // activation scales are shared, and R independent accumulators keep the FMA latency hidden (a 640-
 // wide row is only ten steps long).
@@ -162,7 +186,8 @@ void dot_rows(int64_t n, const uint8_t* w, size_t w_stride, ActRow y, float* out
   const Block* rows[R];
   for (int r = 0; r < R; r++) rows[r] = reinterpret_cast<const Block*>(w + size_t(r) * w_stride);
   __m512 acc[R];
-  for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+  __m512i lanes[R];
+  for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps(), lanes[r] = scale_lanes<F>(r);
   int64_t b = 0;
   // Prefetch the next group's rows spread over the steps, a few lines per step: a burst of them at
   // once overflows the line-fill buffers and most are dropped.
@@ -173,10 +198,10 @@ void dot_rows(int64_t n, const uint8_t* w, size_t w_stride, ActRow y, float* out
       _mm_prefetch(reinterpret_cast<const char*>(prefetch + prefetched), _MM_HINT_T0);
     const __m512i yv = _mm512_loadu_si512(y.q + 32 * b);
     const __m512i base = _mm512_loadu_si512(y.offset_terms + 8 * b);
+    const __m512 scales = _mm512_castps256_ps512(pair_scales<Block, R>(rows, b, y.d));
     for (int r = 0; r < R; r++) {
-      const Block &w0 = rows[r][b], &w1 = rows[r][b + 1];
-      const __m512i sums = _mm512_dpbusd_epi32(base, F::pair(w0, w1), yv);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), pair_scale<F>(h2f(w0.d) * y.d[b], h2f(w1.d) * y.d[b + 1]), acc[r]);
+      const __m512i sums = _mm512_dpbusd_epi32(base, F::pair(rows[r][b], rows[r][b + 1]), yv);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_permutexvar_ps(lanes[r], scales), acc[r]);
     }
   }
   for (int r = 0; r < R; r++) {
