@@ -66,6 +66,6 @@ struct Kernels {
 
 const Kernels& scalar_kernels();
 const Kernels* avx2_kernels();    // nullptr when the plugin was built without the AVX2 file
-const Kernels* avx512_kernels();  // the AVX2 table with AVX-512 VNNI Q4_0/Q5_0/Q8_0 kernels; nullptr if not built
+const Kernels* avx512_kernels();  // the AVX2 table with AVX-512 Q4_0/Q5_0/Q8_0 and K-quant decode kernels; nullptr if not built
 
 }  // namespace loom::cpu

@@ -5,8 +5,9 @@
 // rows share each activation load, and the activation row is laid out in the weights' nibble order so
 // no cross-lane shuffle is needed (paired runs against AVX2: one-token Q5_0 +30%, Q4_0 +39% with
 // weights in cache; the default model's 640 x 262144 Q8_0 output matrix, memory-bound, +5-8%;
-// 16-token tiles +20-28%). Other weight types and ops keep the AVX2 table. This
-// file alone is compiled with -mavx512*; FastOps checks the CPU before using it.
+// 16-token tiles +20-28%). Q4_K and Q6_K decode come from kernels_avx512_kquants.cpp; other weight
+// types and ops keep the AVX2 table. This file alone is compiled with -mavx512*; FastOps checks the
+// CPU before using it.
 #include "kernels.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && defined(__F16C__)
@@ -24,6 +25,7 @@
 #include <cstring>
 
 #include "cpu_tensor.h"
+#include "kernels_avx512_kquants.h"
 
 namespace loom::cpu {
 namespace {
@@ -277,6 +279,9 @@ Kernels make_table(const Kernels& avx2) {
   k.q5_0 = {tile_dot<Q5_0Format>, rows_dot<Q5_0Format>, q5_0_layout, q5_0_layout};
   constexpr auto q8_0_layout = quantize_row<false, Q8_0Format::kOffset>;
   k.q8_0 = {tile_dot<Q8_0Format>, rows_dot<Q8_0Format>, q8_0_layout, q8_0_layout};
+  // K-quants: decode only (kernels_avx512_kquants.cpp); their tiles keep the AVX2 kernels.
+  k.q4_k.rows = avx512_q4_k_rows();
+  k.q6_k.rows = avx512_q6_k_rows();
   return k;
 }
 
