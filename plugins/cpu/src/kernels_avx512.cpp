@@ -51,32 +51,43 @@ inline ActRow act_row(const void* x, int64_t n) {
 }
 static_assert(kRowsActivationBytes(4096) >= 4096 + 4 * 128 + 63 + 4096, "activation row layout does not fit");
 
+// One 32-value block: scale = amax / 127 (0 for an all-zero block), values rounded to nearest even
+// (the default MXCSR mode, as std::nearbyint), each 16-value half returned as 16 int8.
+struct QuantizedBlock {
+  float scale;
+  __m128i half[2];
+};
+inline QuantizedBlock quantize_block(const float* x) {
+  const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+  const float scale = amax / 127.0f, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+  const __m512 mul = _mm512_set1_ps(inv);
+  return {scale,
+          {_mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(lo, mul))),
+           _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(hi, mul)))}};
+}
+
 template <bool kNibblePairs, int kOffset>
 void quantize_row(const float* x, void* out, int64_t n) {
   auto* q = static_cast<int8_t*>(out);
   auto* d = reinterpret_cast<float*>(q + n);
   const int64_t nb = n / 32;
   for (int64_t b = 0; b < nb; b++) {
-    const float* xb = x + 32 * b;
-    float amax = 0.0f;
-    for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(xb[i]));
-    const float scale = amax / 127.0f, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
-    d[b] = scale;
+    const QuantizedBlock block = quantize_block(x + 32 * b);
+    d[b] = block.scale;
     const bool paired = kNibblePairs && (b | 1) < nb;  // b has a partner: b ^ 1
-    for (int i = 0; i < 32; i++) {
-      const int8_t v = int8_t(std::nearbyint(xb[i] * inv));
-      // Paired: half h (elements 16h..16h+15) of block b goes to slot 2h + (b & 1) of the pair.
-      const int64_t pos = paired ? 32 * (b & ~int64_t(1)) + 16 * (2 * (i / 16) + (b & 1)) + i % 16 : 32 * b + i;
-      q[pos] = v;
+    for (int h = 0; h < 2; h++) {
+      // Paired: half h of block b goes to 16-byte slot 2h + (b & 1) of the pair.
+      int8_t* slot = paired ? q + 32 * (b & ~int64_t(1)) + 16 * (2 * h + (b & 1)) : q + 32 * b + 16 * h;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(slot), block.half[h]);
     }
   }
   // The offset term of a pair: int32 lane k holds -offset x (the four activation bytes 4k..4k+3).
   auto* terms = reinterpret_cast<int32_t*>(q + offset_terms_at(n));
+  const __m512i ones = _mm512_set1_epi8(1);
   for (int64_t pair = 0; pair < nb / 2; pair++) {
-    for (int k = 0; k < 16; k++) {
-      const int8_t* y = q + 64 * pair + 4 * k;
-      terms[16 * pair + k] = -kOffset * (int32_t(y[0]) + y[1] + y[2] + y[3]);
-    }
+    const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(q + 64 * pair));
+    _mm512_storeu_si512(terms + 16 * pair, _mm512_mullo_epi32(sums, _mm512_set1_epi32(-kOffset)));
   }
 }
 
