@@ -30,14 +30,22 @@ class ThreadPool {
  private:
   void worker_main(int thread);
   void run_tasks(int thread);
+  // Spins until pred() holds or the spin budget runs out; true if pred() held.
+  template <typename Pred>
+  static bool spin_until(Pred pred);
 
   int n_threads_;
   std::vector<std::thread> workers_;
+  std::atomic<uint64_t> generation_{0};  // bumped once per job (and at shutdown)
+  std::atomic<bool> stop_{false};
+
+  // Sleeping is the slow path: a thread that spun for its whole budget registers itself and waits on
+  // a condition variable; the other side takes the mutex and notifies only when someone is there.
   std::mutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
-  std::atomic<uint64_t> generation_{0};
-  bool stop_ = false;
+  std::condition_variable wake_;  // workers: a new generation
+  std::condition_variable done_;  // caller: pending_workers_ reached zero
+  std::atomic<int> sleeping_workers_{0};
+  std::atomic<bool> caller_sleeping_{false};
 
   // The current job.
   const TaskFn* fn_ = nullptr;
