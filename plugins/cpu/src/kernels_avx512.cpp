@@ -2,8 +2,10 @@
 // memory-bound, but on two cores the AVX2 Q5_0 kernel tops out near 12 GB/s with its weights in
 // cache, no faster than DRAM delivers them, so its DRAM stalls are never hidden. Here each step takes
 // two blocks in one 512-bit register, vpdpbusd multiplies and sums the bytes in one instruction, four
-// rows share each activation load, and the activation row is laid out in the weights' nibble order so
-// no cross-lane shuffle is needed (paired runs against AVX2: one-token Q5_0 +30%, Q4_0 +39% with
+// rows share each activation load, and the activation values stay in element order (an earlier
+// layout in the nibbles' order saved one shuffle per step but needed a shuffle of Q5_0's fifth bits;
+// element order measured 5% faster for Q5_0 with weights in cache, 2% for Q4_0). Paired runs against
+// AVX2 (in the earlier layout): one-token Q5_0 +30%, Q4_0 +39% with
 // weights in cache; the default model's 640 x 262144 Q8_0 output matrix, memory-bound, +5-8%;
 // 16-token tiles +20-28%). Q4_K and Q6_K decode come from kernels_avx512_kquants.cpp; other weight
 // types and ops keep the AVX2 table. This file alone is compiled with -mavx512*; FastOps checks the
@@ -36,9 +38,7 @@ inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 // Each row is quantized to int8 per 32-value block like the AVX2 table's BlockQ8 (same scale, same
 // rounding, so the integer sums are identical), but stored for 64-byte loads: all int8 values first
 // (n bytes), then one float scale per block, then, from the next 64-byte boundary, one 16 x int32
-// "offset term" per block pair (see the kernels below). For nibble formats (Q4_0/Q5_0) each pair of
-// blocks is stored in the order their weights unpack to, [b 0-15, b+1 0-15, b 16-31, b+1 16-31], so
-// the weight side needs no cross-lane shuffle; a trailing odd block stays in natural order.
+// "offset term" per block pair (see the kernels below).
 struct ActRow {
   const int8_t* q;
   const float* d;
@@ -67,7 +67,7 @@ inline QuantizedBlock quantize_block(const float* x) {
            _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(hi, mul)))}};
 }
 
-template <bool kNibblePairs, int kOffset>
+template <int kOffset>
 void quantize_row(const float* x, void* out, int64_t n) {
   auto* q = static_cast<int8_t*>(out);
   auto* d = reinterpret_cast<float*>(q + n);
@@ -75,12 +75,8 @@ void quantize_row(const float* x, void* out, int64_t n) {
   for (int64_t b = 0; b < nb; b++) {
     const QuantizedBlock block = quantize_block(x + 32 * b);
     d[b] = block.scale;
-    const bool paired = kNibblePairs && (b | 1) < nb;  // b has a partner: b ^ 1
-    for (int h = 0; h < 2; h++) {
-      // Paired: half h of block b goes to 16-byte slot 2h + (b & 1) of the pair.
-      int8_t* slot = paired ? q + 32 * (b & ~int64_t(1)) + 16 * (2 * h + (b & 1)) : q + 32 * b + 16 * h;
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(slot), block.half[h]);
-    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), block.half[0]);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), block.half[1]);
   }
   // The offset term of a pair: int32 lane k holds -offset x (the four activation bytes 4k..4k+3).
   auto* terms = reinterpret_cast<int32_t*>(q + offset_terms_at(n));
@@ -97,17 +93,17 @@ void quantize_row(const float* x, void* out, int64_t n) {
 // -offset x sum(y), exact in int32. The second term depends on the activations only, so the
 // quantizer computes it once per block pair and every weight row starts its sums from it.
 
-// Q4_0/Q5_0 nibbles of blocks b and b + 1 as [b lo, b+1 lo, b hi, b+1 hi]: the paired layout.
+// Q4_0/Q5_0 nibbles of blocks b and b + 1 in element order: each block's 16 bytes go to two 128-bit
+// quarters, the second shifted down to its high nibbles, [b 0-15, b 16-31, b+1 0-15, b+1 16-31].
 inline __m512i nibble_pair(const uint8_t* qs0, const uint8_t* qs1) {
-  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  constexpr __mmask32 kHighQuarters = 0xFF00FF00u;  // int16 lanes of quarters 1 and 3
   const __m256i raw = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(qs1), reinterpret_cast<const __m128i*>(qs0));
-  const __m256i lo = _mm256_and_si256(raw, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nibble);
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  const __m512i doubled = _mm512_shuffle_i64x2(_mm512_castsi256_si512(raw), _mm512_castsi256_si512(raw), _MM_SHUFFLE(1, 1, 0, 0));
+  return _mm512_and_si512(_mm512_mask_srli_epi16(doubled, kHighQuarters, doubled, 4), _mm512_set1_epi8(0x0F));
 }
 
 struct Q4_0Format {
   using Block = loom_block_q4_0;
-  static constexpr bool kNibblePairs = true;
   static constexpr int kOffset = 8;
   static __m512i pair(const Block& a, const Block& b) { return nibble_pair(a.qs, b.qs); }
   // Elements i and i + 16 (i < 16), unsigned.
@@ -117,18 +113,14 @@ struct Q4_0Format {
 
 struct Q5_0Format {
   using Block = loom_block_q5_0;
-  static constexpr bool kNibblePairs = true;
   static constexpr int kOffset = 16;
   static __m512i pair(const Block& a, const Block& b) {
-    // Fifth bits: bit j of qh is element j. The mask wants the 16-bit halves in the nibbles' order,
-    // [a 0-15, b 0-15, a 16-31, b 16-31]: one word shuffle of [a.qh, b.qh] (shifting and or-ing
-    // them in general registers took twice the instructions).
+    // Fifth bits: bit j of qh is element j, so the two masks side by side are the pair's mask.
     uint32_t h0, h1;
     std::memcpy(&h0, a.qh, 4);
     std::memcpy(&h1, b.qh, 4);
-    const __m128i halves = _mm_shufflelo_epi16(_mm_insert_epi32(_mm_cvtsi32_si128(int(h0)), int(h1), 1), _MM_SHUFFLE(3, 1, 2, 0));
     const __m512i q = nibble_pair(a.qs, b.qs);
-    return _mm512_mask_add_epi8(q, _cvtu64_mask64(uint64_t(_mm_cvtsi128_si64(halves))), q, _mm512_set1_epi8(0x10));
+    return _mm512_mask_add_epi8(q, _cvtu64_mask64(h0 | uint64_t(h1) << 32), q, _mm512_set1_epi8(0x10));
   }
   static int fifth_bit(const Block& w, int j) { return ((w.qh[j / 8] >> (j % 8)) & 1) << 4; }
   static int low(const Block& w, int i) { return (w.qs[i] & 0xF) | fifth_bit(w, i); }
@@ -137,7 +129,6 @@ struct Q5_0Format {
 
 struct Q8_0Format {
   using Block = loom_block_q8_0;
-  static constexpr bool kNibblePairs = false;
   static constexpr int kOffset = 128;  // q + 128, as unsigned bytes: flip the sign bit
   static __m512i pair(const Block& a, const Block& b) {
     const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs))),
@@ -148,12 +139,10 @@ struct Q8_0Format {
   static int high(const Block& w, int i) { return w.qs[i + 16] + 128; }
 };
 
-// int32 lane k of a pair's sums belongs to block b or b + 1: the nibble layout interleaves 16-byte
-// quarters, the natural layout has block b in the low half.
-template <typename F>
+// A pair's 16 int32 sums: lanes 0-7 belong to block b, lanes 8-15 to block b + 1.
+constexpr __mmask16 kSecondBlock = 0xFF00;
 inline __m512 pair_scale(float first, float second) {
-  constexpr __mmask16 kSecond = F::kNibblePairs ? 0xF0F0 : 0xFF00;
-  return _mm512_mask_blend_ps(kSecond, _mm512_set1_ps(first), _mm512_set1_ps(second));
+  return _mm512_mask_blend_ps(kSecondBlock, _mm512_set1_ps(first), _mm512_set1_ps(second));
 }
 
 // sum((w - offset) * y) over one block in natural order, for odd block counts. Kept out of line and
@@ -179,12 +168,10 @@ inline __m256 pair_scales(const Block* const* rows, int64_t b, const float* y_d)
 }
 
 // For row r, the permutation that spreads lanes 2r and 2r + 1 of pair_scales over a pair's 16 int32
-// sums: lane k belongs to block b or b + 1 as pair_scale's mask says.
-template <typename F>
+// sums.
 inline __m512i scale_lanes(int r) {
-  constexpr int kSecond = F::kNibblePairs ? 0xF0F0 : 0xFF00;
   alignas(64) int32_t idx[16];
-  for (int k = 0; k < 16; k++) idx[k] = 2 * r + ((kSecond >> k) & 1);
+  for (int k = 0; k < 16; k++) idx[k] = 2 * r + ((kSecondBlock >> k) & 1);
   return _mm512_load_si512(idx);
 }
 
@@ -200,7 +187,7 @@ void dot_rows(int64_t n, const uint8_t* w, size_t w_stride, ActRow y, float* out
   for (int r = 0; r < R; r++) rows[r] = reinterpret_cast<const Block*>(w + size_t(r) * w_stride);
   __m512 acc[R];
   __m512i lanes[R];
-  for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps(), lanes[r] = scale_lanes<F>(r);
+  for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps(), lanes[r] = scale_lanes(r);
   int64_t b = 0;
   // Prefetch the next group's rows spread over the steps, a few lines per step: a burst of them at
   // once overflows the line-fill buffers and most are dropped.
@@ -260,7 +247,7 @@ void dot_tile(int64_t n, const void* w, const void* x, size_t x_stride, float* o
     const float d0 = h2f(wb[b].d), d1 = h2f(wb[b + 1].d);
     for (int j = 0; j < NX; j++) {
       const __m512i sums = _mm512_dpbusd_epi32(_mm512_loadu_si512(y[j].offset_terms + 8 * b), q, _mm512_loadu_si512(y[j].q + 32 * b));
-      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), pair_scale<F>(d0 * y[j].d[b], d1 * y[j].d[b + 1]), acc[j]);
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), pair_scale(d0 * y[j].d[b], d1 * y[j].d[b + 1]), acc[j]);
     }
   }
   for (int j = 0; j < NX; j++) {
@@ -284,11 +271,11 @@ void tile_dot(int64_t n, const void* w, const void* x, size_t x_stride, int n_x,
 Kernels make_table(const Kernels& avx2) {
   Kernels k = avx2;
   k.name = "avx512";
-  constexpr auto q4_0_layout = quantize_row<true, Q4_0Format::kOffset>;
-  constexpr auto q5_0_layout = quantize_row<true, Q5_0Format::kOffset>;
+  constexpr auto q4_0_layout = quantize_row<Q4_0Format::kOffset>;
+  constexpr auto q5_0_layout = quantize_row<Q5_0Format::kOffset>;
   k.q4_0 = {tile_dot<Q4_0Format>, rows_dot<Q4_0Format>, q4_0_layout, q4_0_layout};
   k.q5_0 = {tile_dot<Q5_0Format>, rows_dot<Q5_0Format>, q5_0_layout, q5_0_layout};
-  constexpr auto q8_0_layout = quantize_row<false, Q8_0Format::kOffset>;
+  constexpr auto q8_0_layout = quantize_row<Q8_0Format::kOffset>;
   k.q8_0 = {tile_dot<Q8_0Format>, rows_dot<Q8_0Format>, q8_0_layout, q8_0_layout};
   // K-quants: decode only (kernels_avx512_kquants.cpp); their tiles keep the AVX2 kernels.
   k.q4_k.rows = avx512_q4_k_rows();
