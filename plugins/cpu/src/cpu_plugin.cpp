@@ -259,16 +259,44 @@ loom_status copy_buffer(loom_backend_t* backend, loom_stream_t*, loom_buffer_t* 
   });
 }
 
+// A group's time goes to its ops in proportion to their weight bytes (decode matmuls are memory-bound).
+void record_group(OpProfile& profile, const OpArgs* group, int n, std::chrono::steady_clock::duration elapsed) {
+  if (n == 1) return profile.add(group[0], elapsed);
+  double total = 0, bytes[FastOps::kMaxGroup];
+  for (int i = 0; i < n; i++) total += bytes[i] = double(row_bytes(group[i].src[0].dtype, group[i].src[0].ne[0])) * double(group[i].src[0].ne[1]);
+  for (int i = 0; i < n; i++)
+    profile.add(group[i], std::chrono::duration_cast<std::chrono::steady_clock::duration>(elapsed * (bytes[i] / total)));
+}
+
 loom_status run_ops(loom_backend_t* backend, loom_stream_t*, const loom_op* ops, uint32_t n_ops) {
   if (backend == nullptr || (ops == nullptr && n_ops > 0)) return LOOM_STATUS_INVALID_ARGUMENT;
   uint32_t index = 0;
   try {
-    for (; index < n_ops; index++) {
-      const OpArgs args = resolve_op(ops[index], /*need_buffers=*/true);
+    while (index < n_ops) {
+      // The fast layer may run consecutive decode matmuls of one activation row together, so it
+      // sees the ops that could join the first (a look-ahead op that fails validation just ends the
+      // group; it is resolved again, and its error reported, as the op it is).
+      OpArgs group[FastOps::kMaxGroup];
+      const OpArgs* members[FastOps::kMaxGroup];
+      group[0] = resolve_op(ops[index], /*need_buffers=*/true);
+      members[0] = &group[0];
+      int n = 1;
+      while (!backend->reference && group[0].type == LOOM_OP_MATMUL && n < FastOps::kMaxGroup && index + uint32_t(n) < n_ops &&
+             ops[index + uint32_t(n)].type == LOOM_OP_MATMUL) {
+        try {
+          group[n] = resolve_op(ops[index + uint32_t(n)], /*need_buffers=*/true);
+        } catch (const OpError&) {
+          break;
+        }
+        members[n] = &group[n];
+        n++;
+      }
       const auto start = std::chrono::steady_clock::now();
-      if (backend->reference) run_reference_op(args);
-      else backend->fast->run(args);
-      if (backend->profile) backend->profile->add(args, std::chrono::steady_clock::now() - start);
+      int ran = 1;
+      if (backend->reference) run_reference_op(group[0]);
+      else ran = backend->fast->run_group(members, n);
+      if (backend->profile) record_group(*backend->profile, group, ran, std::chrono::steady_clock::now() - start);
+      index += uint32_t(ran);
     }
     return LOOM_STATUS_OK;
   } catch (const OpError& e) {

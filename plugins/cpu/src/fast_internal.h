@@ -8,6 +8,11 @@
 namespace loom::cpu {
 
 void fast_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k);
+// Decode matmuls that read the same activation row, run in one pass over the pool (fast_matmul.cpp).
+// joins_decode_group: whether `next` may join `members` (the first must itself be a decode matmul
+// whose output does not overlap its activation).
+bool joins_decode_group(const OpArgs* const* members, int n_members, const OpArgs& next);
+void fast_matmul_decode_group(const OpArgs* const* ops, int n_ops, ThreadPool& pool, const Kernels& k);
 void fast_store_kv(const OpArgs& a, ThreadPool& pool, const Kernels& k);
 void fast_paged_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k);
 

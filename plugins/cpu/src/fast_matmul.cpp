@@ -5,6 +5,10 @@
 // 2. Threads take chunks of output rows. Within a chunk, tokens go in tiles of kMaxTile: each weight
 //    block is unpacked once per tile, and the chunk (sized to stay in L2) is re-read from cache, not
 //    memory, for the next tile.
+// 3. Decode (one token): consecutive matmuls of the same activation row (q, k and v; gate and up)
+//    run as one group: one pass over the pool whose chunks span all their weights, so the threads
+//    wait for each other once per group instead of once per matrix, and the small k and v
+//    projections do not each pay a start and an uneven finish of their own.
 #include <algorithm>
 #include <vector>
 
@@ -43,15 +47,113 @@ std::vector<uint8_t>& scratch() {
 
 }  // namespace
 
+namespace {
+
+bool is_decode_matmul(const OpArgs& a) {
+  return a.type == LOOM_OP_MATMUL && a.src[1].n_rows() == 1 && a.dst.nb[0] == sizeof(float);
+}
+
+// The bytes a tensor view can touch, [first, last).
+std::pair<const uint8_t*, const uint8_t*> extent(const Tensor& t) {
+  uint64_t last_row = 0;
+  for (int d = 1; d < 4; d++) last_row += uint64_t(t.ne[d] - 1) * t.nb[d];
+  return {t.data, t.data + last_row + row_bytes(t.dtype, t.ne[0])};
+}
+bool overlap(const Tensor& a, const Tensor& b) {
+  const auto [a0, a1] = extent(a);
+  const auto [b0, b1] = extent(b);
+  return a0 < b1 && b0 < a1;
+}
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.dtype == b.dtype && a.data == b.data && std::equal(a.ne, a.ne + 4, b.ne) && std::equal(a.nb, a.nb + 4, b.nb);
+}
+
+// One matmul of a decode group: its kernel, its activation row and its chunks of output rows.
+struct DecodeJob {
+  const OpArgs* op;
+  MatmulPlan plan;
+  const uint8_t* act;
+  int64_t rows_per_chunk;
+  int64_t first_chunk;  // in the group's numbering
+};
+
+}  // namespace
+
+bool joins_decode_group(const OpArgs* const* members, int n_members, const OpArgs& next) {
+  if (n_members < 1 || !is_decode_matmul(*members[0]) || !is_decode_matmul(next)) return false;
+  const Tensor& x = members[0]->src[1];
+  if (!same_view(x, next.src[1]) || overlap(members[0]->dst, x) || overlap(next.dst, x)) return false;
+  // Members run in any order: next must not write what another reads or writes.
+  for (int i = 0; i < n_members; i++)
+    if (overlap(next.dst, members[i]->dst) || overlap(next.dst, members[i]->src[0]) || overlap(members[i]->dst, next.src[0])) return false;
+  return true;
+}
+
+void fast_matmul_decode_group(const OpArgs* const* ops, int n_ops, ThreadPool& pool, const Kernels& k) {
+  // Activation rows: one per distinct quantizer (q and k of the same type share theirs).
+  std::vector<DecodeJob> jobs;
+  std::vector<size_t> act_offsets;
+  size_t act_bytes = 0;
+  for (int i = 0; i < n_ops; i++) {
+    const Tensor& w = ops[i]->src[0];
+    const MatmulPlan plan = plan_for(w.dtype, w.ne[0], k);
+    const size_t bytes = plan.dot.rows_quantize ? size_t(kRowsActivationBytes(w.ne[0])) : plan.act_row_bytes;
+    act_offsets.push_back(act_bytes);
+    act_bytes += (bytes + 63) / 64 * 64;
+    jobs.push_back({ops[i], plan, nullptr, 0, 0});
+  }
+  std::vector<uint8_t>& act = scratch();
+  if (act.size() < act_bytes) act.resize(act_bytes);
+  int64_t n_chunks = 0;
+  for (int i = 0; i < n_ops; i++) {
+    DecodeJob& job = jobs[size_t(i)];
+    const Tensor &w = job.op->src[0], &x = job.op->src[1];
+    int shared = 0;
+    while (shared < i && !(jobs[size_t(shared)].plan.format == job.plan.format &&
+                           jobs[size_t(shared)].plan.dot.rows_quantize == job.plan.dot.rows_quantize))
+      shared++;
+    if (shared < i) {
+      job.act = jobs[size_t(shared)].act;
+    } else {
+      uint8_t* out = act.data() + act_offsets[size_t(i)];
+      const float* row = x.frow(0);
+      if (job.plan.dot.rows_quantize) job.plan.dot.rows_quantize(row, out, w.ne[0]);
+      else if (job.plan.format == ActFormat::q8) k.quantize_q8(row, reinterpret_cast<BlockQ8*>(out), w.ne[0]);
+      else if (job.plan.format == ActFormat::q8k) k.quantize_q8k(row, reinterpret_cast<BlockQ8K*>(out), w.ne[0]);
+      else std::copy(row, row + w.ne[0], reinterpret_cast<float*>(out));
+      job.act = out;
+    }
+    // Chunks of at most ~256 KiB of weights (the output matrix's were 22 MB: the thread that finished
+    // first idled while the other read its last chunk alone; paired runs +1.5-2.5 points of
+    // bandwidth), and at least four per thread per matrix for dynamic balance.
+    const int64_t n_out = w.ne[1];
+    const uint64_t w_row_bytes = std::max<uint64_t>(row_bytes(w.dtype, w.ne[0]), 1);
+    job.rows_per_chunk = std::min<int64_t>(chunk_size(n_out, pool.size(), 4), std::max<int64_t>(16, int64_t((256u << 10) / w_row_bytes)));
+    job.first_chunk = n_chunks;
+    n_chunks += (n_out + job.rows_per_chunk - 1) / job.rows_per_chunk;
+  }
+  pool.parallel_for(n_chunks, [&](int64_t chunk, int) {
+    size_t j = jobs.size() - 1;
+    while (jobs[j].first_chunk > chunk) j--;
+    const DecodeJob& job = jobs[j];
+    const Tensor &w = job.op->src[0], &dst = job.op->dst;
+    const int64_t r0 = (chunk - job.first_chunk) * job.rows_per_chunk, r1 = std::min(w.ne[1], r0 + job.rows_per_chunk);
+    job.plan.dot.rows(w.ne[0], w.at(r0), size_t(w.nb[1]), r1 - r0, job.act, dst.frow(0) + r0);
+  });
+}
+
 void fast_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
+  if (is_decode_matmul(a)) {
+    const OpArgs* one = &a;
+    return fast_matmul_decode_group(&one, 1, pool, k);
+  }
   const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
   const MatmulPlan plan = plan_for(w.dtype, n_in, k);
 
   // Activations: one row per token, `stride` bytes apart, in the format the kernel asks for: its own
   // layout when it brings a quantizer for this path, else the weight type's usual format.
-  const bool decode = n_tok == 1 && dst.nb[0] == sizeof(float);
-  const RowsQuantizeFn own_layout = decode ? plan.dot.rows_quantize : plan.dot.tile_quantize;
+  const RowsQuantizeFn own_layout = plan.dot.tile_quantize;
   const size_t row_bytes_needed = own_layout ? size_t(kRowsActivationBytes(n_in)) : plan.act_row_bytes;
   const size_t stride = (row_bytes_needed + 63) / 64 * 64;
   std::vector<uint8_t>& act = scratch();
@@ -66,24 +168,11 @@ void fast_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   });
 
   // Rows per chunk: about 64 KiB of weights (stays in L2 while the token tiles pass over it), but
-  // small enough that decode gives every thread several chunks.
+  // small enough that every thread gets several chunks.
   const uint64_t w_row_bytes = row_bytes(w.dtype, n_in);
   const int64_t l2_rows = std::max<int64_t>(1, int64_t((64u << 10) / std::max<uint64_t>(w_row_bytes, 1)));
-  const int64_t rows = std::min<int64_t>(chunk_size(n_out, pool.size(), 4), n_tok > 1 ? std::max<int64_t>(l2_rows, 4) : 1 << 30);
+  const int64_t rows = std::min<int64_t>(chunk_size(n_out, pool.size(), 4), std::max<int64_t>(l2_rows, 4));
   const int64_t n_chunks = (n_out + rows - 1) / rows;
-  if (decode) {  // row-range kernel, straight into dst
-    float* out = dst.frow(0);
-    // Chunks of at most ~256 KiB of weights: with a few large chunks (the output matrix's were 22 MB)
-    // the thread that finishes first idles while the other reads its last chunk alone, and a shared
-    // VM's stolen time makes that common (paired runs: +1.5-2.5 points of bandwidth).
-    const int64_t decode_rows = std::min<int64_t>(rows, std::max<int64_t>(16, int64_t((256u << 10) / std::max<uint64_t>(w_row_bytes, 1))));
-    const int64_t n_decode_chunks = (n_out + decode_rows - 1) / decode_rows;
-    pool.parallel_for(n_decode_chunks, [&](int64_t chunk, int) {
-      const int64_t r0 = chunk * decode_rows, r1 = std::min(n_out, r0 + decode_rows);
-      plan.dot.rows(n_in, w.at(r0), size_t(w.nb[1]), r1 - r0, act.data(), out + r0);
-    });
-    return;
-  }
   const bool dst_contiguous = dst.ne[2] == 1 && dst.ne[3] == 1;
   pool.parallel_for(n_chunks, [&](int64_t chunk, int) {
     const int64_t r0 = chunk * rows, r1 = std::min(n_out, r0 + rows);

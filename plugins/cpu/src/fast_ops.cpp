@@ -213,6 +213,18 @@ FastOps::~FastOps() = default;
 int FastOps::n_threads() const { return pool_->size(); }
 const char* FastOps::isa_name() const { return kernels_->name; }
 
+int FastOps::run_group(const OpArgs* const* ops, int n) {
+  int members = 1;
+  while (members < std::min(n, kMaxGroup) && joins_decode_group(ops, members, *ops[members])) members++;
+  if (members == 1) {
+    run(*ops[0]);
+    return 1;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  fast_matmul_decode_group(ops, members, *pool_, *kernels_);
+  return members;
+}
+
 void FastOps::run(const OpArgs& a) {
   std::lock_guard<std::mutex> lock(mutex_);
   ThreadPool& pool = *pool_;

@@ -23,6 +23,11 @@ class FastOps {
 
   // Runs one validated op. Thread-safe: calls from several threads take turns on the pool.
   void run(const OpArgs& a);
+  // Runs ops[0..n) together when they are decode matmuls of one activation row (q, k and v; gate
+  // and up), else one by one; returns how many of them it ran together (at least 1). Same
+  // thread-safety as run.
+  int run_group(const OpArgs* const* ops, int n);
+  static constexpr int kMaxGroup = 4;
 
   int n_threads() const;
   const char* isa_name() const;  // "avx512", "avx2" or "scalar"
