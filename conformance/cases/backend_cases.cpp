@@ -73,6 +73,42 @@ Case matmul_case(loom_dtype dtype, int64_t n_tok) {
           }};
 }
 
+// Several matmuls of one activation row in one run_ops call, as a transformer layer issues q, k, v
+// and gate, up: a backend may run them together, but the result must be what running them in order
+// gives. Mixed weight types share the row, and the last matmul overwrites an earlier one's output,
+// so a backend that merges them must still leave the later result.
+Case matmul_chain_case() {
+  return {"backend.matmul.shared_activation_chain", LOOM_PLUGIN_KIND_BACKEND, [](CaseContext& ctx) {
+            auto dut = device_under_test(ctx);
+            // Four weight types, the first four of these the backend declares (repeating if fewer).
+            std::vector<loom_dtype> declared;
+            for (loom_dtype d : {LOOM_DTYPE_Q5_0, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K, LOOM_DTYPE_Q4_0, LOOM_DTYPE_F16, LOOM_DTYPE_F32})
+              if (dut->declares_weight(d)) declared.push_back(d);
+            if (declared.empty()) not_supported("caps declare none of the weight types this case uses");
+            loom_dtype types[4];
+            for (size_t i = 0; i < 4; i++) types[i] = declared[i % declared.size()];
+            std::mt19937 rng(77);
+            const int64_t n_in = 512, n_out[] = {37, 64, 40, 64};
+            // tensors: 0 = x, 1..4 = weights, 5..7 = outputs (the Q6_K matmul writes output 6 again)
+            std::vector<HostTensor> tensors = {f32_tensor(random_floats(rng, size_t(n_in)), n_in)};
+            for (int i = 0; i < 4; i++) tensors.push_back(random_weights(rng, types[i], n_in, n_out[i]));
+            for (int64_t n : {n_out[0], n_out[1], n_out[2]}) tensors.push_back(zero_tensor(LOOM_DTYPE_F32, n, 1));
+            const std::vector<ChainOp> chain = {{LOOM_OP_MATMUL, {1, 0}, 5}, {LOOM_OP_MATMUL, {2, 0}, 6},
+                                                {LOOM_OP_MATMUL, {3, 0}, 7}, {LOOM_OP_MATMUL, {4, 0}, 6}};
+            const loom_status st = dut->run_chain(tensors, chain);
+            require(st == LOOM_STATUS_OK, "run_ops of four matmuls failed (" + std::to_string(st) + "): " + dut->last_error());
+            // Each expected output from the reference, one op per call.
+            auto ref = reference_device(ctx);
+            const int expected_from[] = {1, 4, 3};  // outputs 5, 6, 7: the last writer of each
+            for (int o = 0; o < 3; o++) {
+              HostTensor w = tensors[size_t(expected_from[o])], x = tensors[0];
+              HostTensor want = zero_tensor(LOOM_DTYPE_F32, w.ne[1], 1);
+              require(ref->run(LOOM_OP_MATMUL, {&w, &x}, &want, nullptr) == LOOM_STATUS_OK, "reference run_ops failed: " + ref->last_error());
+              require_close(tensors[size_t(5 + o)].floats(), want.floats(), 3e-2, "output " + std::to_string(o) + " of the chain");
+            }
+          }};
+}
+
 Case get_rows_case(loom_dtype dtype) {
   return {"backend.get_rows." + dtype_label(dtype), LOOM_PLUGIN_KIND_BACKEND, [=](CaseContext& ctx) {
             check_declared_weight(*device_under_test(ctx), dtype);
@@ -262,6 +298,7 @@ std::vector<Case> backend_cases() {
     for (int64_t n_tok : {1, 7, 33}) out.push_back(matmul_case(dtype, n_tok));
     out.push_back(get_rows_case(dtype));
   }
+  out.push_back(matmul_chain_case());
   for (auto& c : row_op_cases()) out.push_back(std::move(c));
   for (auto& c : backend_attention_cases()) out.push_back(std::move(c));
   return out;

@@ -201,6 +201,65 @@ static loom_tensor describe(const HostTensor& t, loom_buffer_t* buffer, uint64_t
   return out;
 }
 
+loom_buffer_t* Device::upload_guarded(const HostTensor& t) {
+  const uint64_t size = kGuardBytes * 2 + t.data.size();
+  loom_buffer_t* buffer = nullptr;
+  require(api_->buffer_create(backend_, size, LOOM_BUFFER_USAGE_COMPUTE, &buffer) == LOOM_STATUS_OK,
+          "buffer_create failed: " + last_error());
+  std::vector<uint8_t> image(size, kGuardPattern);
+  std::copy(t.data.begin(), t.data.end(), image.begin() + kGuardBytes);
+  if (api_->copy_to_device(backend_, nullptr, buffer, 0, image.data(), size) != LOOM_STATUS_OK) {
+    const std::string error = last_error();
+    api_->buffer_destroy(backend_, buffer);
+    throw CaseFailure("copy_to_device failed: " + error);
+  }
+  return buffer;
+}
+
+void Device::download_checked(loom_buffer_t* buffer, HostTensor& t, const std::string& what) {
+  const uint64_t size = kGuardBytes * 2 + t.data.size();
+  std::vector<uint8_t> image(size);
+  require(api_->copy_to_host(backend_, nullptr, image.data(), buffer, 0, size) == LOOM_STATUS_OK,
+          "copy_to_host failed: " + last_error());
+  require(api_->stream_synchronize(backend_, nullptr) == LOOM_STATUS_OK, "stream_synchronize failed");
+  for (uint64_t g = 0; g < kGuardBytes; g++)
+    require(image[g] == kGuardPattern && image[size - 1 - g] == kGuardPattern,
+            what + ": guard region overwritten (out-of-bounds write)");
+  std::copy(image.begin() + kGuardBytes, image.end() - kGuardBytes, t.data.begin());
+}
+
+loom_status Device::run_chain(std::vector<HostTensor>& tensors, const std::vector<ChainOp>& ops) {
+  std::vector<loom_buffer_t*> buffers;
+  auto cleanup = [&] {
+    for (auto* b : buffers) api_->buffer_destroy(backend_, b);
+  };
+  loom_status st = LOOM_STATUS_OK;
+  try {
+    for (const HostTensor& t : tensors) buffers.push_back(upload_guarded(t));
+    std::vector<loom_op> chain;
+    for (const ChainOp& c : ops) {
+      loom_op op{};
+      op.struct_size = sizeof(loom_op);
+      op.type = c.type;
+      op.params = c.params;
+      op.n_src = uint32_t(c.srcs.size());
+      for (size_t i = 0; i < c.srcs.size(); i++) op.src[i] = describe(tensors[size_t(c.srcs[i])], buffers[size_t(c.srcs[i])], kGuardBytes);
+      op.dst = describe(tensors[size_t(c.dst)], buffers[size_t(c.dst)], kGuardBytes);
+      chain.push_back(op);
+    }
+    st = api_->run_ops(backend_, nullptr, chain.data(), uint32_t(chain.size()));
+    const loom_status sync = api_->stream_synchronize(backend_, nullptr);
+    if (st == LOOM_STATUS_OK) st = sync;
+    if (st == LOOM_STATUS_OK)
+      for (size_t i = 0; i < tensors.size(); i++) download_checked(buffers[i], tensors[i], "tensor " + std::to_string(i));
+  } catch (...) {
+    cleanup();
+    throw;
+  }
+  cleanup();
+  return st;
+}
+
 loom_status Device::run(loom_op_type type, std::vector<HostTensor*> srcs, HostTensor* dst, const void* params,
                         bool ask_supports) {
   loom_op op{};
@@ -233,13 +292,7 @@ loom_status Device::run(loom_op_type type, std::vector<HostTensor*> srcs, HostTe
     for (size_t i = 0; i < all.size(); i++) {
       HostTensor* t = all[i];
       if (t == nullptr || t->absent) continue;
-      const uint64_t size = kGuardBytes * 2 + t->data.size();
-      require(api_->buffer_create(backend_, size, LOOM_BUFFER_USAGE_COMPUTE, &buffers[i]) == LOOM_STATUS_OK,
-              "buffer_create failed: " + last_error());
-      std::vector<uint8_t> image(size, kGuardPattern);
-      std::copy(t->data.begin(), t->data.end(), image.begin() + kGuardBytes);
-      require(api_->copy_to_device(backend_, nullptr, buffers[i], 0, image.data(), size) == LOOM_STATUS_OK,
-              "copy_to_device failed: " + last_error());
+      buffers[i] = upload_guarded(*t);
       (i < srcs.size() ? op.src[i] : op.dst) = describe(*t, buffers[i], kGuardBytes);
     }
     st = api_->run_ops(backend_, nullptr, &op, 1);
@@ -249,15 +302,7 @@ loom_status Device::run(loom_op_type type, std::vector<HostTensor*> srcs, HostTe
       for (size_t i = 0; i < all.size(); i++) {
         HostTensor* t = all[i];
         if (t == nullptr || t->absent) continue;
-        const uint64_t size = kGuardBytes * 2 + t->data.size();
-        std::vector<uint8_t> image(size);
-        require(api_->copy_to_host(backend_, nullptr, image.data(), buffers[i], 0, size) == LOOM_STATUS_OK,
-                "copy_to_host failed: " + last_error());
-        require(api_->stream_synchronize(backend_, nullptr) == LOOM_STATUS_OK, "stream_synchronize failed");
-        for (uint64_t g = 0; g < kGuardBytes; g++)
-          require(image[g] == kGuardPattern && image[size - 1 - g] == kGuardPattern,
-                  "operand " + std::to_string(i) + ": guard region overwritten (out-of-bounds write)");
-        std::copy(image.begin() + kGuardBytes, image.end() - kGuardBytes, t->data.begin());
+        download_checked(buffers[i], *t, "operand " + std::to_string(i));
       }
     }
   } catch (...) {

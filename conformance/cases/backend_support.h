@@ -35,6 +35,14 @@ std::vector<float> random_floats(std::mt19937& rng, size_t n, float lo = -1.0f, 
 HostTensor random_weights(std::mt19937& rng, loom_dtype dtype, int64_t n_in, int64_t n_out);
 uint16_t to_half(float f);  // round-to-nearest for normal values (test data only)
 
+// One op of a chain over shared tensors: srcs and dst are indexes into the chain's tensor list.
+struct ChainOp {
+  loom_op_type type;
+  std::vector<int> srcs;
+  int dst;
+  const void* params = nullptr;
+};
+
 // One backend instance of a loaded plugin.
 class Device {
  public:
@@ -56,8 +64,15 @@ class Device {
   // status; supports_op UNSUPPORTED throws CaseNotSupported with the backend's reason.
   loom_status run(loom_op_type type, std::vector<HostTensor*> srcs, HostTensor* dst, const void* params,
                   bool ask_supports = true);
+  // Runs `ops` in one run_ops call: every tensor lives once, in its own guarded buffer, and every op
+  // that names it sees the same memory (so one op's output is a later op's input). All tensors are
+  // read back and their guards checked.
+  loom_status run_chain(std::vector<HostTensor>& tensors, const std::vector<ChainOp>& ops);
 
  private:
+  loom_buffer_t* upload_guarded(const HostTensor& t);
+  void download_checked(loom_buffer_t* buffer, HostTensor& t, const std::string& what);
+
   const loom_backend_i* api_;
   loom_backend_t* backend_ = nullptr;
   loom_backend_caps caps_{};
