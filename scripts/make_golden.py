@@ -87,6 +87,10 @@ class LlamaCpp:
         self.L = L
         L.llama_backend_init()
         mparams = L.llama_model_default_params()
+        if hasattr(mparams, "use_extra_bufts"):
+            # llama-cpp-python 0.3.36 built for this Sapphire Rapids VM segfaulted in llama_decode with
+            # its extra CPU buffer types (AMX / repacked weights); the plain CPU buffers work.
+            mparams.use_extra_bufts = False
         load = getattr(L, "llama_model_load_from_file", None) or L.llama_load_model_from_file
         self.model = load(path.encode(), mparams)
         if not self.model:
