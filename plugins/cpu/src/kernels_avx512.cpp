@@ -7,7 +7,7 @@
 // element order measured 5% faster for Q5_0 with weights in cache, 2% for Q4_0). Paired runs against
 // AVX2 (in the earlier layout): one-token Q5_0 +30%, Q4_0 +39% with
 // weights in cache; the default model's 640 x 262144 Q8_0 output matrix, memory-bound, +5-8%;
-// 16-token tiles +20-28%). Q4_K and Q6_K decode come from kernels_avx512_kquants.cpp; other weight
+// 16-token tiles +20-28%). Q4_K and Q6_K come from kernels_avx512_kquants.cpp; other weight
 // types and ops keep the AVX2 table. This file alone is compiled with -mavx512*; FastOps checks the
 // CPU before using it.
 #include "kernels.h"
@@ -277,9 +277,11 @@ Kernels make_table(const Kernels& avx2) {
   k.q5_0 = {tile_dot<Q5_0Format>, rows_dot<Q5_0Format>, q5_0_layout, q5_0_layout};
   constexpr auto q8_0_layout = quantize_row<Q8_0Format::kOffset>;
   k.q8_0 = {tile_dot<Q8_0Format>, rows_dot<Q8_0Format>, q8_0_layout, q8_0_layout};
-  // K-quants: decode only (kernels_avx512_kquants.cpp); their tiles keep the AVX2 kernels.
+  // K-quants: kernels_avx512_kquants.cpp (their activations stay BlockQ8K rows).
   k.q4_k.rows = avx512_q4_k_rows();
   k.q6_k.rows = avx512_q6_k_rows();
+  k.q4_k.tile = avx512_q4_k_tile();
+  k.q6_k.tile = avx512_q6_k_tile();
   return k;
 }
 

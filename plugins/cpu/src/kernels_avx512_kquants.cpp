@@ -1,4 +1,5 @@
-// AVX-512 BW decode kernels for Q4_K and Q6_K: many weight rows x one BlockQ8K activation row.
+// AVX-512 BW kernels for Q4_K and Q6_K: many weight rows x one BlockQ8K activation row (decode), and
+// one weight row x a tile of up to kMaxTile activation rows (prefill, batches).
 //
 // The AVX2 kernels spend more instructions per 256-value block on scalar work (unpacking the 6-bit
 // scales and mins one at a time, the min and offset corrections in scalar loops) than on the dot
@@ -65,32 +66,43 @@ struct Q4K {
       for (int c = 0; c < 4; c++) step[c] = scale_index(2 * c, 16);
     }
   };
-  static float dot(int64_t nb, const Block* w, const BlockQ8K* y, const Indexes& index) {
+  // out[j] = dot(w, activation row j) for NX rows x + j * x_stride: each block's scales and weights
+  // are unpacked once for all of them.
+  template <int NX>
+  static void dot(int64_t nb, const Block* w, const uint8_t* x, size_t x_stride, const Indexes& index, float* out) {
     const __m512i nibble = _mm512_set1_epi8(0x0F);
-    __m512 acc = _mm512_setzero_ps();
-    __m128 min_acc = _mm_setzero_ps();
+    __m512 acc[NX];
+    __m128 min_acc[NX];
+    for (int j = 0; j < NX; j++) acc[j] = _mm512_setzero_ps(), min_acc[j] = _mm_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
       const Block& blk = w[b];
-      const BlockQ8K& yb = y[b];
+      const BlockQ8K* yb[NX];
+      for (int j = 0; j < NX; j++) yb[j] = reinterpret_cast<const BlockQ8K*>(x + size_t(j) * x_stride) + b;
       uint64_t scales8, mins8;
       unpack_q4_k_scales(blk.scales, &scales8, &mins8);
-      // The mins meet the sums of y over each 32-value sub-block: adjacent pairs of the 16-value sums.
-      const __m128i sub_block_sums = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb.bsums)),
-                                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(yb.bsums + 8)));
-      const __m128i min_terms = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(mins8))), sub_block_sums);
-      min_acc = _mm_fmadd_ps(_mm_cvtepi32_ps(min_terms), _mm_set1_ps(h2f(blk.dmin) * yb.d), min_acc);
-
+      const __m128i mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(mins8)));
+      const float d = h2f(blk.d), dmin = h2f(blk.dmin);
+      for (int j = 0; j < NX; j++) {
+        // The mins meet the sums of y over each 32-value sub-block: adjacent pairs of the 16-value sums.
+        const __m128i sub_block_sums = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(yb[j]->bsums)),
+                                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(yb[j]->bsums + 8)));
+        min_acc[j] = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_madd_epi16(mins, sub_block_sums)), _mm_set1_ps(dmin * yb[j]->d), min_acc[j]);
+      }
       const __m512i scales = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(scales8))));
-      __m512i sum = _mm512_setzero_si512();
+      __m512i sum[NX];
+      for (int j = 0; j < NX; j++) sum[j] = _mm512_setzero_si512();
       for (int c = 0; c < 4; c++) {
         const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c)));
         const __m512i q = _mm512_and_si512(_mm512_mask_srli_epi16(raw, kUpperHalf, raw, 4), nibble);
-        const __m512i products = _mm512_maddubs_epi16(q, _mm512_loadu_si512(yb.qs + 64 * c));
-        sum = _mm512_add_epi32(sum, _mm512_madd_epi16(products, _mm512_permutexvar_epi16(index.step[c], scales)));
+        const __m512i step_scales = _mm512_permutexvar_epi16(index.step[c], scales);
+        for (int j = 0; j < NX; j++) {
+          const __m512i products = _mm512_maddubs_epi16(q, _mm512_loadu_si512(yb[j]->qs + 64 * c));
+          sum[j] = _mm512_add_epi32(sum[j], _mm512_madd_epi16(products, step_scales));
+        }
       }
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(h2f(blk.d) * yb.d), acc);
+      for (int j = 0; j < NX; j++) acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[j]), _mm512_set1_ps(d * yb[j]->d), acc[j]);
     }
-    return _mm512_reduce_add_ps(acc) - hsum(min_acc);
+    for (int j = 0; j < NX; j++) out[j] = _mm512_reduce_add_ps(acc[j]) - hsum(min_acc[j]);
   }
 };
 
@@ -106,22 +118,27 @@ struct Q6K {
       for (int s = 0; s < 4; s++) step[s] = scale_index(4 * s, 8);
     }
   };
-  static float dot(int64_t nb, const Block* w, const BlockQ8K* y, const Indexes& index) {
+  template <int NX>
+  static void dot(int64_t nb, const Block* w, const uint8_t* x, size_t x_stride, const Indexes& index, float* out) {
     const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
     constexpr int kOrAnd = 0xF8;  // ternary logic: a | (b & c)
-    __m512 acc = _mm512_setzero_ps();
-    __m256 offset_acc = _mm256_setzero_ps();
+    __m512 acc[NX];
+    __m256 offset_acc[NX];
+    for (int j = 0; j < NX; j++) acc[j] = _mm512_setzero_ps(), offset_acc[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
       const Block& blk = w[b];
-      const BlockQ8K& yb = y[b];
-      const float dy = h2f(blk.d) * yb.d;
+      const BlockQ8K* yb[NX];
+      for (int j = 0; j < NX; j++) yb[j] = reinterpret_cast<const BlockQ8K*>(x + size_t(j) * x_stride) + b;
+      const float d = h2f(blk.d);
       const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
-      // The +32 storage offset: subtract 32 x sum over groups of scale x sum(y in the group).
-      const __m256i offsets = _mm256_madd_epi16(scales16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(yb.bsums)));
-      offset_acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(offsets), _mm256_set1_ps(32.0f * dy), offset_acc);
-
+      for (int j = 0; j < NX; j++) {
+        // The +32 storage offset: subtract 32 x sum over groups of scale x sum(y in the group).
+        const __m256i offsets = _mm256_madd_epi16(scales16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(yb[j]->bsums)));
+        offset_acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(offsets), _mm256_set1_ps(32.0f * d * yb[j]->d), offset_acc[j]);
+      }
       const __m512i scales = _mm512_castsi256_si512(scales16);
-      __m512i sum = _mm512_setzero_si512();
+      __m512i sum[NX];
+      for (int j = 0; j < NX; j++) sum[j] = _mm512_setzero_si512();
       for (int h = 0; h < 2; h++) {
         const __m512i low = _mm512_loadu_si512(blk.ql + 64 * h);
         const __m512i pairs = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h)));
@@ -130,14 +147,17 @@ struct Q6K {
         const __m512i shifted = _mm512_mask_srli_epi16(pairs, kUpperHalf, pairs, 2);
         const __m512i q0 = _mm512_ternarylogic_epi32(_mm512_and_si512(low, low4), _mm512_slli_epi16(shifted, 4), bits45, kOrAnd);
         const __m512i q1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(low, 4), low4), shifted, bits45, kOrAnd);
-        const __m512i p0 = _mm512_maddubs_epi16(q0, _mm512_loadu_si512(yb.qs + 128 * h));
-        const __m512i p1 = _mm512_maddubs_epi16(q1, _mm512_loadu_si512(yb.qs + 128 * h + 64));
-        sum = _mm512_add_epi32(sum, _mm512_madd_epi16(p0, _mm512_permutexvar_epi16(index.step[2 * h], scales)));
-        sum = _mm512_add_epi32(sum, _mm512_madd_epi16(p1, _mm512_permutexvar_epi16(index.step[2 * h + 1], scales)));
+        const __m512i scales0 = _mm512_permutexvar_epi16(index.step[2 * h], scales);
+        const __m512i scales1 = _mm512_permutexvar_epi16(index.step[2 * h + 1], scales);
+        for (int j = 0; j < NX; j++) {
+          const __m512i p0 = _mm512_maddubs_epi16(q0, _mm512_loadu_si512(yb[j]->qs + 128 * h));
+          const __m512i p1 = _mm512_maddubs_epi16(q1, _mm512_loadu_si512(yb[j]->qs + 128 * h + 64));
+          sum[j] = _mm512_add_epi32(sum[j], _mm512_add_epi32(_mm512_madd_epi16(p0, scales0), _mm512_madd_epi16(p1, scales1)));
+        }
       }
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(dy), acc);
+      for (int j = 0; j < NX; j++) acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[j]), _mm512_set1_ps(d * yb[j]->d), acc[j]);
     }
-    return _mm512_reduce_add_ps(acc) - hsum(offset_acc);
+    for (int j = 0; j < NX; j++) out[j] = _mm512_reduce_add_ps(acc[j]) - hsum(offset_acc[j]);
   }
 };
 
@@ -149,13 +169,28 @@ template <typename F>
 void rows_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x, float* out) {
   const typename F::Indexes index;
   const auto* p = static_cast<const uint8_t*>(w);
-  const auto* y = static_cast<const BlockQ8K*>(x);
+  const auto* y = static_cast<const uint8_t*>(x);
   for (int64_t r = 0; r < n_rows; r++) {
     if (r + kPrefetchRows < n_rows) {
       const uint8_t* ahead = p + size_t(r + kPrefetchRows) * w_stride;
       for (size_t off = 0; off < w_stride; off += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
     }
-    out[r] = F::dot(n / 256, reinterpret_cast<const typename F::Block*>(p + size_t(r) * w_stride), y, index);
+    F::template dot<1>(n / 256, reinterpret_cast<const typename F::Block*>(p + size_t(r) * w_stride), y, 0, index, out + r);
+  }
+}
+
+// One weight row x n_x <= kMaxTile activation rows (prefill and batched decode).
+template <typename F>
+void tile_dot(int64_t n, const void* w, const void* x, size_t x_stride, int n_x, float* out) {
+  static_assert(kMaxTile == 4, "tile_dot instantiates 1..4 rows");
+  const typename F::Indexes index;
+  const auto* blocks = static_cast<const typename F::Block*>(w);
+  const auto* y = static_cast<const uint8_t*>(x);
+  switch (n_x) {
+    case 1: return F::template dot<1>(n / 256, blocks, y, x_stride, index, out);
+    case 2: return F::template dot<2>(n / 256, blocks, y, x_stride, index, out);
+    case 3: return F::template dot<3>(n / 256, blocks, y, x_stride, index, out);
+    default: return F::template dot<4>(n / 256, blocks, y, x_stride, index, out);
   }
 }
 
@@ -163,6 +198,8 @@ void rows_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const v
 
 RowsDotFn avx512_q4_k_rows() { return rows_dot<Q4K>; }
 RowsDotFn avx512_q6_k_rows() { return rows_dot<Q6K>; }
+RowDotFn avx512_q4_k_tile() { return tile_dot<Q4K>; }
+RowDotFn avx512_q6_k_tile() { return tile_dot<Q6K>; }
 
 }  // namespace loom::cpu
 
@@ -171,6 +208,8 @@ RowsDotFn avx512_q6_k_rows() { return rows_dot<Q6K>; }
 namespace loom::cpu {
 RowsDotFn avx512_q4_k_rows() { return nullptr; }
 RowsDotFn avx512_q6_k_rows() { return nullptr; }
+RowDotFn avx512_q4_k_tile() { return nullptr; }
+RowDotFn avx512_q6_k_tile() { return nullptr; }
 }  // namespace loom::cpu
 
 #endif
