@@ -241,13 +241,18 @@ void dot_tile(int64_t n, const void* w, const void* x, size_t x_stride, float* o
   for (int j = 0; j < NX; j++) y[j] = act_row(static_cast<const uint8_t*>(x) + size_t(j) * x_stride, n);
   __m512 acc[NX];
   for (int j = 0; j < NX; j++) acc[j] = _mm512_setzero_ps();
+  // Each row's two activation scales, one 8-byte load spread over the pair's lanes by one permute
+  // (building them from two scalar products and broadcasts cost more than the dot product).
+  const __m512i spread = scale_lanes(0);
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
     const __m512i q = F::pair(wb[b], wb[b + 1]);
-    const float d0 = h2f(wb[b].d), d1 = h2f(wb[b + 1].d);
+    const __m512 w_scales = pair_scale(h2f(wb[b].d), h2f(wb[b + 1].d));
     for (int j = 0; j < NX; j++) {
       const __m512i sums = _mm512_dpbusd_epi32(_mm512_loadu_si512(y[j].offset_terms + 8 * b), q, _mm512_loadu_si512(y[j].q + 32 * b));
-      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), pair_scale(d0 * y[j].d[b], d1 * y[j].d[b + 1]), acc[j]);
+      const __m128 y_pair = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(y[j].d + b)));
+      const __m512 y_scales = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(y_pair));
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(w_scales, y_scales), acc[j]);
     }
   }
   for (int j = 0; j < NX; j++) {
