@@ -1,6 +1,6 @@
-// Fast STORE_KV and PAGED_ATTENTION. Attention runs one task per (sequence, head); each query row
-// walks its visible keys in tiles with an online softmax, so no [n_keys] score buffer per row and
-// one pass over K and V.
+// Fast STORE_KV and PAGED_ATTENTION. Each query row walks its visible keys in tiles with an online
+// softmax, so no [n_keys] score buffer per row and one pass over K and V; decode rows run one task
+// per (sequence, head), prefill rows in chunks that share their keys converted to f32.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -69,48 +69,125 @@ void fast_store_kv(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   });
 }
 
+namespace {
+
+// One query row against keys [first_key, last_key] with an online softmax over tiles of keys:
+// out = sum_j softmax(score_j) v_j. score(j) and add_value(p, j, acc) reach key j's row.
+template <typename Score, typename AddValue>
+void attend_row(int64_t first_key, int64_t last_key, int64_t head_dim, Score score, AddValue add_value, float* acc, float* out) {
+  float scores[kKeyTile];
+  float running_max = -std::numeric_limits<float>::infinity(), running_sum = 0.0f;
+  std::fill(acc, acc + head_dim, 0.0f);
+  for (int64_t j0 = first_key; j0 <= last_key; j0 += kKeyTile) {
+    const int n = int(std::min<int64_t>(kKeyTile, last_key + 1 - j0));
+    float tile_max = -std::numeric_limits<float>::infinity();
+    for (int j = 0; j < n; j++) tile_max = std::max(tile_max, scores[j] = score(j0 + j));
+    if (tile_max > running_max) {  // rescale what was accumulated under the old maximum
+      const float r = std::exp(running_max - tile_max);
+      running_sum *= r;
+      for (int64_t d = 0; d < head_dim; d++) acc[d] *= r;
+      running_max = tile_max;
+    }
+    for (int j = 0; j < n; j++) {
+      const float p = std::exp(scores[j] - running_max);
+      running_sum += p;
+      add_value(p, j0 + j, acc);
+    }
+  }
+  const float inv = 1.0f / running_sum;
+  for (int64_t d = 0; d < head_dim; d++) out[d] = acc[d] * inv;
+}
+
+// A cache row of any KV dtype as floats.
+void row_to_f32(const Kernels& k, loom_dtype type, const uint8_t* row, float* out, int64_t n) {
+  if (type == LOOM_DTYPE_F32) {
+    std::memcpy(out, row, size_t(n) * 4);
+  } else if (type == LOOM_DTYPE_F16) {
+    k.f16_to_f32(reinterpret_cast<const uint16_t*>(row), out, n);
+  } else {
+    std::fill(out, out + n, 0.0f);
+    axpy_kv(k, type, 1.0f, row, out, n);
+  }
+}
+
+// Work items: decode rows take one (sequence, head) each and read the cache in place. A prefill
+// chunk takes kQueryChunk query rows of one sequence and one KV head with all the query heads that
+// share it: its visible keys and values are converted to f32 once, then read by every row and head
+// of the chunk (prefill read and converted each K/V row once per query row and head before).
+constexpr int64_t kQueryChunk = 32;
+constexpr int64_t kMinPrefillRows = 8;
+struct AttentionTask {
+  int64_t seq;
+  int64_t head;  // query head (decode) or KV head (prefill chunk)
+  int64_t row0, row1;  // query rows of the sequence, [row0, row1)
+  bool chunk;
+};
+
+}  // namespace
+
 void fast_paged_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   const Tensor &q = a.src[0], &k_cache = a.src[1], &v_cache = a.src[2], &block_tables = a.src[3], &dst = a.dst;
-  const int64_t head_dim = q.ne[0], n_heads = q.ne[1], group = n_heads / k_cache.ne[1];
+  const int64_t head_dim = q.ne[0], n_heads = q.ne[1], n_kv_heads = k_cache.ne[1], group = n_heads / n_kv_heads;
   const int64_t block_size = a.params.block_size;
   const float scale = a.params.attn_scale, softcap = a.params.softcap;
   const std::vector<SeqInfo> seqs = read_seqs(a);  // validates every block id first
 
-  pool.parallel_for(int64_t(seqs.size()) * n_heads, [&](int64_t task, int) {
-    const int64_t s = task / n_heads, h = task % n_heads, kv_head = h / group;
-    const SeqInfo& seq = seqs[size_t(s)];
-    std::vector<float> acc(static_cast<size_t>(head_dim));  // [head_dim] running Σ p·v
-    float scores[kKeyTile];
-    for (int64_t i = 0; i < seq.n_query; i++) {
-      const int64_t t = seq.first_row + i, pos = seq.ctx_len - seq.n_query + i;
-      const float* qv = reinterpret_cast<const float*>(q.at(h, t));
-      float running_max = -std::numeric_limits<float>::infinity(), running_sum = 0.0f;
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j0 = first_visible_key(pos, a.params.sliding_window); j0 <= pos; j0 += kKeyTile) {
-        const int n = int(std::min<int64_t>(kKeyTile, pos + 1 - j0));
-        float tile_max = -std::numeric_limits<float>::infinity();
-        for (int j = 0; j < n; j++) {
-          const int64_t slot = kv_slot(block_tables, s, j0 + j, block_size);
-          float sc = dot_kv(k, k_cache.dtype, k_cache.at(kv_head, slot), qv, head_dim) * scale;
-          if (softcap > 0.0f) sc = softcap * std::tanh(sc / softcap);
-          scores[j] = sc;
-          tile_max = std::max(tile_max, sc);
-        }
-        if (tile_max > running_max) {  // rescale what was accumulated under the old maximum
-          const float r = std::exp(running_max - tile_max);
-          running_sum *= r;
-          for (float& v : acc) v *= r;
-          running_max = tile_max;
-        }
-        for (int j = 0; j < n; j++) {
-          const float p = std::exp(scores[j] - running_max);
-          running_sum += p;
-          axpy_kv(k, v_cache.dtype, p, v_cache.at(kv_head, kv_slot(block_tables, s, j0 + j, block_size)), acc.data(), head_dim);
-        }
+  std::vector<AttentionTask> tasks;
+  for (int64_t s = 0; s < int64_t(seqs.size()); s++) {
+    const int64_t n_query = seqs[size_t(s)].n_query;
+    if (n_query >= kMinPrefillRows) {
+      for (int64_t h = 0; h < n_kv_heads; h++)
+        for (int64_t r = 0; r < n_query; r += kQueryChunk) tasks.push_back({s, h, r, std::min(n_query, r + kQueryChunk), true});
+    } else {
+      for (int64_t h = 0; h < n_heads; h++) tasks.push_back({s, h, 0, n_query, false});
+    }
+  }
+  auto key_score = [&](float dot) { return softcap > 0.0f ? softcap * std::tanh(dot * scale / softcap) : dot * scale; };
+
+  pool.parallel_for(int64_t(tasks.size()), [&](int64_t index, int) {
+    const AttentionTask& task = tasks[size_t(index)];
+    const SeqInfo& seq = seqs[size_t(task.seq)];
+    static thread_local std::vector<float> acc, keys, values;
+    acc.resize(size_t(head_dim));
+    auto position = [&](int64_t i) { return seq.ctx_len - seq.n_query + i; };
+    if (!task.chunk) {
+      const int64_t h = task.head, kv_head = h / group;
+      for (int64_t i = task.row0; i < task.row1; i++) {
+        const int64_t t = seq.first_row + i, pos = position(i);
+        const float* qv = reinterpret_cast<const float*>(q.at(h, t));
+        attend_row(
+            first_visible_key(pos, a.params.sliding_window), pos, head_dim,
+            [&](int64_t j) {
+              return key_score(dot_kv(k, k_cache.dtype, k_cache.at(kv_head, kv_slot(block_tables, task.seq, j, block_size)), qv, head_dim));
+            },
+            [&](float p, int64_t j, float* sum) {
+              axpy_kv(k, v_cache.dtype, p, v_cache.at(kv_head, kv_slot(block_tables, task.seq, j, block_size)), sum, head_dim);
+            },
+            acc.data(), reinterpret_cast<float*>(dst.at(h, t)));
       }
-      float* out = reinterpret_cast<float*>(dst.at(h, t));
-      const float inv = 1.0f / running_sum;
-      for (int64_t d = 0; d < head_dim; d++) out[d] = acc[size_t(d)] * inv;
+      return;
+    }
+    // A prefill chunk: the keys its rows see, [first, last], as f32 rows.
+    const int64_t kv_head = task.head;
+    const int64_t first = first_visible_key(position(task.row0), a.params.sliding_window), last = position(task.row1 - 1);
+    const size_t n_keys = size_t(last - first + 1);
+    keys.resize(n_keys * size_t(head_dim));
+    values.resize(n_keys * size_t(head_dim));
+    for (int64_t j = first; j <= last; j++) {
+      const int64_t slot = kv_slot(block_tables, task.seq, j, block_size);
+      row_to_f32(k, k_cache.dtype, k_cache.at(kv_head, slot), keys.data() + size_t(j - first) * size_t(head_dim), head_dim);
+      row_to_f32(k, v_cache.dtype, v_cache.at(kv_head, slot), values.data() + size_t(j - first) * size_t(head_dim), head_dim);
+    }
+    for (int64_t h = kv_head * group; h < (kv_head + 1) * group; h++) {
+      for (int64_t i = task.row0; i < task.row1; i++) {
+        const int64_t t = seq.first_row + i, pos = position(i);
+        const float* qv = reinterpret_cast<const float*>(q.at(h, t));
+        attend_row(
+            first_visible_key(pos, a.params.sliding_window), pos, head_dim,
+            [&](int64_t j) { return key_score(k.vdot_f32(keys.data() + size_t(j - first) * size_t(head_dim), qv, head_dim)); },
+            [&](float p, int64_t j, float* sum) { k.axpy_f32(p, values.data() + size_t(j - first) * size_t(head_dim), sum, head_dim); },
+            acc.data(), reinterpret_cast<float*>(dst.at(h, t)));
+      }
     }
   });
 }
