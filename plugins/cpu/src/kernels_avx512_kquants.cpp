@@ -31,11 +31,23 @@ inline float hsum(__m128 v) {
 }
 inline float hsum(__m256 v) { return hsum(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1))); }
 
-// An index for vpermw: int16 lane i takes scale first + i / lanes_per_scale.
-inline __m512i scale_index(int first, int lanes_per_scale) {
-  alignas(64) int16_t index[32];
-  for (int i = 0; i < 32; i++) index[i] = int16_t(first + i / lanes_per_scale);
-  return _mm512_load_si512(index);
+// The vpermw indexes of a block's four 64-weight steps: in step s, int16 lane i takes scale
+// s x scales_per_step + i / lanes_per_scale.
+struct StepScaleIndexes {
+  __m512i step[4];
+  StepScaleIndexes(int scales_per_step, int lanes_per_scale) {
+    alignas(64) int16_t index[32];
+    for (int s = 0; s < 4; s++) {
+      for (int i = 0; i < 32; i++) index[i] = int16_t(s * scales_per_step + i / lanes_per_scale);
+      step[s] = _mm512_load_si512(index);
+    }
+  }
+};
+
+// Block b of NX activation rows that start x_stride bytes apart.
+template <int NX>
+inline void activation_blocks(const uint8_t* x, size_t x_stride, int64_t b, const BlockQ8K* (&out)[NX]) {
+  for (int j = 0; j < NX; j++) out[j] = reinterpret_cast<const BlockQ8K*>(x + size_t(j) * x_stride) + b;
 }
 constexpr __mmask32 kUpperHalf = 0xFFFF0000u;  // the upper 16 of 32 int16 lanes
 
@@ -60,11 +72,8 @@ inline void unpack_q4_k_scales(const uint8_t* packed, uint64_t* scales, uint64_t
 // the 64 activation values 64c..64c+63 in order.
 struct Q4K {
   using Block = loom_block_q4_k;
-  struct Indexes {
-    __m512i step[4];
-    Indexes() {
-      for (int c = 0; c < 4; c++) step[c] = scale_index(2 * c, 16);
-    }
+  struct Indexes : StepScaleIndexes {
+    Indexes() : StepScaleIndexes(2, 16) {}  // one sub-block per 32 bytes
   };
   // out[j] = dot(w, activation row j) for NX rows x + j * x_stride: each block's scales and weights
   // are unpacked once for all of them.
@@ -77,7 +86,7 @@ struct Q4K {
     for (int64_t b = 0; b < nb; b++) {
       const Block& blk = w[b];
       const BlockQ8K* yb[NX];
-      for (int j = 0; j < NX; j++) yb[j] = reinterpret_cast<const BlockQ8K*>(x + size_t(j) * x_stride) + b;
+      activation_blocks(x, x_stride, b, yb);
       uint64_t scales8, mins8;
       unpack_q4_k_scales(blk.scales, &scales8, &mins8);
       const __m128i mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(mins8)));
@@ -112,11 +121,8 @@ struct Q4K {
 // l. Step j of a half covers its values 64j..64j+63.
 struct Q6K {
   using Block = loom_block_q6_k;
-  struct Indexes {
-    __m512i step[4];
-    Indexes() {
-      for (int s = 0; s < 4; s++) step[s] = scale_index(4 * s, 8);
-    }
+  struct Indexes : StepScaleIndexes {
+    Indexes() : StepScaleIndexes(4, 8) {}  // one group per 16 bytes
   };
   template <int NX>
   static void dot(int64_t nb, const Block* w, const uint8_t* x, size_t x_stride, const Indexes& index, float* out) {
@@ -128,7 +134,7 @@ struct Q6K {
     for (int64_t b = 0; b < nb; b++) {
       const Block& blk = w[b];
       const BlockQ8K* yb[NX];
-      for (int j = 0; j < NX; j++) yb[j] = reinterpret_cast<const BlockQ8K*>(x + size_t(j) * x_stride) + b;
+      activation_blocks(x, x_stride, b, yb);
       const float d = h2f(blk.d);
       const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
       for (int j = 0; j < NX; j++) {
