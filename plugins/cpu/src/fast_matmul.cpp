@@ -45,9 +45,14 @@ std::vector<uint8_t>& scratch() {
   return buffer;
 }
 
-}  // namespace
-
-namespace {
+// One activation row in the format the kernel reads: its own layout when it brings a quantizer
+// (own_layout), else the weight type's usual one.
+void quantize_activation(const MatmulPlan& plan, RowsQuantizeFn own_layout, const Kernels& k, const float* row, void* out, int64_t n) {
+  if (own_layout) own_layout(row, out, n);
+  else if (plan.format == ActFormat::q8) k.quantize_q8(row, static_cast<BlockQ8*>(out), n);
+  else if (plan.format == ActFormat::q8k) k.quantize_q8k(row, static_cast<BlockQ8K*>(out), n);
+  else std::copy(row, row + n, static_cast<float*>(out));
+}
 
 bool is_decode_matmul(const OpArgs& a) {
   return a.type == LOOM_OP_MATMUL && a.src[1].n_rows() == 1 && a.dst.nb[0] == sizeof(float);
@@ -116,11 +121,7 @@ void fast_matmul_decode_group(const OpArgs* const* ops, int n_ops, ThreadPool& p
       job.act = jobs[size_t(shared)].act;
     } else {
       uint8_t* out = act.data() + act_offsets[size_t(i)];
-      const float* row = x.frow(0);
-      if (job.plan.dot.rows_quantize) job.plan.dot.rows_quantize(row, out, w.ne[0]);
-      else if (job.plan.format == ActFormat::q8) k.quantize_q8(row, reinterpret_cast<BlockQ8*>(out), w.ne[0]);
-      else if (job.plan.format == ActFormat::q8k) k.quantize_q8k(row, reinterpret_cast<BlockQ8K*>(out), w.ne[0]);
-      else std::copy(row, row + w.ne[0], reinterpret_cast<float*>(out));
+      quantize_activation(job.plan, job.plan.dot.rows_quantize, k, x.frow(0), out, w.ne[0]);
       job.act = out;
     }
     // Chunks of at most ~256 KiB of weights (the output matrix's were 22 MB: the thread that finished
@@ -159,12 +160,7 @@ void fast_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   std::vector<uint8_t>& act = scratch();
   if (act.size() < stride * size_t(n_tok)) act.resize(stride * size_t(n_tok));
   pool.parallel_for(n_tok, [&](int64_t t, int) {
-    const float* row = x.frow(t);
-    void* out = act.data() + size_t(t) * stride;
-    if (own_layout) own_layout(row, out, n_in);
-    else if (plan.format == ActFormat::q8) k.quantize_q8(row, static_cast<BlockQ8*>(out), n_in);
-    else if (plan.format == ActFormat::q8k) k.quantize_q8k(row, static_cast<BlockQ8K*>(out), n_in);
-    else std::copy(row, row + n_in, static_cast<float*>(out));
+    quantize_activation(plan, own_layout, k, x.frow(t), act.data() + size_t(t) * stride, n_in);
   });
 
   // Rows per chunk: about 64 KiB of weights (stays in L2 while the token tiles pass over it), but
