@@ -6,6 +6,7 @@
 // the wait.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -78,13 +79,33 @@ void shutdown_on_signal(server::ServerState& state, server::HttpServer& http, st
     if (!forced && (std::chrono::steady_clock::now() >= deadline || sigtimedwait(&signals, nullptr, &poll) >= 0)) {
       std::fprintf(stderr, "loom serve: cancelling %lld request(s) still running\n",
                    static_cast<long long>(state.n_unfinished.load()));
-      state.cancel_all();
+      state.cancel_all(server::CancelReason::shutdown);
       forced = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (forced && std::chrono::steady_clock::now() > deadline + std::chrono::seconds(10)) break;  // a stuck client
   }
   http.stop();
+}
+
+// Every open connection is a file descriptor: raise the soft limit (often 1024) to the hard one so
+// that [server] max_connections, not EMFILE, is what refuses a client.
+void raise_open_file_limit(int64_t max_connections) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+    getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  constexpr int64_t kOtherFiles = 256;  // the model, plugins, the listener, the engine's own
+  if (limit.rlim_cur != RLIM_INFINITY && static_cast<int64_t>(limit.rlim_cur) < max_connections + kOtherFiles) {
+    std::fprintf(stderr,
+                 "loom serve: warning: the open-file limit (%llu) is below [server] max_connections (%lld) + %lld; "
+                 "connections past it wait in the listen queue (raise it with ulimit -n)\n",
+                 static_cast<unsigned long long>(limit.rlim_cur), static_cast<long long>(max_connections),
+                 static_cast<long long>(kOtherFiles));
+  }
 }
 
 int run_serve(const CommandArgs& args) {
@@ -149,6 +170,7 @@ int run_serve(const CommandArgs& args) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a vanished client must be a failed write, not a dead server
+  raise_open_file_limit(config.server.max_connections);
 
   const std::filesystem::path model_path = config.model.path.empty() ? default_model_path() : std::filesystem::path(config.model.path);
   std::fprintf(stderr, "loom serve: loading %s on backend '%s'...\n", model_path.string().c_str(), config.backend.name.c_str());
@@ -176,10 +198,14 @@ int run_serve(const CommandArgs& args) {
   engine.start();
 
   const uint64_t full_context_seqs = info.n_ctx > 0 ? info.kv_capacity_tokens / static_cast<uint64_t>(info.n_ctx) : 0;
+  const std::string lowered = info.n_ctx < info.n_ctx_requested
+                                  ? ", lowered from " + std::to_string(info.n_ctx_requested) + " to fit the KV cache"
+                                  : "";
   std::fprintf(stderr,
-               "loom serve: model '%s' (%s, context %lld) on %s (%s); KV cache %llu tokens in %u blocks of %u = %llu "
+               "loom serve: model '%s' (%s, context %lld%s) on %s (%s); KV cache %llu tokens in %u blocks of %u = %llu "
                "full-context sequences (max_num_seqs %u), %.1f MiB; max_queue %lld%s\n",
-               served_name.c_str(), info.model_name.c_str(), static_cast<long long>(info.n_ctx), info.backend_name.c_str(),
+               served_name.c_str(), info.model_name.c_str(), static_cast<long long>(info.n_ctx), lowered.c_str(),
+               info.backend_name.c_str(),
                info.device_name.c_str(), static_cast<unsigned long long>(info.kv_capacity_tokens), info.kv_blocks,
                info.kv_block_size, static_cast<unsigned long long>(full_context_seqs), info.max_num_seqs,
                static_cast<double>(info.kv_bytes) / (1024.0 * 1024.0), static_cast<long long>(config.server.max_queue),

@@ -11,8 +11,6 @@ namespace loom::server {
 
 namespace {
 
-constexpr int64_t kDefaultCompletionMaxTokens = 16;  // OpenAI's default for the legacy endpoint
-
 std::string random_id(const char* prefix) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   static const char* digits = "0123456789abcdef";
@@ -38,9 +36,11 @@ GenerationJob::GenerationJob(ServerState& state, GenerationParams params)
       id_(random_id(params_.endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-")),
       created_(static_cast<int64_t>(std::time(nullptr))) {}
 
-GenerationJob::~GenerationJob() {
+GenerationJob::~GenerationJob() { cancel_unfinished(CancelReason::client_disconnected); }
+
+void GenerationJob::cancel_unfinished(CancelReason reason) {
   for (const auto& choice : choices_) {
-    if (choice.submitted && choice.finish == FinishReason::none) state_.engine.cancel(choice.id);
+    if (choice.submitted && choice.finish == FinishReason::none) state_.cancel(choice.id, reason);
   }
 }
 
@@ -85,10 +85,20 @@ void GenerationJob::prepare_prompts() {
   }
   for (const auto& p : prompts_) {
     if (p.tokens.empty()) throw invalid_param(field, "the prompt is empty");
-    if (static_cast<int64_t>(p.tokens.size()) >= n_ctx) {
+    const auto n_prompt = static_cast<int64_t>(p.tokens.size());
+    if (n_prompt >= n_ctx) {
       throw invalid_param(field, "this model's maximum context length is " + std::to_string(n_ctx) +
-                                     " tokens, but the prompt has " + std::to_string(p.tokens.size()) +
+                                     " tokens, but the prompt has " + std::to_string(n_prompt) +
                                      " tokens (at least one more is needed to generate)");
+    }
+    // As OpenAI and vLLM do: a request that cannot be honoured in full is refused, not cut short.
+    if (params_.max_tokens && n_prompt + *params_.max_tokens > n_ctx) {
+      throw invalid_param("max_tokens", "this model's maximum context length is " + std::to_string(n_ctx) +
+                                            " tokens, but the prompt has " + std::to_string(n_prompt) +
+                                            " tokens and max_tokens asks for " + std::to_string(*params_.max_tokens) +
+                                            " more (" + std::to_string(n_prompt + *params_.max_tokens) +
+                                            " in all); ask for at most " + std::to_string(n_ctx - n_prompt) +
+                                            ", or leave max_tokens out to generate up to the context");
     }
   }
 }
@@ -98,8 +108,9 @@ Request GenerationJob::make_request(size_t choice) {
   const int64_t room = state_.engine.info().n_ctx - static_cast<int64_t>(prompt.tokens.size());
   Request r;
   r.prompt = prompt.tokens;
-  const int64_t wanted = params_.max_tokens.value_or(params_.endpoint == Endpoint::chat ? room : kDefaultCompletionMaxTokens);
-  r.max_tokens = static_cast<uint32_t>(std::clamp<int64_t>(wanted, 1, std::max<int64_t>(room, 1)));
+  // No max_tokens: up to the context (vLLM's rule, on both endpoints); prepare_prompts() refused any
+  // that does not fit.
+  r.max_tokens = static_cast<uint32_t>(std::clamp<int64_t>(params_.max_tokens.value_or(room), 1, std::max<int64_t>(room, 1)));
   auto& s = r.sampling.params;
   s = state_.engine.default_sampling();
   if (params_.temperature) s.temperature = static_cast<float>(*params_.temperature);
@@ -123,7 +134,7 @@ Request GenerationJob::make_request(size_t choice) {
   ServerState* state = &state_;
   r.on_event = [channel, state, choice](const RequestEvent& event) {
     if (event.finish != FinishReason::none) {
-      state->untrack(event.id);
+      state->untrack(event.id, event.finish);
       --state->n_unfinished;
     }
     channel->push(choice, event);
@@ -157,9 +168,10 @@ void GenerationJob::submit() {
     try {
       choices_[c].id = state_.engine.submit(make_request(c));
     } catch (const Error& e) {
-      // This choice and the ones after it never reach the engine; the earlier ones are cancelled by
-      // the destructor and return their admission through their final events.
+      // This choice and the ones after it never reach the engine; the earlier ones are cancelled and
+      // return their admission through their final events.
       state_.n_unfinished -= n - static_cast<int64_t>(c);
+      cancel_unfinished(CancelReason::choice_failed);
       throw ApiError(400, e.what(), param_in(e.what()));
     }
     choices_[c].submitted = true;
@@ -187,8 +199,12 @@ std::vector<ChoiceEvent> GenerationJob::poll(std::chrono::milliseconds timeout) 
 }
 
 const ChoiceProgress* GenerationJob::failed_choice() const {
+  // An error first: the choices cancelled because of it are not the story.
   for (const auto& c : choices_) {
-    if (c.finish == FinishReason::error || c.finish == FinishReason::cancelled) return &c;
+    if (c.finish == FinishReason::error) return &c;
+  }
+  for (const auto& c : choices_) {
+    if (c.finish == FinishReason::cancelled) return &c;
   }
   return nullptr;
 }

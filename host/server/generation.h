@@ -1,7 +1,7 @@
 // GenerationJob — one /v1/completions or /v1/chat/completions call: its prompts turned into tokens,
 // one engine request per choice (n per prompt), and the events that come back. The HTTP handler
-// polls it; destroying it cancels whatever has not finished, so a client that goes away frees its
-// KV blocks.
+// polls it; destroying it cancels whatever has not finished (counted as a client disconnect), so a
+// client that goes away frees its KV blocks.
 #pragma once
 
 #include <chrono>
@@ -57,6 +57,8 @@ class GenerationJob {
   // The first choice that ended in error or cancellation, or null.
   const ChoiceProgress* failed_choice() const;
   Usage usage() const;
+  // Cancel every submitted choice that has not finished; /metrics counts them under `reason`.
+  void cancel_unfinished(CancelReason reason);
 
   const GenerationParams& params() const { return params_; }
   const std::vector<PreparedPrompt>& prompts() const { return prompts_; }

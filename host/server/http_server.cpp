@@ -3,8 +3,11 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "common/error.h"
+#include "server/connection_stream.h"
 #include "server/generation.h"
 #include "server/http_util.h"
 #include "server/metrics_exporter.h"
@@ -30,17 +33,52 @@ std::string route_label(const std::string& path) {
   return "other";
 }
 
+// How often a non-streaming request checks that its client is still connected.
+constexpr auto kClientCheckInterval = std::chrono::milliseconds(100);
+
+// The names a request's "model" may use: the served name first, then the configured aliases.
+std::vector<std::string> served_names(const ServerState& state) {
+  std::vector<std::string> names = {state.model_name};
+  for (const auto& alias : state.settings.model_aliases) {
+    if (std::find(names.begin(), names.end(), alias) == names.end()) names.push_back(alias);
+  }
+  return names;
+}
+
+// An absent "model" means the one this server serves (as llama-server does); a wrong one is a 404, as
+// OpenAI and vLLM answer, so a client never gets another model's output by mistake.
+void check_model_name(const ServerState& state, const std::string& requested) {
+  if (requested.empty()) return;
+  const auto names = served_names(state);
+  if (std::find(names.begin(), names.end(), requested) != names.end()) return;
+  std::string listed;
+  for (const auto& name : names) listed += (listed.empty() ? "'" : ", '") + name + "'";
+  throw ApiError(404, "the model '" + requested + "' does not exist; this server serves " + listed, "model",
+                 "invalid_request_error", "model_not_found");
+}
+
 void handle_generation(ServerState& state, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
   ActiveGuard active(state);
   const json body = parse_json_body(req.body);
   GenerationParams params = endpoint == Endpoint::chat ? parse_chat_request(body) : parse_completion_request(body);
+  check_model_name(state, params.model);
   auto job = std::make_shared<GenerationJob>(state, std::move(params));
   job->submit();
   if (job->params().stream) {
     stream_job(std::move(job), res);
     return;
   }
-  while (!job->all_finished()) job->poll(std::chrono::milliseconds(500));
+  // Nothing is written until the answer is whole, so a vanished client is noticed by watching its
+  // socket: its requests are cancelled at once, as a stream's are when a write fails.
+  const int client = current_client_socket();
+  while (!job->all_finished()) {
+    job->poll(kClientCheckInterval);
+    if (client >= 0 && !job->all_finished() && peer_has_closed(client)) {
+      job->cancel_unfinished(CancelReason::client_disconnected);
+      throw ApiError(499, "the client closed the connection before the answer was ready", std::nullopt,
+                     "invalid_request_error", "client_closed_request");
+    }
+  }
   if (const ChoiceProgress* failed = job->failed_choice()) {
     if (failed->finish == FinishReason::cancelled) {
       throw ApiError(503, "the request was cancelled: the server is shutting down", std::nullopt, "server_error",
@@ -51,11 +89,12 @@ void handle_generation(ServerState& state, const httplib::Request& req, httplib:
   send_json(res, 200, endpoint == Endpoint::chat ? chat_response(*job) : completion_response(*job));
 }
 
-json model_card(const ServerState& state) {
-  return {{"id", state.model_name},
+json model_card(const ServerState& state, const std::string& name) {
+  return {{"id", name},
           {"object", "model"},
           {"created", state.created},
           {"owned_by", "loom"},
+          {"root", state.model_name},
           {"max_model_len", state.engine.info().n_ctx}};
 }
 
@@ -106,23 +145,43 @@ httplib::Server::Handler guarded(Fn fn) {
 
 }  // namespace
 
-HttpServer::HttpServer(ServerState& state) : state_(state), http_(std::make_unique<httplib::Server>()) {
-  // One thread per connection being served: enough for every admissible request to stream at once,
-  // plus room for /metrics, /health and idle keep-alive connections.
-  const auto n_threads = static_cast<size_t>(std::clamp<int64_t>(state_.settings.max_queue, 8, 512) + 16);
-  http_->new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+namespace {
+
+ConnectionLimits connection_limits(const ServerSettings& settings) {
+  ConnectionLimits limits;
+  limits.max_connections = settings.max_connections;
+  limits.keep_alive_timeout = std::chrono::milliseconds(static_cast<int64_t>(settings.keep_alive_timeout * 1000));
+  limits.max_requests_per_connection = settings.keep_alive_max_requests;
+  limits.request_read_timeout = std::chrono::milliseconds(static_cast<int64_t>(settings.request_read_timeout * 1000));
+  // One worker per request being served: enough for every admissible request to stream at once, plus
+  // room for /metrics and /health. Idle connections hold none.
+  limits.n_workers = static_cast<size_t>(std::clamp<int64_t>(settings.max_queue, 8, 512) + 16);
+  return limits;
+}
+
+}  // namespace
+
+HttpServer::HttpServer(ServerState& state)
+    : state_(state), http_(std::make_unique<ManagedServer>(connection_limits(state.settings))) {
   http_->set_payload_max_length(static_cast<size_t>(state_.settings.max_body_bytes));
-  http_->set_keep_alive_timeout(2);
+  // What httplib advertises in its Keep-Alive header; ManagedServer enforces both.
+  http_->set_keep_alive_timeout(std::max<time_t>(1, static_cast<time_t>(state_.settings.keep_alive_timeout)));
+  http_->set_keep_alive_max_count(static_cast<size_t>(state_.settings.keep_alive_max_requests));
   // httplib listens with a backlog of 5: a burst of connections overflows it and the kernel drops
   // SYNs, which clients retry only after a second. Remember the socket to raise the backlog in bind().
   http_->set_socket_options([this](int sock) {
     httplib::default_socket_options(sock);
     listen_socket_ = sock;
   });
+  ManagedServer* server = http_.get();
+  state_.connection_counts = [server] { return server->counts(); };
   install_routes();
 }
 
-HttpServer::~HttpServer() = default;
+HttpServer::~HttpServer() {
+  http_->shut_down();
+  state_.connection_counts = nullptr;
+}
 
 int HttpServer::bind(const std::string& host, int port) {
   int bound = port;
@@ -138,7 +197,7 @@ int HttpServer::bind(const std::string& host, int port) {
 
 void HttpServer::run() { http_->listen_after_bind(); }
 
-void HttpServer::stop() { http_->stop(); }
+void HttpServer::stop() { http_->shut_down(); }
 
 void HttpServer::install_routes() {
   ServerState& state = state_;
@@ -183,15 +242,14 @@ void HttpServer::install_routes() {
                 handle_generation(state, req, res, Endpoint::chat);
               }));
   http_->Get("/v1/models", guarded([&state](const httplib::Request&, httplib::Response& res) {
-               send_json(res, 200, {{"object", "list"}, {"data", json::array({model_card(state)})}});
+               json cards = json::array();
+               for (const auto& name : served_names(state)) cards.push_back(model_card(state, name));
+               send_json(res, 200, {{"object", "list"}, {"data", cards}});
              }));
   http_->Get(R"(/v1/models/(.+))", guarded([&state](const httplib::Request& req, httplib::Response& res) {
-               if (req.matches[1] != state.model_name) {
-                 throw ApiError(404, "the model '" + std::string(req.matches[1]) + "' does not exist (this server has '" +
-                                         state.model_name + "')",
-                                "model", "invalid_request_error", "model_not_found");
-               }
-               send_json(res, 200, model_card(state));
+               const std::string name = req.matches[1];
+               check_model_name(state, name);
+               send_json(res, 200, model_card(state, name));
              }));
   http_->Get("/health", guarded([&state](const httplib::Request&, httplib::Response& res) {
                if (state.stopping) {

@@ -7,11 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "server/managed_server.h"
 #include "server/server_state.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace loom::server {
 
@@ -26,14 +23,15 @@ class HttpServer {
   int bind(const std::string& host, int port);
   // Serve until stop(); returns once every connection has closed.
   void run();
-  // Close the listening socket and end idle connections. Streams still being written are cut, so call
-  // it after the requests in flight have finished (ServerState::n_active_http == 0).
+  // Close the listening socket and idle connections, and wait for the requests being served (their
+  // writes time out if a client stopped reading), so call it after the requests in flight have
+  // finished (ServerState::n_active_http == 0).
   void stop();
 
  private:
   void install_routes();
   ServerState& state_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<ManagedServer> http_;
   int listen_socket_ = -1;
 };
 

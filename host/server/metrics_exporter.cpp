@@ -56,6 +56,16 @@ std::string render_metrics(const EngineStats& s, const ServerState& state) {
   w.sample("loom_requests_total", static_cast<double>(s.requests_rejected), "outcome=\"rejected\"");
   w.metric("loom_requests_submitted_total", "counter", "Engine requests accepted by submit().",
            static_cast<double>(s.requests_submitted));
+  // Every reason is listed from the start, so a dashboard's rate() sees the first cancellation.
+  auto cancelled = state.cancelled_by_reason();
+  for (auto reason : {CancelReason::client_disconnected, CancelReason::shutdown, CancelReason::choice_failed}) {
+    cancelled.emplace(cancel_reason_name(reason), 0);
+  }
+  w.header("loom_requests_cancelled_total", "counter",
+           "Requests the server cancelled, by reason (client_disconnected, shutdown, choice_failed).");
+  for (const auto& [reason, count] : cancelled) {
+    w.sample("loom_requests_cancelled_total", static_cast<double>(count), "reason=\"" + reason + "\"");
+  }
 
   w.header("loom_http_requests_total", "counter", "HTTP responses by route and status code.");
   for (const auto& [key, count] : state.http_counters.snapshot()) {
@@ -64,6 +74,22 @@ std::string render_metrics(const EngineStats& s, const ServerState& state) {
   }
   w.metric("loom_http_requests_in_flight", "gauge", "HTTP exchanges being served (streams until their last byte).",
            static_cast<double>(state.n_active_http.load()));
+  if (state.connection_counts) {
+    const ConnectionCounts c = state.connection_counts();
+    w.metric("loom_http_connections_open", "gauge", "Client connections open (idle, waiting or being served).",
+             static_cast<double>(c.open));
+    w.metric("loom_http_connections_idle", "gauge", "Open connections waiting for their next request (no thread held).",
+             static_cast<double>(c.idle));
+    w.metric("loom_http_connections_accepted_total", "counter", "Client connections accepted.",
+             static_cast<double>(c.accepted));
+    w.metric("loom_http_connections_refused_total", "counter",
+             "Connections answered 503 because [server] max_connections were open.", static_cast<double>(c.refused));
+    w.header("loom_http_connections_timed_out_total", "counter",
+             "Connections closed by a limit: idle (keep_alive_timeout, or no request within request_read_timeout) "
+             "or read (a request that did not arrive in full within request_read_timeout).");
+    w.sample("loom_http_connections_timed_out_total", static_cast<double>(c.idle_timeouts), "reason=\"idle\"");
+    w.sample("loom_http_connections_timed_out_total", static_cast<double>(c.read_timeouts), "reason=\"read\"");
+  }
   w.metric("loom_server_queue_depth", "gauge", "Engine requests admitted by the server and not finished.",
            static_cast<double>(state.n_unfinished.load()));
   w.metric("loom_server_max_queue", "gauge", "Admission limit ([server] max_queue); beyond it requests get 429.",

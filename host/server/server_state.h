@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -14,6 +15,7 @@
 #include "chat/chat_template.h"
 #include "config/config.h"
 #include "engine/engine.h"
+#include "server/managed_server.h"
 
 namespace loom::server {
 
@@ -33,6 +35,18 @@ class HttpCounters {
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, uint64_t> counts_;
 };
+
+// Why the server cancelled a request, for /metrics (loom_requests_cancelled_total{reason}).
+enum class CancelReason { client_disconnected, shutdown, choice_failed };
+
+inline const char* cancel_reason_name(CancelReason reason) {
+  switch (reason) {
+    case CancelReason::client_disconnected: return "client_disconnected";
+    case CancelReason::shutdown: return "shutdown";
+    case CancelReason::choice_failed: return "choice_failed";
+  }
+  return "unknown";
+}
 
 struct ServerState {
   ServerState(Engine& e, ServerSettings s, std::string name, chat::ChatTemplate tmpl, int64_t seed)
@@ -54,28 +68,52 @@ struct ServerState {
   std::atomic<bool> stopping{false};
   HttpCounters http_counters;
 
+  // Open sockets and what the connection limits closed or refused (set by HttpServer).
+  std::function<ConnectionCounts()> connection_counts;
+
   // Engine ids in flight, so a shutdown past its deadline can cancel them (their clients then get a
   // clear error instead of a cut connection).
   void track(RequestId id) {
     std::lock_guard lock(ids_mutex_);
     in_flight_.insert(id);
   }
-  void untrack(RequestId id) {
+  // Called with each request's final event; a cancelled one is counted under the reason it was
+  // cancelled for.
+  void untrack(RequestId id, FinishReason finish) {
     std::lock_guard lock(ids_mutex_);
     in_flight_.erase(id);
+    auto reason = cancel_reasons_.find(id);
+    if (finish == FinishReason::cancelled) {
+      ++cancelled_by_reason_[reason != cancel_reasons_.end() ? cancel_reason_name(reason->second) : "engine_stopped"];
+    }
+    if (reason != cancel_reasons_.end()) cancel_reasons_.erase(reason);
   }
-  void cancel_all() {
+  void cancel(RequestId id, CancelReason reason) {
+    {
+      std::lock_guard lock(ids_mutex_);
+      if (!in_flight_.count(id)) return;  // already finished: nothing to cancel, nothing to count
+      cancel_reasons_.emplace(id, reason);
+    }
+    engine.cancel(id);
+  }
+  void cancel_all(CancelReason reason) {
     std::set<RequestId> ids;
     {
       std::lock_guard lock(ids_mutex_);
       ids = in_flight_;
     }
-    for (RequestId id : ids) engine.cancel(id);
+    for (RequestId id : ids) cancel(id, reason);
+  }
+  std::map<std::string, uint64_t> cancelled_by_reason() const {
+    std::lock_guard lock(ids_mutex_);
+    return cancelled_by_reason_;
   }
 
  private:
-  std::mutex ids_mutex_;
+  mutable std::mutex ids_mutex_;
   std::set<RequestId> in_flight_;
+  std::map<RequestId, CancelReason> cancel_reasons_;
+  std::map<std::string, uint64_t> cancelled_by_reason_;
 };
 
 // Counts an HTTP exchange as active for as long as it lives.

@@ -52,9 +52,7 @@ bool stream_step(const std::shared_ptr<StreamState>& state, httplib::DataSink& s
         state->cancelled = ce.event.finish == FinishReason::cancelled;
         state->error_message = ce.event.error;
         // The other choices cannot make the response whole any more.
-        for (const auto& c : job.choices()) {
-          if (c.submitted && c.finish == FinishReason::none) job.state().engine.cancel(c.id);
-        }
+        job.cancel_unfinished(CancelReason::choice_failed);
       }
       continue;
     }

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "common/error.h"
@@ -76,6 +78,26 @@ TEST_CASE("unknown sections and keys are errors listing what exists", "[config]"
   CHECK_THAT(key, Catch::Contains("test.toml:3"));
   CHECK_THAT(key, Catch::Contains("unknown key 'kv.blocksize'"));
   CHECK_THAT(key, Catch::Contains("block_size"));
+}
+
+TEST_CASE("every error of a configuration is reported in one run, each with its file, line and key", "[config]") {
+  const std::string message = config_error(
+      "[server]\nport = \"eighty\"\n"    // line 2: wrong type
+      "[kv]\nblock_size = 24\n"            // line 4: out of range
+      "blocksize = 16\n"                  // line 5: unknown key
+      "[modle]\npath = \"x\"\n"            // line 6: unknown section
+      "[backend.options]\nsimd = [1]\n");  // line 9: a free-form entry of the wrong kind
+  CHECK_THAT(message, Catch::StartsWith("5 errors in the configuration:"));
+  CHECK_THAT(message, Catch::Contains("test.toml:2: key 'server.port'"));
+  CHECK_THAT(message, Catch::Contains("test.toml:4: key 'kv.block_size'"));
+  CHECK_THAT(message, Catch::Contains("test.toml:5: unknown key 'kv.blocksize'"));
+  CHECK_THAT(message, Catch::Contains("test.toml:6: unknown section 'modle'"));
+  CHECK_THAT(message, Catch::Contains("test.toml:9: key 'backend.options.simd'"));
+  // In file order, one per line.
+  CHECK(message.find("test.toml:2") < message.find("test.toml:4"));
+  CHECK(std::count(message.begin(), message.end(), '\n') == 5);
+  // A single error keeps its one-line form.
+  CHECK(config_error("[server]\nport = 0\n").find('\n') == std::string::npos);
 }
 
 TEST_CASE("wrong types name the key and the expected type", "[config]") {

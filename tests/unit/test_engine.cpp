@@ -202,6 +202,33 @@ TEST_CASE("requests that can never run are refused with the reason", "[engine]")
   CHECK(engine.n_unfinished() == 0);
 }
 
+TEST_CASE("a pool smaller than the model's context lowers n_ctx so a lone sequence always finishes", "[engine]") {
+  // 512 bytes per token (see the preemption test): 64 KiB holds 128 tokens, a quarter of the model's 512.
+  loom::Engine engine(engine_config(64 << 10), synthetic_model());
+  CHECK(engine.info().n_ctx_requested == 512);
+  REQUIRE(engine.info().n_ctx == 128);
+  REQUIRE(engine.info().kv_capacity_tokens == 128);
+  // Asking for far more than the context: it runs to the context's end and keeps everything it made.
+  Outcome lone;
+  engine.submit(greedy_request(prompt_of(5, 10), 100000, &lone, engine));
+  run_until_done(engine);
+  CHECK(lone.finish == loom::FinishReason::length);
+  CHECK(lone.error.empty());
+  CHECK(lone.tokens.size() == 128 - 10);
+  CHECK(engine.stats().kv_blocks_used == 0);
+}
+
+TEST_CASE("an explicit n_ctx the KV pool cannot hold once is refused naming both settings", "[engine]") {
+  auto config = engine_config(64 << 10);
+  config.model.n_ctx = 512;
+  REQUIRE_THROWS_WITH(loom::Engine(config, synthetic_model()),
+                      Catch::Contains("[model] n_ctx = 512") && Catch::Contains("[kv] memory") &&
+                          Catch::Contains("holds 128 tokens"));
+  config.model.n_ctx = 128;  // exactly what the pool holds
+  loom::Engine fits(config, synthetic_model());
+  CHECK(fits.info().n_ctx == 128);
+}
+
 TEST_CASE("cancelling a running request frees its blocks and tells the client", "[engine]") {
   loom::Engine engine(engine_config(), synthetic_model());
   Outcome outcome;

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
 #include "config/config_schema.h"
@@ -12,6 +14,24 @@
 namespace loom {
 
 namespace {
+
+// Every problem of a file, so that one run reports them all (toml++ walks tables in key order, not file order).
+class ConfigErrors {
+ public:
+  void add(const toml::node& node, std::string text) { errors_.emplace_back(node.source().begin.line, std::move(text)); }
+  bool empty() const { return errors_.empty(); }
+  // One loom::Error naming every problem, one per line in file order.
+  [[noreturn]] void raise() {
+    std::stable_sort(errors_.begin(), errors_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::string message;
+    if (errors_.size() > 1) message = std::to_string(errors_.size()) + " errors in the configuration:\n";
+    for (size_t i = 0; i < errors_.size(); ++i) message += (i ? "\n" : "") + errors_[i].second;
+    throw Error(message);
+  }
+
+ private:
+  std::vector<std::pair<uint32_t, std::string>> errors_;
+};
 
 std::string location(const std::filesystem::path& file, const toml::node& node) {
   return file.string() + ":" + std::to_string(node.source().begin.line);
@@ -43,31 +63,35 @@ const KeySpec* find_spec(const std::string& section, const std::string& key) {
 // A table whose keys the schema does not list ([backend.options]): each entry is checked on its own, and an
 // error points at that entry's line as 'backend.options.NAME'.
 void apply_free_form_table(Config& config, const std::filesystem::path& file, const std::string& name,
-                           const KeySpec& spec, const toml::node& node) {
+                           const KeySpec& spec, const toml::node& node, ConfigErrors& errors) {
   const auto* table = node.as_table();
-  if (table == nullptr) throw Error(location(file, node) + ": key '" + name + "': must be " + spec.allowed);
+  if (table == nullptr) {
+    errors.add(node, location(file, node) + ": key '" + name + "': must be " + spec.allowed);
+    return;
+  }
   for (const auto& [entry_view, entry_node] : *table) {
     const std::string entry(entry_view.str());
     std::string problem = spec.assign_entry(config, entry, entry_node);
-    if (!problem.empty()) throw Error(location(file, entry_node) + ": key '" + name + "." + entry + "': " + problem);
+    if (!problem.empty()) errors.add(entry_node, location(file, entry_node) + ": key '" + name + "." + entry + "': " + problem);
   }
 }
 
 void apply_section(Config& config, const std::filesystem::path& file, const std::string& section,
-                   const toml::table& table) {
+                   const toml::table& table, ConfigErrors& errors) {
   for (const auto& [key_view, node] : table) {
     const std::string key(key_view.str());
     const KeySpec* spec = find_spec(section, key);
     if (spec == nullptr) {
-      throw Error(location(file, node) + ": unknown key '" + section + "." + key + "' (keys of [" + section +
-                  "]: " + keys_of(section) + ")");
+      errors.add(node, location(file, node) + ": unknown key '" + section + "." + key + "' (keys of [" + section +
+                       "]: " + keys_of(section) + ")");
+      continue;
     }
     if (spec->assign_entry) {
-      apply_free_form_table(config, file, section + "." + key, *spec, node);
+      apply_free_form_table(config, file, section + "." + key, *spec, node, errors);
       continue;
     }
     std::string problem = spec->assign(config, node);
-    if (!problem.empty()) throw Error(location(file, node) + ": key '" + section + "." + key + "': " + problem);
+    if (!problem.empty()) errors.add(node, location(file, node) + ": key '" + section + "." + key + "': " + problem);
   }
 }
 
@@ -107,17 +131,23 @@ Config parse_config(const std::string& toml_text, const std::filesystem::path& l
   Config config;
   config.source = label;
   const auto sections = section_names();
+  ConfigErrors errors;
   for (const auto& [name_view, node] : root) {
     const std::string name(name_view.str());
     if (std::find(sections.begin(), sections.end(), name) == sections.end()) {
       std::string all;
       for (const auto& s : sections) all += (all.empty() ? "" : ", ") + s;
-      throw Error(location(label, node) + ": unknown section '" + name + "' (sections: " + all + ")");
+      errors.add(node, location(label, node) + ": unknown section '" + name + "' (sections: " + all + ")");
+      continue;
     }
     const auto* table = node.as_table();
-    if (table == nullptr) throw Error(location(label, node) + ": '" + name + "' must be a table ([" + name + "])");
-    apply_section(config, label, name, *table);
+    if (table == nullptr) {
+      errors.add(node, location(label, node) + ": '" + name + "' must be a table ([" + name + "])");
+      continue;
+    }
+    apply_section(config, label, name, *table, errors);
   }
+  if (!errors.empty()) errors.raise();
   return config;
 }
 

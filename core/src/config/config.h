@@ -77,6 +77,12 @@ struct ServerSettings {
   int64_t max_queue = 256;
   int64_t max_body_bytes = 1 << 20;
   std::string model_name;  // name in /v1/models; empty = file stem
+  std::vector<std::string> model_aliases;  // further names requests may use for the model
+  // Connection limits (docs/server.md, "Connections"): what idle and slow clients can hold.
+  int64_t max_connections = 1024;      // open sockets; a new one past this gets 503
+  double keep_alive_timeout = 5.0;     // seconds an idle keep-alive connection is kept
+  int64_t keep_alive_max_requests = 100;
+  double request_read_timeout = 10.0;  // seconds for a request's headers and body to arrive
 };
 
 struct PluginSettings {

@@ -284,6 +284,11 @@ std::vector<KeySpec> build_schema() {
       integer_key("server", "max_queue", LOOM_FIELD(server, max_queue), 1, 1 << 20),
       integer_key("server", "max_body_bytes", LOOM_FIELD(server, max_body_bytes), 1024, 1ll << 30),
       string_key("server", "model_name", LOOM_FIELD(server, model_name)),
+      string_list_key("server", "model_aliases", LOOM_FIELD(server, model_aliases)),
+      integer_key("server", "max_connections", LOOM_FIELD(server, max_connections), 1, 1 << 20),
+      number_key("server", "keep_alive_timeout", LOOM_FIELD(server, keep_alive_timeout), 0.01, 3600.0),
+      integer_key("server", "keep_alive_max_requests", LOOM_FIELD(server, keep_alive_max_requests), 1, 1 << 30),
+      number_key("server", "request_read_timeout", LOOM_FIELD(server, request_read_timeout), 0.01, 3600.0),
 
       string_list_key("plugins", "search_path", LOOM_FIELD(plugins, search_path)),
   };

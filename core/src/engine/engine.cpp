@@ -61,6 +61,7 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path) : 
     throw Error("kv.memory of " + std::to_string(budget) + " bytes holds no block of " + std::to_string(block_size) +
                 " tokens (" + std::to_string(per_token * block_size) + " bytes): raise kv.memory");
   }
+  fit_context_to_pool(config, n_blocks * block_size, budget);
   kv_cache_ = model_->create_kv_cache(static_cast<uint32_t>(n_blocks), block_size, kv_dtype);
   kv_ = std::make_unique<KvManager>(find_plugin(config, LOOM_PLUGIN_KIND_KV, config.kv.allocator),
                                     static_cast<uint32_t>(n_blocks), block_size, config.kv.prefix_caching);
@@ -98,6 +99,21 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path) : 
                                                host_models_->services(), drafter_config_json(config));
     draft_k_ = static_cast<uint32_t>(config.drafter.k);
   }
+}
+
+// Every admitted request fits the context, so a pool that holds one full context can always finish a
+// lone sequence: nothing ever ends for want of KV blocks when it runs alone.
+void Engine::fit_context_to_pool(const Config& config, uint64_t capacity_tokens, uint64_t budget_bytes) {
+  info_.n_ctx_requested = model_->n_ctx();
+  if (static_cast<uint64_t>(model_->n_ctx()) <= capacity_tokens) return;
+  if (config.model.n_ctx > 0) {
+    const char* budget_key = config.kv.memory_fraction > 0 ? "[kv] memory_fraction" : "[kv] memory";
+    throw Error("[model] n_ctx = " + std::to_string(config.model.n_ctx) + " does not fit the KV cache: " + budget_key +
+                " (" + std::to_string(budget_bytes) + " bytes) holds " +
+                std::to_string(capacity_tokens) + " tokens of this model; lower [model] n_ctx to at most " +
+                std::to_string(capacity_tokens) + " or raise " + budget_key);
+  }
+  model_->limit_context(static_cast<int64_t>(capacity_tokens));
 }
 
 void Engine::set_drafter(std::unique_ptr<Drafter> drafter, uint32_t k) {

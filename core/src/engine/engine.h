@@ -45,7 +45,8 @@ struct EngineInfo {
   uint64_t kv_bytes_per_token = 0;
   uint64_t kv_capacity_tokens = 0;  // blocks * block size
   uint32_t max_num_seqs = 0;
-  int64_t n_ctx = 0;
+  int64_t n_ctx = 0;            // positions per sequence: at most what the KV pool holds for one sequence
+  int64_t n_ctx_requested = 0;  // [model] n_ctx, else the model's own context, before it was fitted to the pool
   uint64_t weight_bytes = 0;  // as held by the backend (after any load-time repacking)
 };
 
@@ -90,6 +91,7 @@ class Engine {
   const loom_host_services* drafter_host_services() const { return host_models_->services(); }
 
  private:
+  void fit_context_to_pool(const Config& config, uint64_t capacity_tokens, uint64_t budget_bytes);
   void drain_inbox();
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
   void emit(Sequence& seq, std::vector<int32_t> tokens, std::string text, std::vector<TokenLogprob> logprobs,

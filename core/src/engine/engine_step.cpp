@@ -19,13 +19,18 @@ bool Engine::step() {
   SchedulerDecision decision = scheduler_->schedule();
   if (decision.chunks.empty()) {
     // Nothing could run: only possible when the head of the queue cannot get blocks even with
-    // nothing else running. Refuse it rather than wait forever.
+    // nothing else running. Admission keeps every request within n_ctx, which the pool holds, so this
+    // is a last line of defence: a sequence that has generated keeps its text and ends as if it had
+    // reached its length; one that never ran is refused rather than left waiting forever.
     if (scheduler_->n_running() == 0) {
       for (auto& [id, seq] : sequences_) {
-        if (seq->status == SequenceStatus::waiting) {
+        if (seq->status != SequenceStatus::waiting) continue;
+        if (seq->n_generated() > 0) {
+          finish(*seq, FinishReason::length);
+        } else {
           finish(*seq, FinishReason::error, "not enough free KV blocks for this request even with nothing else running");
-          break;
         }
+        break;
       }
     }
   } else {

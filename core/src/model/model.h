@@ -11,6 +11,8 @@
 // Not thread-safe: one forward at a time per Model.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -51,6 +53,9 @@ class Model {
 
   const ModelInfo& info() const { return info_; }
   int64_t n_ctx() const { return n_ctx_; }
+  // Lower the positions allowed per sequence (the engine does when its KV pool cannot hold the
+  // model's whole context once); a larger value is ignored.
+  void limit_context(int64_t n_ctx) { n_ctx_ = std::min(n_ctx_, n_ctx); }
   const LoadReport& load_report() const { return report_; }
   Backend& backend() const { return backend_; }
 
