@@ -11,15 +11,12 @@ Exit code 77 (CTest SKIP_RETURN_CODE) when `openai` is not installed.
 """
 import argparse
 import concurrent.futures
-import http.client
 import json
 import os
 import re
 import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -35,7 +32,11 @@ except ImportError:
     print("SKIP: the `openai` Python package is not installed (run scripts/setup.sh or pip install openai)")
     sys.exit(77)
 
-TMP = tempfile.TemporaryDirectory(prefix="loom-server-test-")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import server_harness  # noqa: E402
+from server_harness import TMP, write_config  # noqa: E402
+
+server_harness.configure(ARGS.loom, ARGS.plugins)
 MODEL = os.path.join(TMP.name, "tiny-llama.gguf")
 MODEL_NAME = "tiny-llama"
 N_CTX = 256
@@ -44,119 +45,23 @@ N_CTX = 256
 LONG_MODEL = os.path.join(TMP.name, "tiny-llama-1k.gguf")
 
 
-def write_config(name, extra=""):
-    path = os.path.join(TMP.name, name)
-    with open(path, "w") as f:
-        f.write(
-            f"""
-[backend]
-threads = 2
-
-[kv]
-memory = "4MiB"
-block_size = 16
-
-[scheduler]
-max_num_seqs = 16
-
-[server]
-max_body_bytes = 65536
-{extra}
-"""
-        )
-    return path
-
-
-class LoomServer:
-    """One `loom serve` process on a free loopback port."""
+class LoomServer(server_harness.LoomServer):
+    """The harness's server, on the tiny model unless told otherwise, with an `openai` client."""
 
     def __init__(self, config, extra_args=(), model=MODEL):
-        env = dict(os.environ, LOOM_PLUGIN_PATH=ARGS.plugins)
-        self.stderr_path = config + ".stderr"
-        self.stderr = open(self.stderr_path, "w")
-        self.proc = subprocess.Popen(
-            [ARGS.loom, "serve", "--config", config, "--model", model, "--host", "127.0.0.1", "--port", "0",
-             *extra_args],
-            stdout=subprocess.PIPE, stderr=self.stderr, env=env, text=True)
-        line_box = []
-        reader = threading.Thread(target=lambda: line_box.append(self.proc.stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(60)
-        match = re.search(r"listening on http://([\d.]+):(\d+)", line_box[0] if line_box else "")
-        if not match:
-            self.proc.kill()
-            raise RuntimeError(f"loom serve did not start; stderr:\n{self.log()}")
-        self.host, self.port = match.group(1), int(match.group(2))
-        self.base = f"http://{self.host}:{self.port}"
-
-    def log(self):
-        if not self.stderr.closed:
-            self.stderr.flush()
-        with open(self.stderr_path) as f:
-            return f.read()
+        super().__init__(config, model, extra_args)
 
     def client(self, api_key="unused", **kw):
         return openai.OpenAI(base_url=self.base + "/v1", api_key=api_key, max_retries=0, timeout=60, **kw)
-
-    def request(self, method, path, body=None, headers=None, timeout=60):
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-        try:
-            if isinstance(body, (dict, list)):
-                body = json.dumps(body)
-            conn.request(method, path, body=body, headers={"Content-Type": "application/json", **(headers or {})})
-            resp = conn.getresponse()
-            data = resp.read()
-            return resp.status, dict(resp.getheaders()), data
-        finally:
-            conn.close()
-
-    def json(self, method, path, body=None, headers=None):
-        status, _, data = self.request(method, path, body, headers)
-        return status, json.loads(data)
-
-    def metrics(self):
-        status, _, data = self.request("GET", "/metrics")
-        assert status == 200, status
-        values = {}
-        for line in data.decode().splitlines():
-            if line and not line.startswith("#"):
-                name, value = line.rsplit(" ", 1)
-                values[name] = float(value)
-        return values
-
-    def wait_kv_free(self, timeout=10.0):
-        deadline = time.time() + timeout
-        m = self.metrics()
-        while m["loom_kv_blocks_used"] != 0 and time.time() < deadline:
-            time.sleep(0.05)
-            m = self.metrics()
-        return m
-
-    def terminate(self, timeout=30):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.stdout.close()
-            self.stderr.close()
 
 
 SERVER = None
 
 
-def synth(path, ctx):
-    subprocess.run([ARGS.loom, "gguf", "synth", "--arch", "llama", "--layers", "2", "--dim", "64", "--heads", "4",
-                    "--kv-heads", "2", "--ff", "128", "--vocab", "512", "--ctx", str(ctx), "-o", path],
-                   check=True, stdout=subprocess.DEVNULL)
-
-
 def setUpModule():
     global SERVER
-    synth(MODEL, N_CTX)
-    synth(LONG_MODEL, 1024)
+    server_harness.synth(MODEL, N_CTX)
+    server_harness.synth(LONG_MODEL, 1024)
     # max_queue = the load test's concurrency; test_queue_full goes past it.
     SERVER = LoomServer(write_config("main.toml", f'max_queue = 32\nmodel_name = "{MODEL_NAME}"'))
 
@@ -499,7 +404,7 @@ class LoadTest(unittest.TestCase):
 
 class ApiKeyTest(unittest.TestCase):
     def test_api_key(self):
-        server = LoomServer(write_config("key.toml", 'api_key = "sekret"'))
+        server = LoomServer(write_config("key.toml", 'api_key = "sekret"\nmodel_name = "m"'))
         try:
             with self.assertRaises(openai.AuthenticationError) as ctx:
                 server.client(api_key="wrong").completions.create(model="m", prompt="x", max_tokens=1)
@@ -521,7 +426,7 @@ class ShutdownTest(unittest.TestCase):
     def test_sigterm_finishes_requests_in_flight(self):
         # A generous deadline: on a loaded CI machine 1000 tokens can take far longer than the default 30 s,
         # and this test is about finishing, not about the deadline (the next test covers that).
-        server = LoomServer(write_config("shutdown.toml"), extra_args=("--shutdown-timeout", "600"), model=LONG_MODEL)
+        server = LoomServer(write_config("shutdown.toml", 'model_name = "m"'), extra_args=("--shutdown-timeout", "600"), model=LONG_MODEL)
         client = server.client()
         results = {}
 
@@ -571,7 +476,7 @@ class ShutdownTest(unittest.TestCase):
         self.assertIn("SIGTERM received", server.log())
 
     def test_sigterm_past_the_deadline_cancels_with_a_clear_error(self):
-        server = LoomServer(write_config("deadline.toml"), extra_args=("--shutdown-timeout", "0"), model=LONG_MODEL)
+        server = LoomServer(write_config("deadline.toml", 'model_name = "m"'), extra_args=("--shutdown-timeout", "0"), model=LONG_MODEL)
         client = server.client()
         results = {}
 

@@ -1,0 +1,144 @@
+"""What the `loom serve` tests share: a server process on a free loopback port, synthetic models and
+configuration files in a scratch folder, and raw HTTP helpers.
+
+configure(loom, plugins) must be called once before anything else.
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+_LOOM = None
+_PLUGINS = None
+TMP = tempfile.TemporaryDirectory(prefix="loom-server-test-")
+
+
+def configure(loom, plugins):
+    global _LOOM, _PLUGINS
+    _LOOM, _PLUGINS = loom, plugins
+
+
+def loom_env():
+    return dict(os.environ, LOOM_PLUGIN_PATH=_PLUGINS)
+
+
+def run_loom(*args, **kw):
+    return subprocess.run([_LOOM, *args], env=loom_env(), text=True, capture_output=True, **kw)
+
+
+def synth(path, ctx, layers=2, kv_heads=2):
+    subprocess.run([_LOOM, "gguf", "synth", "--arch", "llama", "--layers", str(layers), "--dim", "64", "--heads", "4",
+                    "--kv-heads", str(kv_heads), "--ff", "128", "--vocab", "512", "--ctx", str(ctx), "-o", path],
+                   check=True, stdout=subprocess.DEVNULL)
+    return path
+
+
+def write_config(name, extra="", kv_memory="4MiB"):
+    """A loom.toml in the scratch folder; `extra` is appended to its [server] section."""
+    path = os.path.join(TMP.name, name)
+    with open(path, "w") as f:
+        f.write(
+            f"""
+[backend]
+threads = 2
+
+[kv]
+memory = "{kv_memory}"
+block_size = 16
+
+[scheduler]
+max_num_seqs = 16
+
+[server]
+max_body_bytes = 65536
+{extra}
+"""
+        )
+    return path
+
+
+class LoomServer:
+    """One `loom serve` process on a free loopback port."""
+
+    def __init__(self, config, model, extra_args=()):
+        self.stderr_path = config + ".stderr"
+        self.stderr = open(self.stderr_path, "w")
+        self.proc = subprocess.Popen(
+            [_LOOM, "serve", "--config", config, "--model", model, "--host", "127.0.0.1", "--port", "0", *extra_args],
+            stdout=subprocess.PIPE, stderr=self.stderr, env=loom_env(), text=True)
+        line_box = []
+        reader = threading.Thread(target=lambda: line_box.append(self.proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(60)
+        match = re.search(r"listening on http://([\d.]+):(\d+)", line_box[0] if line_box else "")
+        if not match:
+            self.proc.kill()
+            raise RuntimeError(f"loom serve did not start; stderr:\n{self.log()}")
+        self.host, self.port = match.group(1), int(match.group(2))
+        self.base = f"http://{self.host}:{self.port}"
+
+    def log(self):
+        if not self.stderr.closed:
+            self.stderr.flush()
+        with open(self.stderr_path) as f:
+            return f.read()
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            if isinstance(body, (dict, list)):
+                body = json.dumps(body)
+            conn.request(method, path, body=body, headers={"Content-Type": "application/json", **(headers or {})})
+            resp = conn.getresponse()
+            data = resp.read()
+            return resp.status, dict(resp.getheaders()), data
+        finally:
+            conn.close()
+
+    def json(self, method, path, body=None, headers=None):
+        status, _, data = self.request(method, path, body, headers)
+        return status, json.loads(data)
+
+    def metrics(self):
+        status, _, data = self.request("GET", "/metrics")
+        assert status == 200, status
+        values = {}
+        for line in data.decode().splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                values[name] = float(value)
+        return values
+
+    def wait_kv_free(self, timeout=10.0):
+        deadline = time.time() + timeout
+        m = self.metrics()
+        while m["loom_kv_blocks_used"] != 0 and time.time() < deadline:
+            time.sleep(0.05)
+            m = self.metrics()
+        return m
+
+    def terminate(self, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.stdout.close()
+            self.stderr.close()
+
+
+def raw_post(host, port, path, body):
+    """Sends one POST on a fresh socket and returns the socket, without reading the answer."""
+    import socket
+    sock = socket.create_connection((host, port), timeout=60)
+    payload = body if isinstance(body, str) else json.dumps(body)
+    sock.sendall((f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(payload.encode())}\r\n\r\n").encode() + payload.encode())
+    return sock
