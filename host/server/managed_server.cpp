@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "common/error.h"
@@ -236,7 +238,14 @@ void ManagedServer::serve(std::unique_ptr<Connection> connection) {
   const bool last = ++connection->n_served >= limits_.max_requests_per_connection || stopping_;
   bool peer_closed = false;
   t_current_socket = connection->sock;
-  const bool answered = process_request(stream, last, peer_closed, nullptr);
+  bool answered = false;
+  try {
+    answered = process_request(stream, last, peer_closed, nullptr);
+  } catch (const std::exception& e) {
+    // httplib catches what handlers throw; this is for httplib itself (an allocation failure, say):
+    // the connection is lost, the worker and the server are not.
+    std::fprintf(stderr, "loom serve: connection dropped by an internal error: %s\n", e.what());
+  }
   t_current_socket = -1;
   if (stream.read_timed_out()) ++n_read_timeouts_;
   if (!answered || peer_closed || last || stream.read_timed_out() || stopping_) {
