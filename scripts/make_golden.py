@@ -58,6 +58,16 @@ SYNTH_SPECS = [
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 12, "type": "Q4_0"},
     {"name": "synth-gemma3-f16", "arch": "gemma3", "layers": 6, "dim": 128, "heads": 4, "kv_heads": 1,
      "head_dim": 64, "ff": 256, "vocab": 512, "ctx": 512, "seed": 13, "type": "F16"},
+    # Issue 18's families, F16 (the sharp check) and Q8_0. Gemma 2's window of 8 tokens makes its
+    # even (local) layers differ from its odd (global) ones within the short prompts.
+    {"name": "synth-qwen3-f16", "arch": "qwen3", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 64, "ff": 256, "vocab": 512, "ctx": 512, "seed": 14, "type": "F16"},
+    {"name": "synth-qwen3-q8_0", "arch": "qwen3", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 15, "type": "Q8_0"},
+    {"name": "synth-gemma2-f16", "arch": "gemma2", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 64, "ff": 256, "vocab": 512, "ctx": 512, "seed": 16, "type": "F16", "sliding_window": 8},
+    {"name": "synth-gemma2-q8_0", "arch": "gemma2", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 17, "type": "Q8_0", "sliding_window": 8},
 ]
 
 
@@ -174,6 +184,7 @@ def main():
     parser.add_argument("--out", default=os.path.join(root, "tests", "golden"))
     parser.add_argument("--model", default=os.environ.get("LOOM_MODEL") or DEFAULT_MODEL)
     parser.add_argument("--only", choices=["default", "synth"], help="record only these")
+    parser.add_argument("--synth", nargs="+", metavar="NAME", help="record only these synthetic models")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
@@ -187,11 +198,15 @@ def main():
     if args.only != "default":
         with tempfile.TemporaryDirectory() as tmp:
             for spec in SYNTH_SPECS:
+                if args.synth and spec["name"] not in args.synth:
+                    continue
                 path = os.path.join(tmp, spec["name"] + ".gguf")
                 cmd = [args.loom, "gguf", "synth", "--arch", spec["arch"], "--layers", str(spec["layers"]),
                        "--dim", str(spec["dim"]), "--heads", str(spec["heads"]), "--kv-heads", str(spec["kv_heads"]),
                        "--head-dim", str(spec["head_dim"]), "--ff", str(spec["ff"]), "--vocab", str(spec["vocab"]),
                        "--ctx", str(spec["ctx"]), "--seed", str(spec["seed"]), "--type", spec["type"], "-o", path]
+                if "sliding_window" in spec:
+                    cmd[-2:-2] = ["--sliding-window", str(spec["sliding_window"])]
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
                 record_model(path, SYNTH_PROMPTS, {"kind": "synth", "spec": spec, "fnv1a64": fnv1a64(path)},
                              os.path.join(args.out, spec["name"] + ".json"))

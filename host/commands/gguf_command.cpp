@@ -27,7 +27,7 @@ constexpr const char* kInfoHelp =
 constexpr const char* kSynthHelp =
     "usage: loom gguf synth [options] -o OUT\n\n"
     "Write a synthetic model with seeded random weights in llama.cpp's GGUF layout.\n"
-    "  --arch A          llama | qwen2 | gemma3 (default llama)\n"
+    "  --arch A          llama | qwen2 | qwen3 | gemma2 | gemma3 (default llama)\n"
     "  --layers N        block count (default 2)\n"
     "  --dim D           embedding length (default 64)\n"
     "  --heads H         attention heads (default 4)\n"
@@ -38,6 +38,7 @@ constexpr const char* kSynthHelp =
     "  --ctx C           context length (default 256)\n"
     "  --type T          matrix type: F32, F16, BF16, Q8_0, Q4_0 (default F32)\n"
     "  --seed S          random seed (default 1)\n"
+    "  --sliding-window N  gemma2/gemma3: tokens a local layer sees (default 512)\n"
     "  --vocab-from FILE copy the tokenizer.* metadata (and vocabulary size) from this GGUF\n"
     "  -o, --out OUT     output path (required)\n";
 
@@ -153,6 +154,7 @@ int run_synth(const CommandArgs& args) {
     else if (flag == "--vocab") spec.n_vocab = parse_int(flag, value);
     else if (flag == "--ctx") spec.n_ctx = parse_int(flag, value);
     else if (flag == "--seed") spec.seed = static_cast<uint64_t>(parse_int(flag, value));
+    else if (flag == "--sliding-window") spec.sliding_window = parse_int(flag, value);
     else if (flag == "--vocab-from") spec.vocab_from = value;
     else if (flag == "-o" || flag == "--out") out = value;
     else if (flag == "--type") {

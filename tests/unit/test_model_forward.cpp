@@ -1,4 +1,4 @@
-// The model's forward pass on synthetic llama / qwen2 / gemma3 models through the CPU backend:
+// The model's forward pass on synthetic llama / qwen2 / qwen3 / gemma2 / gemma3 models through the CPU backend:
 // a mixed batch over a permuted paged layout equals each sequence alone, chunked prefill equals
 // one-shot prefill, reference and fast backends agree, and bad input gives clear errors.
 #include <catch2/catch.hpp>
@@ -73,7 +73,7 @@ size_t argmax(const float* a, size_t n) { return static_cast<size_t>(std::max_el
 
 TEST_CASE("model: every supported arch loads and runs a forward with finite logits", "[model]") {
   auto backend = loom::test::cpu_backend();
-  for (const std::string arch : {"llama", "qwen2", "gemma3"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3"}) {
     for (loom_dtype weights : {LOOM_DTYPE_F32, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0, LOOM_DTYPE_F16}) {
       INFO(arch << " weights " << weights);
       const auto spec = loom::test::small_spec(arch, weights);
@@ -115,6 +115,22 @@ TEST_CASE("model: hyper-parameters follow llama.cpp per arch", "[model]") {
   CHECK(qwen->info().qkv_bias);
   CHECK(qwen->info().rope_mode == LOOM_ROPE_NEOX);
   CHECK_FALSE(qwen->info().tied_output);
+  auto qwen3 = Model::load(loom::test::write_small_model(loom::test::small_spec("qwen3"), "qwen3-info"), *backend);
+  CHECK(qwen3->info().qk_norm);
+  CHECK_FALSE(qwen3->info().qkv_bias);
+  CHECK(qwen3->info().rope_mode == LOOM_ROPE_NEOX);
+  auto gemma2 = Model::load(loom::test::write_small_model(loom::test::small_spec("gemma2"), "gemma2-info"), *backend);
+  const loom::ModelInfo& g2 = gemma2->info();
+  CHECK(g2.arch == loom::ModelArch::gemma2);
+  CHECK(g2.layer_is_local == std::vector<bool>{true, false});  // even layers slide, odd ones see everything
+  CHECK(g2.sliding_window == 8);
+  CHECK(g2.attn_softcap == 50.0f);
+  CHECK(g2.final_softcap == 30.0f);
+  CHECK(g2.post_norms);
+  CHECK_FALSE(g2.qk_norm);
+  CHECK(g2.tied_output);
+  CHECK(g2.rope_freq_base_local == g2.rope_freq_base);
+  CHECK(g2.embedding_scale == Approx(8.0f));
   auto llama = Model::load(loom::test::write_small_model(loom::test::small_spec("llama"), "llama-info"), *backend);
   CHECK(llama->info().rope_mode == LOOM_ROPE_NORMAL);
   CHECK(llama->info().ffn_activation == LOOM_ACTIVATION_SILU);
@@ -124,7 +140,7 @@ TEST_CASE("model: hyper-parameters follow llama.cpp per arch", "[model]") {
 
 TEST_CASE("model: a mixed batch over a permuted block layout equals each sequence alone", "[model]") {
   auto backend = loom::test::cpu_backend();
-  for (const std::string arch : {"llama", "qwen2", "gemma3"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3"}) {
     INFO(arch);
     auto model = Model::load(loom::test::write_small_model(loom::test::small_spec(arch, LOOM_DTYPE_Q8_0), arch + "-q8"),
                              *backend);
@@ -190,7 +206,7 @@ TEST_CASE("model: a mixed batch over a permuted block layout equals each sequenc
 
 TEST_CASE("model: chunked prefill equals one-shot prefill", "[model]") {
   auto backend = loom::test::cpu_backend();
-  for (const std::string arch : {"llama", "gemma3"}) {
+  for (const std::string arch : {"llama", "gemma2", "gemma3"}) {
     INFO(arch);
     auto model = Model::load(loom::test::write_small_model(loom::test::small_spec(arch), arch + "-f32"), *backend);
     const auto prompt = random_tokens(5, 23, model->info().n_vocab);
@@ -211,7 +227,7 @@ TEST_CASE("model: chunked prefill equals one-shot prefill", "[model]") {
 TEST_CASE("model: the CPU reference and fast backends agree on logits", "[model]") {
   auto fast = loom::test::cpu_backend(false);
   auto reference = loom::test::cpu_backend(true);
-  for (const std::string arch : {"llama", "qwen2", "gemma3"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3"}) {
     for (loom_dtype weights : {LOOM_DTYPE_F32, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0}) {
       INFO(arch << " weights " << weights);
       const auto path = loom::test::write_small_model(loom::test::small_spec(arch, weights), arch + "-ref");

@@ -1,5 +1,5 @@
 // Loom's logits against llama.cpp's, recorded by scripts/make_golden.py into tests/golden/*.json:
-// the default model (skipped when not installed) and synthetic llama / qwen2 / gemma3 models, which
+// the default model (skipped when not installed) and synthetic llama / qwen2 / qwen3 / gemma2 / gemma3 models, which
 // the test regenerates bit for bit from the recorded spec (the file hash must match).
 #include <catch2/catch.hpp>
 
@@ -81,6 +81,7 @@ std::optional<std::filesystem::path> model_for(const json& golden, const std::st
   spec.n_ctx = s.at("ctx");
   spec.seed = s.at("seed");
   spec.weight_type = *loom::dtype_from_name(s.at("type").get<std::string>());
+  spec.sliding_window = s.value("sliding_window", 0);
   const auto path = loom::test::write_small_model(spec, "golden-" + name);
   char hash[17];
   std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(fnv1a64(path)));

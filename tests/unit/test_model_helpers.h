@@ -24,7 +24,7 @@ inline std::unique_ptr<Backend> cpu_backend(bool reference = false) {
                          reference ? R"({"reference": true})" : R"({"threads": 2})");
 }
 
-// A small synthetic model of `arch` (llama | qwen2 | gemma3), written once per spec into the
+// A small synthetic model of `arch` (llama | qwen2 | qwen3 | gemma2 | gemma3), written once per spec into the
 // scratch folder. Deterministic: the same spec gives the same bytes.
 inline gguf::SynthSpec small_spec(const std::string& arch, loom_dtype weights = LOOM_DTYPE_F32, uint64_t seed = 3) {
   gguf::SynthSpec spec;
@@ -39,7 +39,7 @@ inline gguf::SynthSpec small_spec(const std::string& arch, loom_dtype weights = 
   spec.n_ctx = 256;
   spec.weight_type = weights;
   spec.seed = seed;
-  if (arch == "gemma3") spec.sliding_window = 8;  // small, so short tests cross the window
+  if (arch == "gemma3" || arch == "gemma2") spec.sliding_window = 8;  // small, so short tests cross the window
   return spec;
 }
 

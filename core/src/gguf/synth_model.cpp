@@ -1,4 +1,4 @@
-// Synthetic llama / qwen2 / gemma3 models. Key and tensor names are llama.cpp's (llama-arch.cpp),
+// Synthetic llama / qwen2 / qwen3 / gemma2 / gemma3 models. Key and tensor names are llama.cpp's (llama-arch.cpp),
 // matrices are stored ne0 = input dim, norm weights and biases are F32.
 #include "gguf/synth_model.h"
 
@@ -111,8 +111,9 @@ void require(bool ok, const std::string& what) {
 
 SynthSpec resolve_synth_spec(const SynthSpec& in) {
   SynthSpec spec = in;
-  const bool is_llama = spec.arch == "llama", is_qwen2 = spec.arch == "qwen2", is_gemma3 = spec.arch == "gemma3";
-  require(is_llama || is_qwen2 || is_gemma3, "arch '" + spec.arch + "' is not supported (llama, qwen2, gemma3)");
+  const bool is_llama = spec.arch == "llama", is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2";
+  require(is_llama || is_gemma || spec.arch == "qwen2" || spec.arch == "qwen3",
+          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen3, gemma2, gemma3)");
   require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
   require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
   require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
@@ -139,14 +140,16 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
   }
   if (spec.rms_eps == 0.0f) spec.rms_eps = is_llama ? 1e-5f : 1e-6f;
   if (spec.rope_freq_base == 0.0f) spec.rope_freq_base = is_llama ? 10000.0f : 1000000.0f;
-  if (is_gemma3 && spec.sliding_window == 0) spec.sliding_window = 512;
+  if (is_gemma && spec.sliding_window == 0) spec.sliding_window = 512;
   return spec;
 }
 
 void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   SynthSpec spec = resolve_synth_spec(in);
   const std::string& a = spec.arch;
-  const bool is_qwen2 = a == "qwen2", is_gemma3 = a == "gemma3";
+  const bool is_qwen2 = a == "qwen2", is_gemma3 = a == "gemma3", is_gemma2 = a == "gemma2";
+  const bool is_gemma = is_gemma2 || is_gemma3;
+  const bool qk_norm = is_gemma3 || a == "qwen3";  // an RMS norm of each q and k head
 
   writer.set_string("general.architecture", a);
   writer.set_string("general.name", spec.name);
@@ -162,6 +165,12 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   writer.set_float32(a + ".attention.layer_norm_rms_epsilon", spec.rms_eps);
   writer.set_uint32(a + ".rope.dimension_count", static_cast<uint32_t>(spec.head_dim));
   writer.set_float32(a + ".rope.freq_base", spec.rope_freq_base);
+  if (is_gemma2) {
+    // Gemma 2's published values (config.json: attn_logit_softcapping, final_logit_softcapping).
+    writer.set_uint32(a + ".attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
+    writer.set_float32(a + ".attn_logit_softcapping", 50.0f);
+    writer.set_float32(a + ".final_logit_softcapping", 30.0f);
+  }
   if (is_gemma3) {
     writer.set_uint32(a + ".attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
     if (spec.rope_scaling_factor > 1.0f) {
@@ -182,7 +191,7 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   auto inv_sqrt = [](int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
   model.matrix("token_embd.weight", dim, spec.n_vocab, inv_sqrt(dim));
   model.vector("output_norm.weight", dim, 1.0f, 0.05f);
-  if (!is_gemma3) model.matrix("output.weight", dim, spec.n_vocab, inv_sqrt(dim));  // gemma3 ties it
+  if (!is_gemma) model.matrix("output.weight", dim, spec.n_vocab, inv_sqrt(dim));  // gemma ties it
   for (int layer = 0; layer < spec.n_layers; ++layer) {
     const std::string p = "blk." + std::to_string(layer) + ".";
     model.vector(p + "attn_norm.weight", dim, 1.0f, 0.05f);
@@ -194,17 +203,17 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
       model.vector(p + "attn_k.bias", kv_dim, 0.0f, 0.02f);
       model.vector(p + "attn_v.bias", kv_dim, 0.0f, 0.02f);
     }
-    if (is_gemma3) {
+    if (qk_norm) {
       model.vector(p + "attn_q_norm.weight", spec.head_dim, 1.0f, 0.05f);
       model.vector(p + "attn_k_norm.weight", spec.head_dim, 1.0f, 0.05f);
     }
     model.matrix(p + "attn_output.weight", q_dim, dim, inv_sqrt(q_dim));
-    if (is_gemma3) model.vector(p + "post_attention_norm.weight", dim, 1.0f, 0.05f);
+    if (is_gemma) model.vector(p + "post_attention_norm.weight", dim, 1.0f, 0.05f);
     model.vector(p + "ffn_norm.weight", dim, 1.0f, 0.05f);
     model.matrix(p + "ffn_gate.weight", dim, ff, inv_sqrt(dim));
     model.matrix(p + "ffn_up.weight", dim, ff, inv_sqrt(dim));
     model.matrix(p + "ffn_down.weight", ff, dim, inv_sqrt(ff));
-    if (is_gemma3) model.vector(p + "post_ffw_norm.weight", dim, 1.0f, 0.05f);
+    if (is_gemma) model.vector(p + "post_ffw_norm.weight", dim, 1.0f, 0.05f);
   }
 }
 

@@ -13,7 +13,7 @@ namespace loom::gguf {
 class GgufWriter;
 
 struct SynthSpec {
-  std::string arch = "llama";  // llama | qwen2 | gemma3
+  std::string arch = "llama";  // llama | qwen2 | qwen3 | gemma2 | gemma3
   std::string name = "loom-synthetic";
   int n_layers = 2;
   int dim = 64;        // embedding_length
@@ -28,7 +28,7 @@ struct SynthSpec {
   std::filesystem::path vocab_from;  // optional: copy every tokenizer.* key from this GGUF
   float rms_eps = 0.0f;              // 0: the arch's usual value (1e-6 gemma3, 1e-5 llama, 1e-6 qwen2)
   float rope_freq_base = 0.0f;       // 0: the arch's usual value (10000 llama, 1e6 qwen2 and gemma3)
-  int sliding_window = 0;            // gemma3 only; 0: 512
+  int sliding_window = 0;            // gemma2 and gemma3 only; 0: 512
   float rope_scaling_factor = 0.0f;  // gemma3 only; > 1 writes rope.scaling.type "linear" + factor
 };
 

@@ -4,13 +4,16 @@
 //   per layer:
 //     h = rms_norm(x) * attn_norm
 //     q, k, v = h·Wq (+bq), h·Wk (+bk), h·Wv (+bv)              // [head_dim, heads, n_tok]
-//     q, k = rms_norm per head (gemma3); rope(q, k, positions)
+//     q, k = rms_norm per head (gemma3, qwen3); rope(q, k, positions)
 //     store k, v at slot_mapping; a = paged_attention(q, cache)  // [head_dim, n_heads, n_tok]
-//     h = a·Wo; h = rms_norm(h) * post_attn_norm (gemma3); x += h
+//       (scores soft-capped in gemma2; local layers see a sliding window in gemma2/3)
+//     h = a·Wo; h = rms_norm(h) * post_attn_norm (gemma2/3); x += h
 //     h = rms_norm(x) * ffn_norm
-//     h = (act(h·Wgate) * h·Wup)·Wdown; h = rms_norm(h) * post_ffn_norm (gemma3); x += h
+//     h = (act(h·Wgate) * h·Wup)·Wdown; h = rms_norm(h) * post_ffn_norm (gemma2/3); x += h
 //   logits = rms_norm(x[logit_rows]) * output_norm · Woutᵀ         // [n_vocab, n_out]
+//   logits = cap * tanh(logits / cap) (gemma2)
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/error.h"
@@ -251,6 +254,12 @@ void Model::forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>& 
   logits_out.resize(static_cast<size_t>(n_out) * static_cast<size_t>(info_.n_vocab));
   backend_.download(logits_out.data(), compute_, off_logits_, logits_out.size() * sizeof(float));
   backend_.synchronize();
+  // Gemma 2's final soft-capping, on the host: the logits are here anyway, and the backend ABI has
+  // no tanh op (a backend op would save this pass over n_vocab values per row).
+  if (info_.final_softcap > 0.0f) {
+    const float cap = info_.final_softcap, inv_cap = 1.0f / info_.final_softcap;
+    for (float& logit : logits_out) logit = cap * std::tanh(logit * inv_cap);
+  }
 }
 
 }  // namespace loom

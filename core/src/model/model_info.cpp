@@ -3,7 +3,11 @@
 //    scale 1, global layers use `gemma3.rope.freq_base` and the file's rope scaling; attention scale
 //    1/sqrt(head_dim), except the 27B (62 layers) which uses 1/sqrt(dim / n_heads); embeddings are
 //    scaled by sqrt(dim); GELU (tanh) gate; norms stored with the +1 already folded in.
+//  - gemma2: swa pattern 2 (even layers local, window 4096 unless given), one rope for all layers,
+//    attention and final logit soft-capping (50 and 30 unless given), scales and norms as gemma3
+//    without the q/k norms.
 //  - qwen2: NEOX rope, q/k/v biases.
+//  - qwen3: NEOX rope, an RMS norm of each q and k head before rope, no biases.
 //  - llama (Llama 2/3, TinyLlama, SmolLM, Mistral): NORMAL rope, SiLU gate.
 #include "model/model_info.h"
 
@@ -72,7 +76,7 @@ class Reader {
 
 }  // namespace
 
-std::string arch_list() { return "llama, qwen2, gemma3"; }
+std::string arch_list() { return "llama, qwen2, qwen3, gemma2, gemma3"; }
 
 ModelInfo read_model_info(const gguf::GgufFile& file) {
   ModelInfo info;
@@ -83,6 +87,10 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     info.arch = ModelArch::llama;
   } else if (*arch == "qwen2") {
     info.arch = ModelArch::qwen2;
+  } else if (*arch == "qwen3") {
+    info.arch = ModelArch::qwen3;
+  } else if (*arch == "gemma2") {
+    info.arch = ModelArch::gemma2;
   } else if (*arch == "gemma3") {
     info.arch = ModelArch::gemma3;
   } else {
@@ -114,7 +122,8 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
   if (info.n_rot % 2 != 0) r.fail(r.key("rope.dimension_count"), "must be even");
 
   const bool gemma3 = info.arch == ModelArch::gemma3;
-  info.rms_eps = r.opt_float("attention.layer_norm_rms_epsilon").value_or(gemma3 ? 1e-6f : 1e-5f);
+  const bool gemma = gemma3 || info.arch == ModelArch::gemma2;
+  info.rms_eps = r.opt_float("attention.layer_norm_rms_epsilon").value_or(gemma ? 1e-6f : 1e-5f);
   if (!(info.rms_eps > 0.0f)) r.fail(r.key("attention.layer_norm_rms_epsilon"), "must be > 0");
   info.rope_freq_base = r.opt_float("rope.freq_base").value_or(gemma3 ? 1e6f : 10000.0f);
   if (!(info.rope_freq_base > 0.0f)) r.fail(r.key("rope.freq_base"), "must be > 0");
@@ -143,6 +152,30 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
       info.rope_mode = LOOM_ROPE_NEOX;
       info.qkv_bias = true;
       break;
+    case ModelArch::qwen3:
+      info.rope_mode = LOOM_ROPE_NEOX;
+      info.qk_norm = true;
+      break;
+    case ModelArch::gemma2: {
+      info.rope_mode = LOOM_ROPE_NEOX;
+      info.ffn_activation = LOOM_ACTIVATION_GELU_TANH;
+      info.post_norms = true;
+      info.embedding_scale = std::sqrt(static_cast<float>(info.dim));
+      info.sliding_window = static_cast<uint32_t>(r.opt_int("attention.sliding_window", 4096, 0, 1 << 30));
+      const int32_t pattern = r.opt_int("attention.sliding_window_pattern", 2, 1, 4096);
+      if (info.sliding_window > 0) {
+        for (int32_t il = 0; il < info.n_layers; ++il) info.layer_is_local[static_cast<size_t>(il)] = il % pattern < pattern - 1;
+      }
+      info.rope_freq_base_local = r.opt_float("rope.freq_base_swa").value_or(info.rope_freq_base);
+      info.attn_softcap = r.opt_float("attn_logit_softcapping").value_or(50.0f);
+      info.final_softcap = r.opt_float("final_logit_softcapping").value_or(30.0f);
+      if (info.attn_softcap < 0.0f || info.final_softcap < 0.0f) r.fail(r.key("attn_logit_softcapping"), "must be >= 0");
+      // gemma_pytorch's query_pre_attn_scalar: dim / n_heads for the 27B (46 layers), head_dim otherwise.
+      const float pre_attn = info.n_layers == 46 ? static_cast<float>(info.dim) / static_cast<float>(info.n_heads)
+                                                 : static_cast<float>(info.head_dim);
+      info.attention_scale = 1.0f / std::sqrt(pre_attn);
+      break;
+    }
     case ModelArch::gemma3: {
       info.rope_mode = LOOM_ROPE_NEOX;
       info.ffn_activation = LOOM_ACTIVATION_GELU_TANH;

@@ -14,7 +14,7 @@ class GgufFile;
 
 namespace loom {
 
-enum class ModelArch { llama, qwen2, gemma3 };
+enum class ModelArch { llama, qwen2, qwen3, gemma2, gemma3 };
 
 struct ModelInfo {
   ModelArch arch = ModelArch::llama;
@@ -44,11 +44,13 @@ struct ModelInfo {
   std::vector<bool> layer_is_local;  // [n_layers]
   float attention_scale = 0.0f;      // multiplies q·k
   float embedding_scale = 1.0f;      // multiplies the token embeddings (gemma: sqrt(dim))
+  float attn_softcap = 0.0f;         // gemma2: attention logits = cap * tanh(logits / cap); 0 = none
+  float final_softcap = 0.0f;        // gemma2: output logits = cap * tanh(logits / cap); 0 = none
 
   loom_activation ffn_activation = LOOM_ACTIVATION_SILU;
   bool qkv_bias = false;    // qwen2
-  bool qk_norm = false;     // gemma3: RMS norm of each q and k head before rope
-  bool post_norms = false;  // gemma3: norms after attention and after the FFN, before the residual add
+  bool qk_norm = false;     // gemma3, qwen3: RMS norm of each q and k head before rope
+  bool post_norms = false;  // gemma2, gemma3: norms after attention and after the FFN, before the residual add
   bool tied_output = false; // no output.weight: the logits reuse token_embd
 
   int32_t q_dim() const { return n_heads * head_dim; }
@@ -60,6 +62,6 @@ struct ModelInfo {
 // the tensor list.
 ModelInfo read_model_info(const gguf::GgufFile& file);
 
-std::string arch_list();  // "llama, qwen2, gemma3"
+std::string arch_list();  // "llama, qwen2, qwen3, gemma2, gemma3"
 
 }  // namespace loom

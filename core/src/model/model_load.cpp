@@ -40,7 +40,7 @@ Model::Model(ModelInfo info, Backend& backend, ModelOptions options) : info_(std
   rope_local_ = rope_global_;
   rope_local_.freq_base = info_.rope_freq_base_local;
   rope_local_.freq_scale = info_.rope_freq_scale_local;
-  attn_global_ = {sizeof(loom_attention_params), info_.attention_scale, 0, 0, 0.0f, 0};
+  attn_global_ = {sizeof(loom_attention_params), info_.attention_scale, 0, 0, info_.attn_softcap, 0};
   attn_local_ = attn_global_;
   attn_local_.sliding_window = info_.sliding_window;
   glu_params_ = {sizeof(loom_glu_params), info_.ffn_activation};
