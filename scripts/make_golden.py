@@ -68,6 +68,14 @@ SYNTH_SPECS = [
      "head_dim": 64, "ff": 256, "vocab": 512, "ctx": 512, "seed": 16, "type": "F16", "sliding_window": 8},
     {"name": "synth-gemma2-q8_0", "arch": "gemma2", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 17, "type": "Q8_0", "sliding_window": 8},
+    {"name": "synth-olmo2-f16", "arch": "olmo2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 18, "type": "F16"},
+    {"name": "synth-olmo2-q8_0", "arch": "olmo2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 19, "type": "Q8_0"},
+    {"name": "synth-granite-f16", "arch": "granite", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 20, "type": "F16"},
+    {"name": "synth-granite-q8_0", "arch": "granite", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 21, "type": "Q8_0"},
 ]
 
 

@@ -73,7 +73,7 @@ size_t argmax(const float* a, size_t n) { return static_cast<size_t>(std::max_el
 
 TEST_CASE("model: every supported arch loads and runs a forward with finite logits", "[model]") {
   auto backend = loom::test::cpu_backend();
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "granite"}) {
     for (loom_dtype weights : {LOOM_DTYPE_F32, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0, LOOM_DTYPE_F16}) {
       INFO(arch << " weights " << weights);
       const auto spec = loom::test::small_spec(arch, weights);
@@ -131,6 +131,18 @@ TEST_CASE("model: hyper-parameters follow llama.cpp per arch", "[model]") {
   CHECK(g2.tied_output);
   CHECK(g2.rope_freq_base_local == g2.rope_freq_base);
   CHECK(g2.embedding_scale == Approx(8.0f));
+  auto olmo2 = Model::load(loom::test::write_small_model(loom::test::small_spec("olmo2"), "olmo2-info"), *backend);
+  CHECK_FALSE(olmo2->info().pre_norms);
+  CHECK(olmo2->info().qk_norm_full);
+  CHECK_FALSE(olmo2->info().qk_norm);
+  CHECK(olmo2->info().post_norms);
+  auto granite = Model::load(loom::test::write_small_model(loom::test::small_spec("granite"), "granite-info"), *backend);
+  const loom::ModelInfo& gr = granite->info();
+  CHECK(gr.embedding_scale == 12.0f);
+  CHECK(gr.attention_scale == 0.015625f);
+  CHECK(gr.residual_scale == 0.22f);
+  CHECK(gr.logit_scale == Approx(0.125f));
+  CHECK(gr.rope_mode == LOOM_ROPE_NORMAL);
   auto llama = Model::load(loom::test::write_small_model(loom::test::small_spec("llama"), "llama-info"), *backend);
   CHECK(llama->info().rope_mode == LOOM_ROPE_NORMAL);
   CHECK(llama->info().ffn_activation == LOOM_ACTIVATION_SILU);
@@ -140,7 +152,7 @@ TEST_CASE("model: hyper-parameters follow llama.cpp per arch", "[model]") {
 
 TEST_CASE("model: a mixed batch over a permuted block layout equals each sequence alone", "[model]") {
   auto backend = loom::test::cpu_backend();
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "granite"}) {
     INFO(arch);
     auto model = Model::load(loom::test::write_small_model(loom::test::small_spec(arch, LOOM_DTYPE_Q8_0), arch + "-q8"),
                              *backend);
@@ -206,7 +218,7 @@ TEST_CASE("model: a mixed batch over a permuted block layout equals each sequenc
 
 TEST_CASE("model: chunked prefill equals one-shot prefill", "[model]") {
   auto backend = loom::test::cpu_backend();
-  for (const std::string arch : {"llama", "gemma2", "gemma3"}) {
+  for (const std::string arch : {"llama", "gemma2", "gemma3", "olmo2"}) {
     INFO(arch);
     auto model = Model::load(loom::test::write_small_model(loom::test::small_spec(arch), arch + "-f32"), *backend);
     const auto prompt = random_tokens(5, 23, model->info().n_vocab);
@@ -227,7 +239,7 @@ TEST_CASE("model: chunked prefill equals one-shot prefill", "[model]") {
 TEST_CASE("model: the CPU reference and fast backends agree on logits", "[model]") {
   auto fast = loom::test::cpu_backend(false);
   auto reference = loom::test::cpu_backend(true);
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "granite"}) {
     for (loom_dtype weights : {LOOM_DTYPE_F32, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0}) {
       INFO(arch << " weights " << weights);
       const auto path = loom::test::write_small_model(loom::test::small_spec(arch, weights), arch + "-ref");

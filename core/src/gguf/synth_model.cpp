@@ -1,4 +1,4 @@
-// Synthetic llama / qwen2 / qwen3 / gemma2 / gemma3 models. Key and tensor names are llama.cpp's (llama-arch.cpp),
+// Synthetic llama / qwen2 / qwen3 / gemma2 / gemma3 / olmo2 / granite models. Key and tensor names are llama.cpp's (llama-arch.cpp),
 // matrices are stored ne0 = input dim, norm weights and biases are F32.
 #include "gguf/synth_model.h"
 
@@ -112,8 +112,9 @@ void require(bool ok, const std::string& what) {
 SynthSpec resolve_synth_spec(const SynthSpec& in) {
   SynthSpec spec = in;
   const bool is_llama = spec.arch == "llama", is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2";
-  require(is_llama || is_gemma || spec.arch == "qwen2" || spec.arch == "qwen3",
-          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen3, gemma2, gemma3)");
+  require(is_llama || is_gemma || spec.arch == "qwen2" || spec.arch == "qwen3" || spec.arch == "olmo2" ||
+              spec.arch == "granite",
+          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite)");
   require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
   require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
   require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
@@ -138,8 +139,9 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
     require(n % block == 0, std::string(what) + " " + std::to_string(n) + " is not a multiple of the " +
                                 dtype_name(type) + " block size " + std::to_string(block));
   }
-  if (spec.rms_eps == 0.0f) spec.rms_eps = is_llama ? 1e-5f : 1e-6f;
-  if (spec.rope_freq_base == 0.0f) spec.rope_freq_base = is_llama ? 10000.0f : 1000000.0f;
+  const bool llama_like = is_llama || spec.arch == "granite";
+  if (spec.rms_eps == 0.0f) spec.rms_eps = llama_like ? 1e-5f : 1e-6f;
+  if (spec.rope_freq_base == 0.0f) spec.rope_freq_base = llama_like ? 10000.0f : 1000000.0f;
   if (is_gemma && spec.sliding_window == 0) spec.sliding_window = 512;
   return spec;
 }
@@ -150,6 +152,7 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   const bool is_qwen2 = a == "qwen2", is_gemma3 = a == "gemma3", is_gemma2 = a == "gemma2";
   const bool is_gemma = is_gemma2 || is_gemma3;
   const bool qk_norm = is_gemma3 || a == "qwen3";  // an RMS norm of each q and k head
+  const bool is_olmo2 = a == "olmo2";              // no pre-norms; q/k norms over all heads; post norms
 
   writer.set_string("general.architecture", a);
   writer.set_string("general.name", spec.name);
@@ -170,6 +173,14 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
     writer.set_uint32(a + ".attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
     writer.set_float32(a + ".attn_logit_softcapping", 50.0f);
     writer.set_float32(a + ".final_logit_softcapping", 30.0f);
+  }
+  if (a == "granite") {
+    // Granite 3's published multipliers (config.json: embedding_multiplier, attention_multiplier,
+    // residual_multiplier, logits_scaling).
+    writer.set_float32(a + ".embedding_scale", 12.0f);
+    writer.set_float32(a + ".attention.scale", 0.015625f);
+    writer.set_float32(a + ".residual_scale", 0.22f);
+    writer.set_float32(a + ".logit_scale", 8.0f);
   }
   if (is_gemma3) {
     writer.set_uint32(a + ".attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
@@ -194,7 +205,7 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   if (!is_gemma) model.matrix("output.weight", dim, spec.n_vocab, inv_sqrt(dim));  // gemma ties it
   for (int layer = 0; layer < spec.n_layers; ++layer) {
     const std::string p = "blk." + std::to_string(layer) + ".";
-    model.vector(p + "attn_norm.weight", dim, 1.0f, 0.05f);
+    if (!is_olmo2) model.vector(p + "attn_norm.weight", dim, 1.0f, 0.05f);
     model.matrix(p + "attn_q.weight", dim, q_dim, inv_sqrt(dim));
     model.matrix(p + "attn_k.weight", dim, kv_dim, inv_sqrt(dim));
     model.matrix(p + "attn_v.weight", dim, kv_dim, inv_sqrt(dim));
@@ -207,13 +218,17 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
       model.vector(p + "attn_q_norm.weight", spec.head_dim, 1.0f, 0.05f);
       model.vector(p + "attn_k_norm.weight", spec.head_dim, 1.0f, 0.05f);
     }
+    if (is_olmo2) {
+      model.vector(p + "attn_q_norm.weight", q_dim, 1.0f, 0.05f);
+      model.vector(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.05f);
+    }
     model.matrix(p + "attn_output.weight", q_dim, dim, inv_sqrt(q_dim));
-    if (is_gemma) model.vector(p + "post_attention_norm.weight", dim, 1.0f, 0.05f);
-    model.vector(p + "ffn_norm.weight", dim, 1.0f, 0.05f);
+    if (is_gemma || is_olmo2) model.vector(p + "post_attention_norm.weight", dim, 1.0f, 0.05f);
+    if (!is_olmo2) model.vector(p + "ffn_norm.weight", dim, 1.0f, 0.05f);
     model.matrix(p + "ffn_gate.weight", dim, ff, inv_sqrt(dim));
     model.matrix(p + "ffn_up.weight", dim, ff, inv_sqrt(dim));
     model.matrix(p + "ffn_down.weight", ff, dim, inv_sqrt(ff));
-    if (is_gemma) model.vector(p + "post_ffw_norm.weight", dim, 1.0f, 0.05f);
+    if (is_gemma || is_olmo2) model.vector(p + "post_ffw_norm.weight", dim, 1.0f, 0.05f);
   }
 }
 

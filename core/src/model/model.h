@@ -1,4 +1,4 @@
-// Model — a decoder-only transformer (llama, qwen2, qwen3, gemma2, gemma3) whose weights live in backend buffers and
+// Model — a decoder-only transformer (llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite) whose weights live in backend buffers and
 // whose forward pass is a list of ABI ops (GET_ROWS, RMS_NORM, MATMUL, ROPE, STORE_KV,
 // PAGED_ATTENTION, GLU, ADD, ...) run by the backend in one call.
 //
@@ -106,6 +106,8 @@ class Model {
   loom_attention_params attn_global_{}, attn_local_{};
   loom_glu_params glu_params_{};
   loom_scale_params embd_scale_{};
+  loom_scale_params residual_scale_{};  // granite: each block's output before the residual add
+  loom_scale_params logit_scale_{};     // granite: the logits
 
   // Activations [.., n_tok] sized for cap_tok_ tokens and cap_out_ logit rows.
   Buffer compute_;

@@ -1,17 +1,17 @@
 // The forward pass: batch validation, scratch management and the op list.
 //
-//   x = embed(tokens) [* sqrt(dim)]                               // [dim, n_tok]
+//   x = embed(tokens) [* sqrt(dim) (gemma), * embedding_scale (granite)]  // [dim, n_tok]
 //   per layer:
-//     h = rms_norm(x) * attn_norm
+//     h = rms_norm(x) * attn_norm                                (olmo2: h = x)
 //     q, k, v = h·Wq (+bq), h·Wk (+bk), h·Wv (+bv)              // [head_dim, heads, n_tok]
-//     q, k = rms_norm per head (gemma3, qwen3); rope(q, k, positions)
+//     q, k = rms_norm per head (gemma3, qwen3) or over all heads (olmo2); rope(q, k, positions)
 //     store k, v at slot_mapping; a = paged_attention(q, cache)  // [head_dim, n_heads, n_tok]
 //       (scores soft-capped in gemma2; local layers see a sliding window in gemma2/3)
-//     h = a·Wo; h = rms_norm(h) * post_attn_norm (gemma2/3); x += h
-//     h = rms_norm(x) * ffn_norm
-//     h = (act(h·Wgate) * h·Wup)·Wdown; h = rms_norm(h) * post_ffn_norm (gemma2/3); x += h
+//     h = a·Wo; h = rms_norm(h) * post_attn_norm (gemma2/3, olmo2); x += h [* residual_scale (granite)]
+//     h = rms_norm(x) * ffn_norm                                 (olmo2: h = x)
+//     h = (act(h·Wgate) * h·Wup)·Wdown; h = rms_norm(h) * post_ffn_norm (gemma2/3, olmo2); x += h [* ...]
 //   logits = rms_norm(x[logit_rows]) * output_norm · Woutᵀ         // [n_vocab, n_out]
-//   logits = cap * tanh(logits / cap) (gemma2)
+//   logits = cap * tanh(logits / cap) (gemma2); logits *= 1 / logit_scale (granite)
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -195,16 +195,21 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
   for (int32_t il = 0; il < m.n_layers; ++il) {
     const LayerWeights& l = layers_[static_cast<size_t>(il)];
     const bool local = m.layer_is_local[static_cast<size_t>(il)];
-    norm(h, x, l.attn_norm);
-    op(LOOM_OP_MATMUL, q, {l.wq, h});
-    op(LOOM_OP_MATMUL, k, {l.wk, h});
-    op(LOOM_OP_MATMUL, v, {l.wv, h});
+    // Without a pre-norm (olmo2) the block reads the residual stream itself.
+    if (m.pre_norms) norm(h, x, l.attn_norm);
+    const loom_tensor& attn_in = m.pre_norms ? h : x;
+    op(LOOM_OP_MATMUL, q, {l.wq, attn_in});
+    op(LOOM_OP_MATMUL, k, {l.wk, attn_in});
+    op(LOOM_OP_MATMUL, v, {l.wv, attn_in});
     if (l.bq.buffer != nullptr) op(LOOM_OP_ADD, q, {q, l.bq});
     if (l.bk.buffer != nullptr) op(LOOM_OP_ADD, k, {k, l.bk});
     if (l.bv.buffer != nullptr) op(LOOM_OP_ADD, v, {v, l.bv});
     if (m.qk_norm) {
       norm(q3, q3, l.q_norm);
       norm(k3, k3, l.k_norm);
+    } else if (m.qk_norm_full) {
+      norm(q, q, l.q_norm);
+      norm(k, k, l.k_norm);
     }
     const loom_rope_params* rope = local ? &rope_local_ : &rope_global_;
     op(LOOM_OP_ROPE, q3, {q3, positions}, rope);
@@ -213,14 +218,17 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
     op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), tables, seqs}, local ? &attn_local_ : &attn_global_);
     op(LOOM_OP_MATMUL, h, {l.wo, attn});
     if (m.post_norms) norm(h, h, l.post_attn_norm);
+    if (m.residual_scale != 1.0f) op(LOOM_OP_SCALE, h, {h}, &residual_scale_);
     op(LOOM_OP_ADD, x, {x, h});
 
-    norm(h, x, l.ffn_norm);
-    op(LOOM_OP_MATMUL, g, {l.w_gate, h});
-    op(LOOM_OP_MATMUL, u, {l.w_up, h});
+    if (m.pre_norms) norm(h, x, l.ffn_norm);
+    const loom_tensor& ffn_in = m.pre_norms ? h : x;
+    op(LOOM_OP_MATMUL, g, {l.w_gate, ffn_in});
+    op(LOOM_OP_MATMUL, u, {l.w_up, ffn_in});
     op(LOOM_OP_GLU, g, {g, u}, &glu_params_);
     op(LOOM_OP_MATMUL, h, {l.w_down, g});
     if (m.post_norms) norm(h, h, l.post_ffn_norm);
+    if (m.residual_scale != 1.0f) op(LOOM_OP_SCALE, h, {h}, &residual_scale_);
     op(LOOM_OP_ADD, x, {x, h});
   }
   if (n_out > 0) {
@@ -228,7 +236,9 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
     const loom_tensor xo = f32(off_xo_, dim, n_out);
     op(LOOM_OP_GET_ROWS, xo, {x, i32(off_rows_, n_out)});
     norm(xo, xo, output_norm_);
-    op(LOOM_OP_MATMUL, f32(off_logits_, m.n_vocab, n_out), {output_, xo});
+    const loom_tensor logits = f32(off_logits_, m.n_vocab, n_out);
+    op(LOOM_OP_MATMUL, logits, {output_, xo});
+    if (m.logit_scale != 1.0f) op(LOOM_OP_SCALE, logits, {logits}, &logit_scale_);
   }
 }
 

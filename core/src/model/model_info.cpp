@@ -8,6 +8,10 @@
 //    without the q/k norms.
 //  - qwen2: NEOX rope, q/k/v biases.
 //  - qwen3: NEOX rope, an RMS norm of each q and k head before rope, no biases.
+//  - olmo2: NEOX rope, no norms before attention and FFN, norms after them (before the residual
+//    add), and q/k norms over the whole q and k vectors (all heads at once).
+//  - granite: llama plus four multipliers: embedding_scale (embeddings), attention.scale (q·k),
+//    residual_scale (each block's output), logit_scale (logits are divided by it).
 //  - llama (Llama 2/3, TinyLlama, SmolLM, Mistral): NORMAL rope, SiLU gate.
 #include "model/model_info.h"
 
@@ -76,7 +80,7 @@ class Reader {
 
 }  // namespace
 
-std::string arch_list() { return "llama, qwen2, qwen3, gemma2, gemma3"; }
+std::string arch_list() { return "llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite"; }
 
 ModelInfo read_model_info(const gguf::GgufFile& file) {
   ModelInfo info;
@@ -93,6 +97,10 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     info.arch = ModelArch::gemma2;
   } else if (*arch == "gemma3") {
     info.arch = ModelArch::gemma3;
+  } else if (*arch == "olmo2") {
+    info.arch = ModelArch::olmo2;
+  } else if (*arch == "granite") {
+    info.arch = ModelArch::granite;
   } else {
     throw Error(file.label() + ": architecture '" + *arch + "' is not supported (supported: " + arch_list() + ")");
   }
@@ -156,6 +164,25 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
       info.rope_mode = LOOM_ROPE_NEOX;
       info.qk_norm = true;
       break;
+    case ModelArch::olmo2:
+      info.rope_mode = LOOM_ROPE_NEOX;
+      info.pre_norms = false;
+      info.post_norms = true;
+      info.qk_norm_full = true;
+      if (r.opt_int("attention.sliding_window", 0, 0, 1 << 30) > 0) {
+        r.fail(r.key("attention.sliding_window"), "is set: OLMo 3's sliding-window layers are not supported yet");
+      }
+      break;
+    case ModelArch::granite: {
+      info.rope_mode = LOOM_ROPE_NORMAL;
+      const auto logit_scale = r.opt_float("logit_scale");
+      if (!logit_scale) r.fail(r.key("logit_scale"), "is missing");
+      if (!(*logit_scale > 0.0f)) r.fail(r.key("logit_scale"), "must be > 0");
+      info.logit_scale = 1.0f / *logit_scale;
+      if (const auto v = r.opt_float("embedding_scale"); v && *v != 0.0f) info.embedding_scale = *v;
+      if (const auto v = r.opt_float("residual_scale"); v && *v != 0.0f) info.residual_scale = *v;
+      break;
+    }
     case ModelArch::gemma2: {
       info.rope_mode = LOOM_ROPE_NEOX;
       info.ffn_activation = LOOM_ACTIVATION_GELU_TANH;

@@ -14,7 +14,7 @@ class GgufFile;
 
 namespace loom {
 
-enum class ModelArch { llama, qwen2, qwen3, gemma2, gemma3 };
+enum class ModelArch { llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite };
 
 struct ModelInfo {
   ModelArch arch = ModelArch::llama;
@@ -46,11 +46,15 @@ struct ModelInfo {
   float embedding_scale = 1.0f;      // multiplies the token embeddings (gemma: sqrt(dim))
   float attn_softcap = 0.0f;         // gemma2: attention logits = cap * tanh(logits / cap); 0 = none
   float final_softcap = 0.0f;        // gemma2: output logits = cap * tanh(logits / cap); 0 = none
+  float residual_scale = 1.0f;       // granite: multiplies each block's output before the residual add
+  float logit_scale = 1.0f;          // granite: multiplies the logits (1 / granite.logit_scale)
 
   loom_activation ffn_activation = LOOM_ACTIVATION_SILU;
   bool qkv_bias = false;    // qwen2
+  bool pre_norms = true;    // RMS norm before attention and FFN (olmo2 has none: only post norms)
   bool qk_norm = false;     // gemma3, qwen3: RMS norm of each q and k head before rope
-  bool post_norms = false;  // gemma2, gemma3: norms after attention and after the FFN, before the residual add
+  bool qk_norm_full = false;  // olmo2: the q/k norm spans all heads at once ([q_dim], [kv_dim] weights)
+  bool post_norms = false;  // gemma2, gemma3, olmo2: norms after attention and after the FFN, before the residual add
   bool tied_output = false; // no output.weight: the logits reuse token_embd
 
   int32_t q_dim() const { return n_heads * head_dim; }
@@ -62,6 +66,6 @@ struct ModelInfo {
 // the tensor list.
 ModelInfo read_model_info(const gguf::GgufFile& file);
 
-std::string arch_list();  // "llama, qwen2, qwen3, gemma2, gemma3"
+std::string arch_list();  // "llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite"
 
 }  // namespace loom

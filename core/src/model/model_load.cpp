@@ -45,6 +45,8 @@ Model::Model(ModelInfo info, Backend& backend, ModelOptions options) : info_(std
   attn_local_.sliding_window = info_.sliding_window;
   glu_params_ = {sizeof(loom_glu_params), info_.ffn_activation};
   embd_scale_ = {sizeof(loom_scale_params), info_.embedding_scale};
+  residual_scale_ = {sizeof(loom_scale_params), info_.residual_scale};
+  logit_scale_ = {sizeof(loom_scale_params), info_.logit_scale};
 }
 
 Model::~Model() = default;
@@ -123,7 +125,7 @@ void Model::load_weights(const gguf::GgufFile& file) {
   for (int32_t il = 0; il < m.n_layers; ++il) {
     LayerWeights& l = layers_[static_cast<size_t>(il)];
     const std::string p = "blk." + std::to_string(il) + ".";
-    add(p + "attn_norm.weight", {dim}, &l.attn_norm);
+    add(p + "attn_norm.weight", {dim}, &l.attn_norm, !m.pre_norms);
     add(p + "attn_q.weight", {dim, q_dim}, &l.wq);
     add(p + "attn_k.weight", {dim, kv_dim}, &l.wk);
     add(p + "attn_v.weight", {dim, kv_dim}, &l.wv);
@@ -131,11 +133,11 @@ void Model::load_weights(const gguf::GgufFile& file) {
     add(p + "attn_q.bias", {q_dim}, &l.bq, !m.qkv_bias);
     add(p + "attn_k.bias", {kv_dim}, &l.bk, !m.qkv_bias);
     add(p + "attn_v.bias", {kv_dim}, &l.bv, !m.qkv_bias);
-    add(p + "attn_q_norm.weight", {hd}, &l.q_norm, !m.qk_norm);
-    add(p + "attn_k_norm.weight", {hd}, &l.k_norm, !m.qk_norm);
+    add(p + "attn_q_norm.weight", {m.qk_norm_full ? q_dim : hd}, &l.q_norm, !m.qk_norm && !m.qk_norm_full);
+    add(p + "attn_k_norm.weight", {m.qk_norm_full ? kv_dim : hd}, &l.k_norm, !m.qk_norm && !m.qk_norm_full);
     add(p + "attn_output.weight", {q_dim, dim}, &l.wo);
     add(p + "post_attention_norm.weight", {dim}, &l.post_attn_norm, !m.post_norms);
-    add(p + "ffn_norm.weight", {dim}, &l.ffn_norm);
+    add(p + "ffn_norm.weight", {dim}, &l.ffn_norm, !m.pre_norms);
     add(p + "ffn_gate.weight", {dim, ff}, &l.w_gate);
     add(p + "ffn_up.weight", {dim, ff}, &l.w_up);
     add(p + "ffn_down.weight", {ff, dim}, &l.w_down);
