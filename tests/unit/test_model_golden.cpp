@@ -111,10 +111,12 @@ TEST_CASE("model: logits match llama.cpp's golden files", "[model][golden]") {
     const auto path = model_for(golden, name);
     if (!path) continue;
     const bool is_default = golden.at("model").at("kind") == "default";
-    const double tolerance = tolerance_for(golden);
     size_t n_compared = 0;  // greedy steps checked over all prompts
     const auto gguf = loom::gguf::GgufFile::open(*path);
     auto model = loom::Model::load(gguf, *backend);
+    // Both engines' rounding happens before a final logit multiplier (granite divides by 8), which
+    // shrinks their differences and the greedy margins alike.
+    const double tolerance = tolerance_for(golden) * model->info().logit_scale;
     REQUIRE(model->info().n_vocab == golden.at("n_vocab").get<int32_t>());
     const auto tokenizer = loom::Tokenizer::from_gguf(gguf);
 
