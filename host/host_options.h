@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "config/config.h"
@@ -16,5 +17,14 @@ struct HostOptions {
   bool parse(const CommandArgs& args, size_t& i);
   Config load_config() const;
 };
+
+// `--` ends a command's options (POSIX): what follows is positional even when it starts with '-'
+// (`loom tokenize --model M -- -hello`). When args[i] is "--", appends the arguments after it to
+// `positional`, moves i past the end (the caller's option loop ends) and returns true.
+bool end_of_options(const CommandArgs& args, size_t& i, std::vector<std::string>& positional);
+
+// For commands without positional arguments, at a `--` in args[i]: true when nothing follows it;
+// otherwise prints "loom COMMAND: unexpected argument ..." and returns false.
+bool nothing_after_end_of_options(const char* command, const CommandArgs& args, size_t i);
 
 }  // namespace loom::host

@@ -78,6 +78,10 @@ int run_chat(const CommandArgs& args) {
   bool show_stats = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
+    if (a == "--") {
+      if (!nothing_after_end_of_options("chat", args, i)) return 2;
+      break;
+    }
     auto value = [&]() -> const std::string& {
       if (i + 1 >= args.size()) throw std::runtime_error("option " + a + " needs a value");
       return args[++i];

@@ -8,7 +8,10 @@ namespace loom::host {
 
 namespace {
 
-int run_config(const CommandArgs& args) {
+int run_config(const CommandArgs& given) {
+  // `loom config check -- FILE`: the `--` only guards a FILE that starts with '-'.
+  CommandArgs args = given;
+  if (args.size() == 3 && args[0] == "check" && args[1] == "--") args.erase(args.begin() + 1);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] != "check" || args.size() != 2) {
     std::cout << "usage: loom config check FILE\n\nValidates FILE against the schema and prints the resolved "
                  "configuration (defaults filled in).\n";

@@ -24,6 +24,10 @@ int run_conformance_command(const CommandArgs& args) {
   std::string json_path, junit_path, filter, plugin_config = "{}";
   for (size_t i = 0; i < args.size(); ++i) {
     const auto& a = args[i];
+    if (a == "--") {
+      if (!nothing_after_end_of_options("conformance", args, i)) return 2;
+      break;
+    }
     auto value = [&]() -> std::string {
       if (i + 1 >= args.size()) throw std::runtime_error("option " + a + " needs a value");
       return args[++i];

@@ -92,8 +92,10 @@ int run_generate(const CommandArgs& args) {
   HostOptions options;
   GenerateArgs g;
   bool have_prompt = false;
+  std::vector<std::string> after_options;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
+    if (end_of_options(args, i, after_options)) break;
     auto value = [&]() -> const std::string& {
       if (i + 1 >= args.size()) throw std::runtime_error("option " + a + " needs a value");
       return args[++i];
@@ -132,6 +134,14 @@ int run_generate(const CommandArgs& args) {
       std::cerr << "loom generate: more than one prompt given ('" << a << "'); quote the prompt\n";
       return 2;
     }
+  }
+  for (const std::string& a : after_options) {
+    if (have_prompt) {
+      std::cerr << "loom generate: more than one prompt given ('" << a << "'); quote the prompt\n";
+      return 2;
+    }
+    g.prompt = a;
+    have_prompt = true;
   }
   if (g.max_tokens < 1) throw std::runtime_error("--max-tokens must be >= 1");
   if (g.threads && *g.threads < 1) throw std::runtime_error("--threads must be >= 1");

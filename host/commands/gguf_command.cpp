@@ -5,6 +5,7 @@
 #include <string>
 
 #include "command.h"
+#include "host_options.h"
 #include "common/error.h"
 #include "gguf/dtype_traits.h"
 #include "gguf/gguf_file.h"
@@ -56,7 +57,9 @@ std::string human_bytes(uint64_t n) {
 int run_info(const CommandArgs& args) {
   std::string path;
   bool show_all = false;
+  std::vector<std::string> after_options;
   for (size_t i = 1; i < args.size(); ++i) {
+    if (loom::host::end_of_options(args, i, after_options)) break;
     if (is_help(args[i])) {
       std::cout << kInfoHelp;
       return 0;
@@ -69,6 +72,13 @@ int run_info(const CommandArgs& args) {
       std::cerr << "loom gguf info: unexpected argument '" << args[i] << "'\n" << kInfoHelp;
       return 1;
     }
+  }
+  for (const std::string& a : after_options) {
+    if (!path.empty()) {
+      std::cerr << "loom gguf info: unexpected argument '" << a << "'\n" << kInfoHelp;
+      return 1;
+    }
+    path = a;
   }
   if (path.empty()) {
     std::cerr << "loom gguf info: missing FILE\n" << kInfoHelp;
@@ -137,6 +147,10 @@ int run_synth(const CommandArgs& args) {
     if (is_help(flag)) {
       std::cout << kSynthHelp;
       return 0;
+    }
+    if (flag == "--") {
+      if (!loom::host::nothing_after_end_of_options("gguf synth", args, i)) return 1;
+      break;
     }
     if (i + 1 >= args.size()) {
       std::cerr << "loom gguf synth: " << (flag.starts_with("-") ? flag + " needs a value" : "unexpected '" + flag + "'")

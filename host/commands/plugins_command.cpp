@@ -48,6 +48,10 @@ void print_backend_details(const LoadedPlugin& plugin) {
 int run_plugins(const CommandArgs& args) {
   HostOptions options;
   for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      if (!nothing_after_end_of_options("plugins", args, i)) return 2;
+      break;
+    }
     if (args[i] == "--help" || args[i] == "-h") {
       std::cout << "usage: loom plugins [--config FILE]\n\nLists the plugins found on the search path "
                    "(plugins.search_path, $LOOM_PLUGIN_PATH, the folder beside loom) and why any failed to load.\n";

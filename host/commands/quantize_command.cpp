@@ -125,6 +125,7 @@ int run_quantize(const CommandArgs& args) {
       if (i + 1 >= args.size()) throw std::runtime_error("option " + a + " needs a value");
       return args[++i];
     };
+    if (end_of_options(args, i, positional)) break;
     if (a == "--help" || a == "-h") {
       std::cout << kUsage;
       return 0;

@@ -115,6 +115,10 @@ int run_serve(const CommandArgs& args) {
   int64_t shutdown_seconds = 30;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
+    if (a == "--") {
+      if (!nothing_after_end_of_options("serve", args, i)) return 2;
+      break;
+    }
     auto value = [&]() -> const std::string& {
       if (i + 1 >= args.size()) throw std::runtime_error("option " + a + " needs a value");
       return args[++i];

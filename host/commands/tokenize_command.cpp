@@ -5,6 +5,7 @@
 #include <string>
 
 #include "command.h"
+#include "host_options.h"
 #include "gguf/gguf_file.h"
 #include "tokenizer/tokenizer.h"
 
@@ -51,8 +52,10 @@ int run_tokenize(const CommandArgs& args) {
   bool add_special = true;
   bool parse_special = true;
   bool ids_only = false;
+  std::vector<std::string> after_options;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
+    if (end_of_options(args, i, after_options)) break;
     if (a == "--help" || a == "-h") return usage(0);
     if (a == "--model" || a == "-m") {
       if (i + 1 >= args.size()) {
@@ -73,6 +76,14 @@ int run_tokenize(const CommandArgs& args) {
       std::cerr << "loom tokenize: unexpected argument '" << a << "' (quote the text as one argument)\n";
       return 2;
     }
+  }
+  for (const std::string& a : after_options) {
+    if (have_text) {
+      std::cerr << "loom tokenize: unexpected argument '" << a << "' (quote the text as one argument)\n";
+      return 2;
+    }
+    text = a;
+    have_text = true;
   }
   if (model.empty() || !have_text) return usage(2);
 
