@@ -36,12 +36,13 @@ std::string printable(const std::string& piece) {
 }
 
 int usage(int rc) {
-  std::cout << "usage: loom tokenize --model FILE [--no-bos] [--no-special] [--ids-only] TEXT\n\n"
+  std::cout << "usage: loom tokenize --model FILE [--no-bos] [--no-special] [--ids-only] [--] TEXT\n\n"
                "Tokenizes TEXT with the tokenizer stored in the GGUF FILE and prints one token per line:\n"
                "its id and its piece (raw bytes, control characters escaped).\n"
                "  --no-bos      do not add BOS/EOS even when the model asks for them\n"
                "  --no-special  treat text like <start_of_turn> as plain text, not as a control token\n"
-               "  --ids-only    print only the ids, on one line\n";
+               "  --ids-only    print only the ids, on one line\n"
+               "  --            end of options: TEXT may start with '-' (every loom command takes it)\n";
   return rc;
 }
 
