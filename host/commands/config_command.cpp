@@ -13,8 +13,8 @@ int run_config(const CommandArgs& given) {
   CommandArgs args = given;
   if (args.size() == 3 && args[0] == "check" && args[1] == "--") args.erase(args.begin() + 1);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] != "check" || args.size() != 2) {
-    std::cout << "usage: loom config check FILE\n\nValidates FILE against the schema and prints the resolved "
-                 "configuration (defaults filled in).\n";
+    std::cout << "usage: loom config check [--] FILE\n\nValidates FILE against the schema and prints the resolved "
+                 "configuration (defaults filled in). `--` lets FILE start with '-'.\n";
     return args.empty() || args[0] == "--help" || args[0] == "-h" ? 0 : 2;
   }
   Config config = load_config(args[1]);

@@ -34,7 +34,8 @@ const char* kUsage =
     "  --threads N        backend threads (default: [backend] threads, all cores)\n"
     "  --n-ctx N          context size (default: the model's)\n"
     "  --no-echo          do not print the prompt before the continuation\n"
-    "  --config FILE      loom.toml to read\n";
+    "  --config FILE      loom.toml to read\n"
+    "  --                 end of options: what follows is the PROMPT, even if it starts with '-'\n";
 
 struct GenerateArgs {
   std::string prompt = kDefaultPrompt;

@@ -23,7 +23,8 @@ constexpr const char* kUsage =
 constexpr const char* kInfoHelp =
     "usage: loom gguf info FILE [--all]\n\n"
     "Print a GGUF file's version, alignment, metadata (arrays previewed with their length) and tensor table.\n"
-    "  --all    list every tensor (default: the first 64 and a summary)\n";
+    "  --all    list every tensor (default: the first 64 and a summary)\n"
+    "  --       end of options: what follows is FILE, even if it starts with '-'\n";
 
 constexpr const char* kSynthHelp =
     "usage: loom gguf synth [options] -o OUT\n\n"

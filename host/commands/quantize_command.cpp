@@ -41,7 +41,8 @@ const char* kUsage =
     "  --threads N             worker threads (default: all cores)\n"
     "  --quantizer NAME        quantizer plugin (default: [quant] plugin, \"quant\")\n"
     "  --quiet                 no per-tensor report\n"
-    "  --config FILE           loom.toml to read\n";
+    "  --config FILE           loom.toml to read\n"
+    "  --                      end of options: what follows is IN/OUT, even if it starts with '-'\n";
 
 int64_t parse_count(const std::string& option, const std::string& value) {
   try {

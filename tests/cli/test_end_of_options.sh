@@ -3,8 +3,10 @@
 # and a command without positional arguments accepts a bare `--` but refuses anything after it.
 # usage: test_end_of_options.sh LOOM PLUGIN_DIR
 set -euo pipefail
-loom=$1
-export LOOM_PLUGIN_PATH=$2
+# Absolute paths: some checks run from inside the temp dir.
+loom=$(realpath "$1")
+LOOM_PLUGIN_PATH=$(realpath "$2")
+export LOOM_PLUGIN_PATH
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
