@@ -68,6 +68,10 @@ SYNTH_SPECS = [
      "head_dim": 64, "ff": 256, "vocab": 512, "ctx": 512, "seed": 16, "type": "F16", "sliding_window": 8},
     {"name": "synth-gemma2-q8_0", "arch": "gemma2", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 17, "type": "Q8_0", "sliding_window": 8},
+    # Llama 3.1's rope frequency factors (rope_freqs.weight): head_dim 64 at base 500000 spans all three
+    # bands of the factors (kept, interpolated, divided by 8).
+    {"name": "synth-llama3-f16", "arch": "llama", "layers": 2, "dim": 128, "heads": 2, "kv_heads": 1,
+     "head_dim": 64, "ff": 256, "vocab": 512, "ctx": 512, "seed": 22, "type": "F16", "llama3_rope": True},
     {"name": "synth-olmo2-f16", "arch": "olmo2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 18, "type": "F16"},
     {"name": "synth-olmo2-q8_0", "arch": "olmo2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
@@ -215,6 +219,8 @@ def main():
                        "--ctx", str(spec["ctx"]), "--seed", str(spec["seed"]), "--type", spec["type"], "-o", path]
                 if "sliding_window" in spec:
                     cmd[-2:-2] = ["--sliding-window", str(spec["sliding_window"])]
+                if spec.get("llama3_rope"):
+                    cmd[-2:-2] = ["--llama3-rope"]
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
                 record_model(path, SYNTH_PROMPTS, {"kind": "synth", "spec": spec, "fnv1a64": fnv1a64(path)},
                              os.path.join(args.out, spec["name"] + ".json"))

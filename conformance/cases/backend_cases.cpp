@@ -210,6 +210,21 @@ std::vector<Case> row_op_cases() {
                                    zero_tensor(LOOM_DTYPE_F32, head_dim, n_heads, n_tok), &p, 2e-4, "ROPE");
           });
     }
+    // ABI 1.1: per-pair frequency divisors (Llama 3.1's rope_freqs run from 1 to 8, LongRoPE's higher).
+    add(std::string("rope.") + (mode == LOOM_ROPE_NEOX ? "neox" : "normal") + ".freq_factors",
+        [mode](CaseContext& ctx, std::mt19937& rng) {
+          const uint32_t n_dims = 48;
+          const loom_rope_params p{sizeof(loom_rope_params), mode | LOOM_ROPE_FREQ_FACTORS, n_dims, 500000.0f, 1.0f, {}};
+          const int64_t head_dim = 64, n_heads = 3, n_tok = 5;
+          std::uniform_real_distribution<float> factor(1.0f, 40.0f);
+          std::vector<float> factors(n_dims / 2);
+          for (float& f : factors) f = factor(rng);
+          HostTensor pos = i32_tensor({0, 1, 17, 500, 4095}, n_tok);
+          compare_with_reference(ctx, LOOM_OP_ROPE,
+                                 {f32_tensor(random_floats(rng, size_t(head_dim * n_heads * n_tok)), head_dim, n_heads, n_tok), pos,
+                                  f32_tensor(factors, int64_t(factors.size()))},
+                                 zero_tensor(LOOM_DTYPE_F32, head_dim, n_heads, n_tok), &p, 2e-4, "ROPE freq_factors");
+        });
   }
   const loom_dtype float_types[] = {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_BF16};
   for (loom_dtype from : float_types)

@@ -41,6 +41,7 @@ constexpr const char* kSynthHelp =
     "  --type T          matrix type: F32, F16, BF16, Q8_0, Q4_0 (default F32)\n"
     "  --seed S          random seed (default 1)\n"
     "  --sliding-window N  gemma2/gemma3: tokens a local layer sees (default 512)\n"
+    "  --llama3-rope     llama: Llama 3.1's rope frequency factors (rope_freqs.weight) and base 500000\n"
     "  --vocab-from FILE copy the tokenizer.* metadata (and vocabulary size) from this GGUF\n"
     "  -o, --out OUT     output path (required)\n";
 
@@ -152,6 +153,10 @@ int run_synth(const CommandArgs& args) {
     if (flag == "--") {
       if (!loom::host::nothing_after_end_of_options("gguf synth", args, i)) return 1;
       break;
+    }
+    if (flag == "--llama3-rope") {  // the one option without a value
+      spec.llama3_rope = true;
+      continue;
     }
     if (i + 1 >= args.size()) {
       std::cerr << "loom gguf synth: " << (flag.starts_with("-") ? flag + " needs a value" : "unexpected '" + flag + "'")

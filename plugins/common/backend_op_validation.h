@@ -56,6 +56,9 @@ inline std::string shape_str(const int64_t* ne) {
 struct BaseOpRules {
   static constexpr int64_t kMaxDim = int64_t(1) << 40;
   static constexpr bool kExtentInShapeChecks = false;
+  // ROPE with LOOM_ROPE_FREQ_FACTORS (ABI 1.1); a backend that implements it also has
+  // OpParams::rope_freq_factors.
+  static constexpr bool kRopeFreqFactors = false;
 
   // After the common shape and stride checks of one operand (offset and strides not yet bounded).
   template <typename Checker, typename Tensor>
@@ -286,12 +289,25 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
       c.expect_shape(a.dst, a.src[0].ne, "dst");
       if (!has(offsetof(loom_rope_params, freq_scale) + 4)) c.invalid("needs loom_rope_params");
       const auto* p = params_of<loom_rope_params>(op);
-      a.params.rope_mode = p->mode;
+      const bool freq_factors = (p->mode & LOOM_ROPE_FREQ_FACTORS) != 0;
+      const loom_rope_mode mode = p->mode & ~LOOM_ROPE_FREQ_FACTORS;
+      a.params.rope_mode = mode;
       a.params.n_dims = p->n_dims == 0 ? uint32_t(a.src[0].ne[0]) : p->n_dims;
       a.params.freq_base = p->freq_base;
       a.params.freq_scale = p->freq_scale == 0.0f ? 1.0f : p->freq_scale;
-      if (p->mode != LOOM_ROPE_NORMAL && p->mode != LOOM_ROPE_NEOX) c.unsupported("rope mode " + std::to_string(p->mode) + " is not implemented");
+      if (mode != LOOM_ROPE_NORMAL && mode != LOOM_ROPE_NEOX) c.unsupported("rope mode " + std::to_string(p->mode) + " is not implemented");
       if (a.params.n_dims % 2 != 0 || a.params.n_dims > uint64_t(a.src[0].ne[0])) c.invalid("n_dims must be even and <= head_dim");
+      if (freq_factors) {
+        if constexpr (Rules::kRopeFreqFactors) {
+          need_src(3);
+          a.src[2] = c.tensor(op.src[2], "src2 (freq_factors)");
+          c.expect_dtype(a.src[2], LOOM_DTYPE_F32, "src2 (freq_factors)");
+          c.expect_shape(a.src[2], int64_t(a.params.n_dims / 2), 1, 1, 1, "src2 (freq_factors)");
+          a.params.rope_freq_factors = true;
+        } else {
+          c.unsupported("rope frequency factors (LOOM_ROPE_FREQ_FACTORS) are not implemented by this backend");
+        }
+      }
       if (!(p->freq_base > 0.0f)) c.invalid("freq_base must be > 0");
       break;
     }

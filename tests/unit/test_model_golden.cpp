@@ -82,6 +82,7 @@ std::optional<std::filesystem::path> model_for(const json& golden, const std::st
   spec.seed = s.at("seed");
   spec.weight_type = *loom::dtype_from_name(s.at("type").get<std::string>());
   spec.sliding_window = s.value("sliding_window", 0);
+  spec.llama3_rope = s.value("llama3_rope", false);
   const auto path = loom::test::write_small_model(spec, "golden-" + name);
   char hash[17];
   std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(fnv1a64(path)));

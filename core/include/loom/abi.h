@@ -25,7 +25,8 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 0
+/* Minor versions: 1.1 added LOOM_ROPE_FREQ_FACTORS (backend.h). */
+#define LOOM_ABI_MINOR 1
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"
 

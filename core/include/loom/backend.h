@@ -59,7 +59,8 @@ typedef int32_t loom_op_type;
 #define LOOM_OP_SCALE 5
 /* dst = src0 / rms(src0 row) * (src1 if present). Rows of ne0. params: loom_norm_params. */
 #define LOOM_OP_RMS_NORM 6
-/* Rotary embedding. src0 x [head_dim, n_heads, n_tok]; src1 positions I32 [n_tok].
+/* Rotary embedding. src0 x [head_dim, n_heads, n_tok]; src1 positions I32 [n_tok]; with
+ * LOOM_ROPE_FREQ_FACTORS in the mode, src2 frequency factors F32 [n_dims / 2].
  * params: loom_rope_params. */
 #define LOOM_OP_ROPE 7
 /* dst = act(src0) * src1 (gated linear unit). params: loom_glu_params. */
@@ -105,6 +106,10 @@ typedef struct loom_norm_params {
 typedef int32_t loom_rope_mode;
 #define LOOM_ROPE_NORMAL 0 /* rotate adjacent pairs (x0,x1), (x2,x3): llama */
 #define LOOM_ROPE_NEOX 2   /* rotate halves (x_i, x_{i+d/2}): gpt-neox, qwen2, gemma */
+/* (ABI 1.1) Or'd into the mode: src2 is F32 [n_dims / 2] and pair i's frequency is divided by
+ * src2[i] (Llama 3.1+'s rope_freqs, LongRoPE's factors): theta_i = pos * freq_scale *
+ * freq_base^(-2i/n_dims) / src2[i]. A backend that does not implement it answers UNSUPPORTED. */
+#define LOOM_ROPE_FREQ_FACTORS 0x100
 
 typedef struct loom_rope_params {
   uint32_t struct_size;

@@ -103,6 +103,28 @@ void copy_vocab(const std::filesystem::path& from, GgufWriter& writer, int& n_vo
   n_vocab = static_cast<int>(tokens->array_size);
 }
 
+// Llama 3.1's published rope_scaling (factor 8, low_freq_factor 1, high_freq_factor 4, original
+// context 8192) turned into per-pair divisors as convert_hf_to_gguf.py does: short wavelengths keep
+// their frequency, long ones are divided by the factor, the band between is interpolated.
+std::vector<float> llama3_rope_factors(const SynthSpec& spec) {
+  constexpr double kFactor = 8.0, kLowFreqFactor = 1.0, kHighFreqFactor = 4.0, kOriginalContext = 8192.0;
+  const double low_freq_wavelen = kOriginalContext / kLowFreqFactor, high_freq_wavelen = kOriginalContext / kHighFreqFactor;
+  std::vector<float> factors;
+  for (int i = 0; i < spec.head_dim / 2; ++i) {
+    const double freq = 1.0 / std::pow(double(spec.rope_freq_base), 2.0 * i / spec.head_dim);
+    const double wavelen = 2.0 * std::numbers::pi / freq;
+    if (wavelen < high_freq_wavelen) {
+      factors.push_back(1.0f);
+    } else if (wavelen > low_freq_wavelen) {
+      factors.push_back(static_cast<float>(kFactor));
+    } else {
+      const double smooth = (kOriginalContext / wavelen - kLowFreqFactor) / (kHighFreqFactor - kLowFreqFactor);
+      factors.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / kFactor + smooth)));
+    }
+  }
+  return factors;
+}
+
 void require(bool ok, const std::string& what) {
   if (!ok) throw Error("synthetic model: " + what);
 }
@@ -141,7 +163,8 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
   }
   const bool llama_like = is_llama || spec.arch == "granite";
   if (spec.rms_eps == 0.0f) spec.rms_eps = llama_like ? 1e-5f : 1e-6f;
-  if (spec.rope_freq_base == 0.0f) spec.rope_freq_base = llama_like ? 10000.0f : 1000000.0f;
+  require(!spec.llama3_rope || is_llama, "llama3_rope is for arch llama only");
+  if (spec.rope_freq_base == 0.0f) spec.rope_freq_base = spec.llama3_rope ? 500000.0f : llama_like ? 10000.0f : 1000000.0f;
   if (is_gemma && spec.sliding_window == 0) spec.sliding_window = 512;
   return spec;
 }
@@ -203,6 +226,8 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   model.matrix("token_embd.weight", dim, spec.n_vocab, inv_sqrt(dim));
   model.vector("output_norm.weight", dim, 1.0f, 0.05f);
   if (!is_gemma) model.matrix("output.weight", dim, spec.n_vocab, inv_sqrt(dim));  // gemma ties it
+  if (spec.llama3_rope) writer.add_tensor("rope_freqs.weight", LOOM_DTYPE_F32, {spec.head_dim / 2},
+                                          quantize_rows(LOOM_DTYPE_F32, llama3_rope_factors(spec), spec.head_dim / 2));
   for (int layer = 0; layer < spec.n_layers; ++layer) {
     const std::string p = "blk." + std::to_string(layer) + ".";
     if (!is_olmo2) model.vector(p + "attn_norm.weight", dim, 1.0f, 0.05f);

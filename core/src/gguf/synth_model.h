@@ -30,6 +30,7 @@ struct SynthSpec {
   float rope_freq_base = 0.0f;       // 0: the arch's usual value (10000 llama, 1e6 qwen2 and gemma3)
   int sliding_window = 0;            // gemma2 and gemma3 only; 0: 512
   float rope_scaling_factor = 0.0f;  // gemma3 only; > 1 writes rope.scaling.type "linear" + factor
+  bool llama3_rope = false;          // llama only: rope_freqs.weight as Llama 3.1's converter computes it
 };
 
 // Resolve defaults (head_dim, eps, rope base, ...) and check the spec; throws loom::Error naming the

@@ -231,10 +231,8 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
   }
   info.n_vocab = static_cast<int32_t>(embd->dims[1]);
   info.tied_output = file.find_tensor("output.weight") == nullptr;
-  if (file.find_tensor("rope_freqs.weight") != nullptr) {
-    throw Error(file.label() + ": tensor 'rope_freqs.weight' (Llama 3.1-style rope frequency factors) is not "
-                               "supported by Loom's ROPE op");
-  }
+  // Llama 3.1+ (rope type llama3): the converter stores each rotated pair's frequency divisor.
+  info.rope_freq_factors = file.find_tensor("rope_freqs.weight") != nullptr;
   return info;
 }
 

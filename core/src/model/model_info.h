@@ -38,6 +38,7 @@ struct ModelInfo {
   float rope_freq_scale = 1.0f;
   float rope_freq_base_local = 10000.0f;
   float rope_freq_scale_local = 1.0f;
+  bool rope_freq_factors = false;  // rope_freqs.weight [n_rot / 2] divides each pair's frequency (Llama 3.1+)
 
   float rms_eps = 1e-5f;
   uint32_t sliding_window = 0;      // tokens a local layer sees (0 = none)

@@ -89,6 +89,7 @@ struct OpParams {
   uint32_t n_dims = 0;  // 0 → head_dim
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
+  bool rope_freq_factors = false;  // LOOM_ROPE_FREQ_FACTORS: src2 holds one divisor per rotated pair
   loom_activation activation = LOOM_ACTIVATION_SILU;
   float attn_scale = 0.0f;  // 0 → 1/sqrt(head_dim)
   uint32_t block_size = 0;

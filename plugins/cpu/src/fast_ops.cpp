@@ -120,22 +120,29 @@ void rms_norm(const OpArgs& a, ThreadPool& pool) {
 // cos/sin of one position's rotation angles, remembered per thread: decode rotates q and k of every
 // layer at the same position, and computing the angles (a pow, a cos and a sin per pair) cost more
 // than rotating. A few entries cover models that mix two frequency bases (Gemma 3's local/global).
-const float* rope_angles(const OpParams& p, int64_t pos) {
+// Frequency factors are compared by value: a buffer freed and reallocated at the same address may
+// hold others.
+const float* rope_angles(const OpParams& p, int64_t pos, const std::vector<float>& factors) {
   struct Entry {
     int64_t pos = -1;
     float freq_base = 0, freq_scale = 0;
     uint32_t n_dims = 0;
+    std::vector<float> factors;
     std::vector<float> cos_sin;
   };
   static thread_local Entry entries[4];
   static thread_local int next = 0;
-  for (Entry& e : entries)
-    if (e.pos == pos && e.freq_base == p.freq_base && e.freq_scale == p.freq_scale && e.n_dims == p.n_dims) return e.cos_sin.data();
+  for (Entry& e : entries) {
+    if (e.pos == pos && e.freq_base == p.freq_base && e.freq_scale == p.freq_scale && e.n_dims == p.n_dims &&
+        e.factors == factors) {
+      return e.cos_sin.data();
+    }
+  }
   Entry& e = entries[next];
   next = (next + 1) % 4;
-  e.pos = pos, e.freq_base = p.freq_base, e.freq_scale = p.freq_scale, e.n_dims = p.n_dims;
+  e.pos = pos, e.freq_base = p.freq_base, e.freq_scale = p.freq_scale, e.n_dims = p.n_dims, e.factors = factors;
   e.cos_sin.resize(p.n_dims / 2 * 2);
-  rope_cos_sin(p, pos, e.cos_sin.data(), e.cos_sin.data() + p.n_dims / 2);
+  rope_cos_sin(p, pos, factors.empty() ? nullptr : factors.data(), e.cos_sin.data(), e.cos_sin.data() + p.n_dims / 2);
   return e.cos_sin.data();
 }
 
@@ -143,10 +150,11 @@ void rope(const OpArgs& a, ThreadPool& pool) {
   const Tensor &x = a.src[0], &pos = a.src[1], &dst = a.dst;
   const int64_t head_dim = x.ne[0], n_heads = x.ne[1], n_tok = x.ne[2], half = a.params.n_dims / 2;
   const bool neox = a.params.rope_mode == LOOM_ROPE_NEOX;
+  const std::vector<float> factors = rope_freq_factors(a);
   for_rows(pool, n_tok, head_dim * n_heads, [&](int64_t t0, int64_t t1) {
     std::vector<float> row(static_cast<size_t>(head_dim));
     for (int64_t t = t0; t < t1; t++) {
-      const float* c = rope_angles(a.params, reinterpret_cast<const int32_t*>(pos.data)[t]);
+      const float* c = rope_angles(a.params, reinterpret_cast<const int32_t*>(pos.data)[t], factors);
       const float* s = c + half;
       for (int64_t h = 0; h < n_heads; h++) {
         const float* in = reinterpret_cast<const float*>(x.at(h, t));

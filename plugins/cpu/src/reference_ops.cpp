@@ -16,13 +16,23 @@ int64_t checked_index(const Tensor& ids, int64_t i, int64_t limit, const char* w
   return v;
 }
 
-void rope_cos_sin(const OpParams& p, int64_t pos, float* cos_out, float* sin_out) {
+void rope_cos_sin(const OpParams& p, int64_t pos, const float* freq_factors, float* cos_out, float* sin_out) {
   for (uint32_t i = 0; i < p.n_dims / 2; i++) {
-    // theta_i = pos * freq_scale * base^(-2i / n_dims), in double so large positions stay exact.
-    const double theta = double(pos) * double(p.freq_scale) * std::pow(double(p.freq_base), -2.0 * i / double(p.n_dims));
+    // theta_i = pos * freq_scale * base^(-2i / n_dims) / factor_i, in double so large positions stay exact.
+    const double factor = freq_factors != nullptr ? double(freq_factors[i]) : 1.0;
+    const double theta =
+        double(pos) * double(p.freq_scale) * std::pow(double(p.freq_base), -2.0 * i / double(p.n_dims)) / factor;
     cos_out[i] = float(std::cos(theta));
     sin_out[i] = float(std::sin(theta));
   }
+}
+
+std::vector<float> rope_freq_factors(const OpArgs& a) {
+  std::vector<float> factors;
+  if (!a.params.rope_freq_factors) return factors;
+  const Tensor& f = a.src[2];
+  for (int64_t i = 0; i < f.ne[0]; i++) factors.push_back(reinterpret_cast<const float*>(f.data)[i * int64_t(f.nb[0] / 4)]);
+  return factors;
 }
 
 namespace {
@@ -92,8 +102,10 @@ void rope(const OpArgs& a) {
   const int64_t head_dim = x.ne[0], n_heads = x.ne[1], n_tok = x.ne[2];
   const int64_t half = a.params.n_dims / 2;
   std::vector<float> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));
+  const std::vector<float> factors = rope_freq_factors(a);
   for (int64_t t = 0; t < n_tok; t++) {
-    rope_cos_sin(a.params, reinterpret_cast<const int32_t*>(pos.data)[t * int64_t(pos.nb[0] / 4)], cos_t.data(), sin_t.data());
+    rope_cos_sin(a.params, reinterpret_cast<const int32_t*>(pos.data)[t * int64_t(pos.nb[0] / 4)],
+                 factors.empty() ? nullptr : factors.data(), cos_t.data(), sin_t.data());
     for (int64_t h = 0; h < n_heads; h++) {
       const float* in = reinterpret_cast<const float*>(x.at(h, t));
       float* out = reinterpret_cast<float*>(dst.at(h, t));

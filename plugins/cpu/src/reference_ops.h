@@ -36,6 +36,9 @@ inline int64_t first_visible_key(int64_t pos, uint32_t sliding_window) {
 int64_t checked_index(const Tensor& ids, int64_t i, int64_t limit, const char* what);
 
 // Rotation angles of RoPE for one position: both layers use this so they agree to the bit.
-void rope_cos_sin(const OpParams& p, int64_t pos, float* cos_out, float* sin_out);  // n_dims/2 each
+// `freq_factors` (n_dims/2 divisors of the pairs' frequencies, LOOM_ROPE_FREQ_FACTORS) may be null.
+void rope_cos_sin(const OpParams& p, int64_t pos, const float* freq_factors, float* cos_out, float* sin_out);  // n_dims/2 each
+// The frequency factors of a ROPE op as a contiguous copy (empty without LOOM_ROPE_FREQ_FACTORS).
+std::vector<float> rope_freq_factors(const OpArgs& a);
 
 }  // namespace loom::cpu

@@ -1,0 +1,230 @@
+/*
+ * loom/backend.h — the compute / attention backend kind (LOOM_PLUGIN_KIND_BACKEND).
+ *
+ * Model: backend instance (one device) -> buffers (opaque device memory) -> streams (ordered queues)
+ * -> ops enqueued on a stream. Every op and copy is *enqueued*; results are visible to the host only
+ * after stream_synchronize. A synchronous backend (the CPU reference) may run work immediately: that
+ * is a valid implementation of the same contract, so CUDA (streams, graphs) and Vulkan (command
+ * buffers, timeline semaphores) fit without a second ABI.
+ *
+ * The core never dereferences device memory. It uploads inputs with copy_to_device and reads results
+ * with copy_to_host. buffer_host_pointer is an optional fast path for backends whose memory is the
+ * host's.
+ *
+ * Threading: slots on a backend instance are thread-safe unless stated; a stream is externally
+ * synchronised (one thread enqueues on it at a time). Ops on different streams may run concurrently.
+ */
+#ifndef LOOM_BACKEND_H
+#define LOOM_BACKEND_H
+
+#include "loom/abi.h"
+#include "loom/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct loom_backend loom_backend_t; /* one device, opaque */
+typedef struct loom_buffer loom_buffer_t;   /* device memory, opaque */
+typedef struct loom_stream loom_stream_t;   /* ordered work queue, opaque; NULL = default stream */
+
+/* ---------------------------------------------------------------------------------------------
+ * Tensors: a typed view of a buffer. ne[0] is the innermost (contiguous) dimension; nb[i] is the
+ * byte stride of dimension i. For block-quantized types a row (ne[0] elements) is a whole number of
+ * blocks and nb[0] is the block size in bytes. Unused dimensions have ne = 1.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct loom_tensor {
+  uint32_t struct_size;
+  loom_dtype dtype;
+  loom_buffer_t *buffer; /* borrowed; NULL marks an absent optional operand */
+  uint64_t offset;       /* bytes from the start of the buffer */
+  int64_t ne[4];
+  uint64_t nb[4];
+} loom_tensor;
+
+/* ---------------------------------------------------------------------------------------------
+ * Ops. Shapes are written innermost first, as [ne0, ne1, ...]. All activations are F32 unless an op
+ * says otherwise. An op reads its srcs and writes dst; STORE_KV writes into its cache operands.
+ * ------------------------------------------------------------------------------------------- */
+typedef int32_t loom_op_type;
+/* dst[dim, n] = rows `ids` of table. src0 table [dim, n_rows] any weight dtype; src1 ids I32 [n]. */
+#define LOOM_OP_GET_ROWS 1
+/* dst[n_out, n_tok] = x · Wᵀ. src0 W [n_in, n_out] any weight dtype; src1 x F32 [n_in, n_tok]. */
+#define LOOM_OP_MATMUL 2
+/* dst = src0 + src1; src1 has the same shape or one row [ne0, 1] broadcast over rows. */
+#define LOOM_OP_ADD 3
+/* dst = src0 * src1 (element-wise, same broadcasting as ADD). */
+#define LOOM_OP_MUL 4
+/* dst = src0 * params.scale. params: loom_scale_params. */
+#define LOOM_OP_SCALE 5
+/* dst = src0 / rms(src0 row) * (src1 if present). Rows of ne0. params: loom_norm_params. */
+#define LOOM_OP_RMS_NORM 6
+/* Rotary embedding. src0 x [head_dim, n_heads, n_tok]; src1 positions I32 [n_tok].
+ * params: loom_rope_params. */
+#define LOOM_OP_ROPE 7
+/* dst = act(src0) * src1 (gated linear unit). params: loom_glu_params. */
+#define LOOM_OP_GLU 8
+/* dst = act(src0). params: loom_glu_params (only `activation` is read). */
+#define LOOM_OP_UNARY 9
+/* dst = convert(src0): copy with dtype conversion between F32, F16 and BF16. */
+#define LOOM_OP_COPY 10
+/* Write keys and values into the paged cache. src0 k [head_dim, n_kv_heads, n_tok];
+ * src1 v [head_dim, n_kv_heads, n_tok]; src2 slot_mapping I32 [n_tok] (slot = block * block_size +
+ * offset; negative = skip); src3 k_cache and src4 v_cache [head_dim, n_kv_heads, n_slots] of dtype
+ * F32, F16 or LOOM_DTYPE_INT8_KV. dst is unused (buffer NULL). */
+#define LOOM_OP_STORE_KV 11
+/* Causal attention over the paged cache, prefill and decode alike.
+ * src0 q [head_dim, n_heads, n_tok]; src1 k_cache, src2 v_cache as in STORE_KV;
+ * src3 block_tables I32 [max_blocks_per_seq, n_seqs]; src4 seqs I32 [4, n_seqs]: for each sequence
+ * (first query row, number of query rows, context length including those rows, 0). Query row i of a
+ * sequence sits at position context_len - n_query + i and sees keys 0..that position (and only the
+ * last `sliding_window` of them when it is non-zero). dst [head_dim, n_heads, n_tok].
+ * params: loom_attention_params. Grouped-query: head h reads kv head h / (n_heads / n_kv_heads). */
+#define LOOM_OP_PAGED_ATTENTION 12
+/* dst = src0 row-wise softmax (used by tests and samplers on device). */
+#define LOOM_OP_SOFTMAX 13
+
+#define LOOM_OP_MAX_SRC 6
+
+typedef int32_t loom_activation;
+#define LOOM_ACTIVATION_SILU 1
+#define LOOM_ACTIVATION_GELU_TANH 2 /* GELU, tanh approximation (Gemma's GeGLU) */
+#define LOOM_ACTIVATION_GELU_ERF 3
+#define LOOM_ACTIVATION_RELU 4
+
+typedef struct loom_scale_params {
+  uint32_t struct_size;
+  float scale;
+} loom_scale_params;
+
+typedef struct loom_norm_params {
+  uint32_t struct_size;
+  float eps;
+} loom_norm_params;
+
+typedef int32_t loom_rope_mode;
+#define LOOM_ROPE_NORMAL 0 /* rotate adjacent pairs (x0,x1), (x2,x3): llama */
+#define LOOM_ROPE_NEOX 2   /* rotate halves (x_i, x_{i+d/2}): gpt-neox, qwen2, gemma */
+
+typedef struct loom_rope_params {
+  uint32_t struct_size;
+  loom_rope_mode mode;
+  uint32_t n_dims;  /* rotated dimensions (<= head_dim); the rest pass through */
+  float freq_base;  /* theta */
+  float freq_scale; /* 1 / linear scaling factor */
+  float reserved[3];
+} loom_rope_params;
+
+typedef struct loom_glu_params {
+  uint32_t struct_size;
+  loom_activation activation;
+} loom_glu_params;
+
+typedef struct loom_attention_params {
+  uint32_t struct_size;
+  float scale;             /* usually 1/sqrt(head_dim) */
+  uint32_t block_size;     /* tokens per KV block */
+  uint32_t sliding_window; /* 0 = full causal attention */
+  float softcap;           /* 0 = none; else logits = softcap * tanh(logits / softcap) */
+  uint32_t reserved;
+} loom_attention_params;
+
+typedef struct loom_op {
+  uint32_t struct_size;
+  loom_op_type type;
+  loom_tensor dst;
+  uint32_t n_src;
+  uint32_t reserved;
+  loom_tensor src[LOOM_OP_MAX_SRC];
+  const void *params; /* op-specific struct starting with struct_size, borrowed for the call; or NULL */
+} loom_op;
+
+/* ---------------------------------------------------------------------------------------------
+ * Capabilities.
+ * ------------------------------------------------------------------------------------------- */
+#define LOOM_BACKEND_MAX_DTYPES 32
+
+typedef struct loom_backend_caps {
+  uint32_t struct_size;
+  uint32_t host_memory;             /* 1 when buffers are host memory (buffer_host_pointer works) */
+  char device_name[128];
+  uint64_t memory_total;            /* bytes; 0 = unknown */
+  uint64_t memory_free;             /* bytes; 0 = unknown */
+  uint32_t n_weight_dtypes;         /* formats MATMUL and GET_ROWS accept as src0 */
+  loom_dtype weight_dtypes[LOOM_BACKEND_MAX_DTYPES];
+  uint32_t n_kv_dtypes;             /* KV cache element types */
+  loom_dtype kv_dtypes[8];
+  uint32_t max_head_dim;
+  uint32_t max_block_size;          /* largest paged-attention block size */
+} loom_backend_caps;
+
+typedef int32_t loom_buffer_usage;
+#define LOOM_BUFFER_USAGE_WEIGHTS 0 /* written once, read by ops */
+#define LOOM_BUFFER_USAGE_COMPUTE 1 /* activations and scratch */
+#define LOOM_BUFFER_USAGE_KV 2      /* KV cache pool */
+
+/* ---------------------------------------------------------------------------------------------
+ * The function table. Append-only; NULL = unimplemented.
+ * `config_json` for create is an object, e.g. {"device": 0, "threads": 2}; unknown keys are ignored.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct loom_backend_i {
+  uint32_t struct_size;
+  uint32_t reserved;
+
+  /* Devices this plugin can drive now. On 0 devices writes a reason ("no Vulkan loader", ...).
+   * Thread-safe. Must not be NULL. */
+  loom_status (*device_count)(uint32_t *out_count, char *reason, uint32_t reason_size);
+  /* Name of device `index` into `out` (UTF-8, truncated to size). Thread-safe. NULL = unnamed. */
+  loom_status (*device_name)(uint32_t index, char *out, uint32_t size);
+
+  /* Create an instance on a device. `host` outlives the instance. On failure writes a message into
+   * `error` (LOOM_ERROR_BUFFER_SIZE bytes recommended). Thread-safe. Must not be NULL. */
+  loom_status (*create)(const loom_host_services *host, const char *config_json, loom_backend_t **out,
+                        char *error, uint32_t error_size);
+  /* Destroy the instance; every buffer and stream must have been destroyed. Must not be NULL. */
+  void (*destroy)(loom_backend_t *backend);
+  /* Message of the calling thread's last failed call on this instance; owned by the plugin, valid
+   * until that thread's next call. Must not be NULL. */
+  const char *(*last_error)(loom_backend_t *backend);
+
+  /* Fill `out` (caller sets out->struct_size). Thread-safe. Must not be NULL. */
+  loom_status (*get_caps)(loom_backend_t *backend, loom_backend_caps *out);
+  /* Can this instance run `op` with these dtypes and shapes? LOOM_STATUS_OK, or UNSUPPORTED with a
+   * reason. Buffers in the op may be NULL (only types and shapes are asked). NULL slot = the host
+   * assumes the op is supported and relies on run_ops errors. */
+  loom_status (*supports_op)(loom_backend_t *backend, const loom_op *op, char *reason, uint32_t reason_size);
+
+  /* Device memory. Contents are undefined until written. Thread-safe. */
+  loom_status (*buffer_create)(loom_backend_t *backend, uint64_t size, loom_buffer_usage usage,
+                               loom_buffer_t **out);
+  void (*buffer_destroy)(loom_backend_t *backend, loom_buffer_t *buffer);
+  /* Host address of the buffer when the backend's memory is host memory; NULL otherwise or if the
+   * slot is NULL. Valid until buffer_destroy. Writes through it must be followed by no op on the same
+   * bytes before stream_synchronize of every stream that used them. */
+  void *(*buffer_host_pointer)(loom_backend_t *backend, loom_buffer_t *buffer);
+
+  /* Streams. NULL stream = the instance's default stream. */
+  loom_status (*stream_create)(loom_backend_t *backend, loom_stream_t **out);
+  void (*stream_destroy)(loom_backend_t *backend, loom_stream_t *stream);
+  /* Block until all work enqueued on `stream` has finished. Returns the first error of that work. */
+  loom_status (*stream_synchronize)(loom_backend_t *backend, loom_stream_t *stream);
+
+  /* Enqueue copies. Host memory (src for to_device, dst for to_host) must stay valid until the
+   * stream is synchronised. Offsets and sizes are bytes and must lie inside the buffer. */
+  loom_status (*copy_to_device)(loom_backend_t *backend, loom_stream_t *stream, loom_buffer_t *dst,
+                                uint64_t dst_offset, const void *src, uint64_t size);
+  loom_status (*copy_to_host)(loom_backend_t *backend, loom_stream_t *stream, void *dst, loom_buffer_t *src,
+                              uint64_t src_offset, uint64_t size);
+  loom_status (*copy_buffer)(loom_backend_t *backend, loom_stream_t *stream, loom_buffer_t *dst,
+                             uint64_t dst_offset, loom_buffer_t *src, uint64_t src_offset, uint64_t size);
+
+  /* Enqueue `n_ops` ops in order. The op array and params are borrowed for the call only. A backend
+   * may capture a sequence it has seen before (CUDA graphs, recorded command buffers). */
+  loom_status (*run_ops)(loom_backend_t *backend, loom_stream_t *stream, const loom_op *ops, uint32_t n_ops);
+} loom_backend_i;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* LOOM_BACKEND_H */

@@ -1,0 +1,83 @@
+/*
+ * loom/kv.h — the KV block allocator kind (LOOM_PLUGIN_KIND_KV).
+ *
+ * The allocator does bookkeeping only (nano-vllm's block manager): a pool of fixed-size blocks,
+ * one block table per sequence, reference counts, sharing between sequences (fork, prefix cache),
+ * copy-on-write and free-block accounting. It never touches KV memory itself: when a shared,
+ * partially filled block must be copied before a write, it reports the copy and the core performs
+ * it on the backend (copy_buffer) before the next forward pass.
+ *
+ * Threading: an allocator instance is externally synchronised (the scheduler owns it).
+ */
+#ifndef LOOM_KV_H
+#define LOOM_KV_H
+
+#include "loom/abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct loom_kv loom_kv_t;
+
+typedef struct loom_kv_stats {
+  uint32_t struct_size;
+  uint32_t n_blocks;        /* pool size */
+  uint32_t block_size;      /* tokens per block */
+  uint32_t n_free;          /* blocks allocatable now (includes evictable cached blocks) */
+  uint32_t n_used;          /* blocks referenced by at least one sequence */
+  uint32_t n_cached;        /* unreferenced blocks kept for prefix reuse */
+  uint32_t n_seqs;
+  uint64_t prefix_queries;  /* full blocks looked up in the prefix cache */
+  uint64_t prefix_hits;     /* of those, found */
+  uint64_t tokens_reused;   /* prompt tokens whose prefill was skipped */
+} loom_kv_stats;
+
+typedef struct loom_kv_block_copy {
+  uint32_t struct_size;
+  int32_t src_block;
+  int32_t dst_block;
+  uint32_t n_tokens; /* tokens of the block to copy (from its start) */
+} loom_kv_block_copy;
+
+/* config_json: {"n_blocks": N, "block_size": 16, "prefix_caching": true} */
+typedef struct loom_kv_i {
+  uint32_t struct_size;
+  uint32_t reserved;
+
+  loom_status (*create)(const loom_host_services *host, const char *config_json, loom_kv_t **out, char *error,
+                        uint32_t error_size);
+  void (*destroy)(loom_kv_t *kv);
+  /* Last failure message on this instance; valid until the next call. Must not be NULL. */
+  const char *(*last_error)(loom_kv_t *kv);
+  loom_status (*get_stats)(loom_kv_t *kv, loom_kv_stats *out);
+
+  /* Blocks a new sequence with this prompt would need now, after prefix-cache hits. */
+  loom_status (*blocks_needed)(loom_kv_t *kv, const int32_t *tokens, uint32_t n_tokens, uint32_t *out_blocks);
+  /* Create sequence `seq_id` holding `tokens` (borrowed). Reuses cached full blocks of an equal
+   * prefix and reports how many leading tokens already have KV (*out_n_cached, a multiple of the
+   * block size, always < n_tokens so at least one token is computed). OUT_OF_MEMORY leaves nothing
+   * allocated. */
+  loom_status (*seq_create)(loom_kv_t *kv, uint64_t seq_id, const int32_t *tokens, uint32_t n_tokens,
+                            uint32_t *out_n_cached);
+  /* Append tokens to a sequence, allocating blocks as needed; a full block becomes cacheable. */
+  loom_status (*seq_append)(loom_kv_t *kv, uint64_t seq_id, const int32_t *tokens, uint32_t n_tokens);
+  /* Keep the first n_keep tokens (rollback of rejected draft tokens). */
+  loom_status (*seq_truncate)(loom_kv_t *kv, uint64_t seq_id, uint32_t n_keep);
+  /* New sequence `dst` sharing every block of `src` (reference counted; copy on write). */
+  loom_status (*seq_fork)(loom_kv_t *kv, uint64_t src_seq_id, uint64_t dst_seq_id);
+  /* Drop the sequence; its full blocks stay in the prefix cache until evicted (LRU). */
+  loom_status (*seq_free)(loom_kv_t *kv, uint64_t seq_id);
+  /* The sequence's block table into `out` (capacity `cap`), its length into *out_n. */
+  loom_status (*seq_block_table)(loom_kv_t *kv, uint64_t seq_id, int32_t *out, uint32_t cap, uint32_t *out_n);
+  /* Number of tokens the sequence holds. */
+  loom_status (*seq_length)(loom_kv_t *kv, uint64_t seq_id, uint32_t *out_n_tokens);
+  /* Copies the core must perform before the next forward pass (copy-on-write), then forgotten. */
+  loom_status (*take_pending_copies)(loom_kv_t *kv, loom_kv_block_copy *out, uint32_t cap, uint32_t *out_n);
+} loom_kv_i;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_KV_H */
