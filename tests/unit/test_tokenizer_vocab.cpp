@@ -1,9 +1,12 @@
-// llama.cpp's tokenizer reference suites (../shared/testdata/vocab): every case must match id for id.
+// llama.cpp's tokenizer reference suites (models/ggml-vocab-*): every case must match id for id.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
+#include "common/error.h"
 #include "gguf/gguf_file.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
@@ -45,21 +48,37 @@ std::vector<VocabCase> read_cases(const std::filesystem::path& inp, const std::f
   return cases;
 }
 
-void run_suite(const std::string& name) {
-  const auto testdata = loom::test::shared_testdata();
-  if (!testdata) {
-    WARN("../shared/testdata is absent: skipping the " << name << " vocabulary suite");
-    return;
+// Where the suites are: $LOOM_VOCAB_DIR, the copy scripts/setup.sh extracts from the llama-cpp-python
+// sdist (~/.cache/loom/vocab, every suite of current llama.cpp), and ../shared/testdata/vocab.
+std::vector<std::filesystem::path> suite_dirs() {
+  std::vector<std::filesystem::path> dirs;
+  if (const char* env = std::getenv("LOOM_VOCAB_DIR"); env != nullptr && *env != '\0') dirs.emplace_back(env);
+  if (const char* home = std::getenv("HOME"); home != nullptr) dirs.push_back(std::filesystem::path(home) / ".cache/loom/vocab");
+  if (const auto testdata = loom::test::shared_testdata()) dirs.push_back(*testdata / "vocab");
+  return dirs;
+}
+
+// Suite name -> its .gguf, for every suite that has cases (a .gguf.inp); the first directory wins.
+std::map<std::string, std::filesystem::path> find_suites() {
+  std::map<std::string, std::filesystem::path> suites;
+  const std::string prefix = "ggml-vocab-", suffix = ".gguf.inp";
+  for (const auto& dir : suite_dirs()) {
+    if (!std::filesystem::is_directory(dir)) continue;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      const std::string file = entry.path().filename().string();
+      if (!file.starts_with(prefix) || !file.ends_with(suffix)) continue;
+      const std::string name = file.substr(prefix.size(), file.size() - prefix.size() - suffix.size());
+      suites.emplace(name, dir / (prefix + name + ".gguf"));
+    }
   }
-  const auto dir = *testdata / "vocab";
-  const auto gguf_path = dir / ("ggml-vocab-" + name + ".gguf");
-  if (!std::filesystem::exists(gguf_path)) {
-    WARN(gguf_path.string() << " is absent: skipping");
-    return;
-  }
+  return suites;
+}
+
+// Cases passed, of all cases.
+std::pair<size_t, size_t> run_suite(const std::string& name, const std::filesystem::path& gguf_path) {
   const auto file = loom::gguf::GgufFile::open(gguf_path);
   const auto tokenizer = loom::Tokenizer::from_gguf(file);
-  const auto cases = read_cases(dir / ("ggml-vocab-" + name + ".gguf.inp"), dir / ("ggml-vocab-" + name + ".gguf.out"));
+  const auto cases = read_cases(gguf_path.string() + ".inp", gguf_path.string() + ".out");
   REQUIRE(cases.size() > 10);
   size_t n_pass = 0;
   for (const auto& c : cases) {
@@ -70,11 +89,55 @@ void run_suite(const std::string& name) {
     // Decoding gives the text back for these vocabularies (SPM drops its added leading space).
     if (tokenizer->kind() == loom::tokenizer::VocabKind::bpe) CHECK(tokenizer->decode(ids) == c.text);
   }
-  WARN(name << ": " << n_pass << "/" << cases.size() << " reference cases pass");
+  return {n_pass, cases.size()};
 }
 
 }  // namespace
 
-TEST_CASE("vocab suite: llama-spm (SentencePiece)", "[tokenizer]") { run_suite("llama-spm"); }
-TEST_CASE("vocab suite: gpt-2 (byte-level BPE)", "[tokenizer]") { run_suite("gpt-2"); }
-TEST_CASE("vocab suite: starcoder (BPE, digits split)", "[tokenizer]") { run_suite("starcoder"); }
+// Suites whose tokenizer.ggml.model Loom does not implement yet: they must be refused with a message
+// naming the model (issue 18 tracks them); one that starts loading must move to the checked suites.
+const std::map<std::string, std::string> kNotYetSupported = {
+    {"bert-bge", "tokenizer.ggml.model = 'bert'"},     // WordPiece
+    {"gemma-4", "tokenizer.ggml.model = 'gemma4'"},    // BPE over SentencePiece-style pieces, no byte mapping
+};
+
+TEST_CASE("vocab suites: every llama.cpp reference suite found matches id for id", "[tokenizer][vocab]") {
+  const auto suites = find_suites();
+  if (suites.empty()) {
+    WARN("no llama.cpp vocab suites (run scripts/setup.sh, or set LOOM_VOCAB_DIR): skipping");
+    return;
+  }
+  size_t n_pass = 0, n_cases = 0;
+  std::string report;
+  for (const auto& [name, path] : suites) {
+    INFO("suite " << name);
+    if (const auto refused = kNotYetSupported.find(name); refused != kNotYetSupported.end()) {
+      const auto file = loom::gguf::GgufFile::open(path);
+      CHECK_THROWS_WITH(loom::Tokenizer::from_gguf(file), Catch::Contains(refused->second));
+      report += "  " + name + ": not supported yet (" + refused->second + ")\n";
+      continue;
+    }
+    try {
+      const auto [pass, total] = run_suite(name, path);
+      n_pass += pass;
+      n_cases += total;
+      report += "  " + name + ": " + std::to_string(pass) + "/" + std::to_string(total) + "\n";
+    } catch (const loom::Error& e) {
+      FAIL_CHECK("suite " << name << " could not be loaded: " << e.what());
+      report += "  " + name + ": not loaded (" + e.what() + ")\n";
+    }
+  }
+  WARN("llama.cpp vocab suites, cases passed (" << n_pass << "/" << n_cases << " in all):\n" << report);
+}
+
+// The three suites ../shared/testdata always carries, so CI checks them even when the download failed.
+TEST_CASE("vocab suites: the shared test data's suites are present", "[tokenizer][vocab]") {
+  const auto testdata = loom::test::shared_testdata();
+  if (!testdata) {
+    WARN("../shared/testdata is absent: skipping");
+    return;
+  }
+  for (const char* name : {"llama-spm", "gpt-2", "starcoder"}) {
+    CHECK(find_suites().count(name) == 1);
+  }
+}

@@ -94,13 +94,12 @@ class BpeWord {
 
 }  // namespace
 
-void bpe_encode(const Vocab& vocab, PreTokenizerKind pre, bool ignore_merges, std::string_view text,
-                std::vector<int32_t>& out) {
+void bpe_encode(const Vocab& vocab, const PreTokenizer& pre, std::string_view text, std::vector<int32_t>& out) {
   std::string mapped;
-  for (const std::string& word : pre_tokenize(pre, text)) {
+  for (const std::string& word : pre.split(text)) {
     mapped.clear();
     for (char c : word) mapped += byte_to_unicode(static_cast<uint8_t>(c));
-    if (ignore_merges) {
+    if (pre.ignore_merges()) {
       const int32_t id = vocab.find(mapped);
       if (id >= 0) {
         out.push_back(id);

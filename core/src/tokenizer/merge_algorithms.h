@@ -16,7 +16,7 @@ void spm_encode(const Vocab& vocab, std::string_view text, std::vector<int32_t>&
 
 // Byte-level BPE: pre-tokenize, map bytes to printable code points, merge pairs by rank per word.
 // `ignore_merges`: a word that is itself a token is emitted whole (Llama 3).
-void bpe_encode(const Vocab& vocab, PreTokenizerKind pre, bool ignore_merges, std::string_view text,
+void bpe_encode(const Vocab& vocab, const PreTokenizer& pre, std::string_view text,
                 std::vector<int32_t>& out);
 
 }  // namespace loom::tokenizer

@@ -1,9 +1,14 @@
 #include "tokenizer/pre_tokenizer.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <map>
+#include <mutex>
 
 #include "common/error.h"
+#include "tokenizer/pre_tokenizer_table.h"
+#include "tokenizer/regex_split.h"
 #include "tokenizer/unicode.h"
 
 namespace loom::tokenizer {
@@ -186,31 +191,68 @@ std::vector<size_t> split_each_number(const std::vector<uint8_t>& flags) {
   return lengths;
 }
 
+// The names the hand-written scanners serve (they pass llama.cpp's suites for these vocabularies).
+struct ScannerName {
+  std::string_view name;
+  PreTokenizerKind kind;
+};
+constexpr std::array<ScannerName, 20> kScannerNames{{
+    {"default", PreTokenizerKind::gpt2},       {"gpt-2", PreTokenizerKind::gpt2},
+    {"gpt2", PreTokenizerKind::gpt2},          {"phi-2", PreTokenizerKind::gpt2},
+    {"mpt", PreTokenizerKind::gpt2},           {"olmo", PreTokenizerKind::gpt2},
+    {"jais", PreTokenizerKind::gpt2},          {"llama3", PreTokenizerKind::llama3},
+    {"llama-bpe", PreTokenizerKind::llama3},   {"llama-v3", PreTokenizerKind::llama3},
+    {"falcon3", PreTokenizerKind::llama3},     {"pixtral", PreTokenizerKind::llama3},
+    {"qwen2", PreTokenizerKind::qwen2},        {"deepseek-r1-qwen", PreTokenizerKind::qwen2},
+    {"starcoder", PreTokenizerKind::starcoder}, {"refact", PreTokenizerKind::starcoder},
+    {"command-r", PreTokenizerKind::starcoder}, {"smollm", PreTokenizerKind::starcoder},
+    {"codeshell", PreTokenizerKind::starcoder}, {"exaone", PreTokenizerKind::starcoder},
+}};
+
 }  // namespace
 
-PreTokenizerKind pre_tokenizer_from_name(std::string_view pre) {
-  struct Name {
-    std::string_view name;
-    PreTokenizerKind kind;
-  };
-  static constexpr std::array<Name, 20> names{{
-      {"default", PreTokenizerKind::gpt2},       {"gpt-2", PreTokenizerKind::gpt2},
-      {"gpt2", PreTokenizerKind::gpt2},          {"phi-2", PreTokenizerKind::gpt2},
-      {"mpt", PreTokenizerKind::gpt2},           {"olmo", PreTokenizerKind::gpt2},
-      {"jais", PreTokenizerKind::gpt2},          {"llama3", PreTokenizerKind::llama3},
-      {"llama-bpe", PreTokenizerKind::llama3},   {"llama-v3", PreTokenizerKind::llama3},
-      {"falcon3", PreTokenizerKind::llama3},     {"pixtral", PreTokenizerKind::llama3},
-      {"qwen2", PreTokenizerKind::qwen2},        {"deepseek-r1-qwen", PreTokenizerKind::qwen2},
-      {"starcoder", PreTokenizerKind::starcoder}, {"refact", PreTokenizerKind::starcoder},
-      {"command-r", PreTokenizerKind::starcoder}, {"smollm", PreTokenizerKind::starcoder},
-      {"codeshell", PreTokenizerKind::starcoder}, {"exaone", PreTokenizerKind::starcoder},
-  }};
-  for (const auto& entry : names) {
-    if (entry.name == pre) return entry.kind;
+PreTokenizer PreTokenizer::for_name(std::string_view pre) {
+  PreTokenizer p;
+  for (const auto& entry : kScannerNames) {
+    if (entry.name == pre) {
+      p.kind_ = entry.kind;
+      // Llama 3's tokenizer.json sets ignore_merges: whole words in the vocabulary win over merging.
+      p.ignore_merges_ = entry.kind == PreTokenizerKind::llama3;
+      return p;
+    }
   }
-  throw Error("tokenizer.ggml.pre = '" + std::string(pre) +
-              "' names a pre-tokenizer Loom does not implement (supported: default, gpt-2, llama3/llama-bpe, "
-              "qwen2, starcoder and their aliases)");
+  for (const auto& entry : named_pre_tokenizers()) {
+    if (entry.name != pre) continue;
+    // Compiled once per pattern set and shared by every tokenizer that names it.
+    static std::mutex mutex;
+    static std::map<size_t, std::shared_ptr<const RegexSplitter>> compiled;
+    std::lock_guard lock(mutex);
+    auto& splitter = compiled[entry.pattern_set];
+    if (!splitter) splitter = std::make_shared<RegexSplitter>(pre_tokenizer_pattern_sets()[entry.pattern_set].patterns);
+    p.kind_ = PreTokenizerKind::regex;
+    p.ignore_merges_ = entry.ignore_merges;
+    p.regexes_ = splitter;
+    return p;
+  }
+  throw Error("tokenizer.ggml.pre = '" + std::string(pre) + "' names a pre-tokenizer Loom does not know (it knows " +
+              std::to_string(known_pre_tokenizers().size()) + ", llama.cpp's list; `loom tokenize --help` names them)");
+}
+
+std::vector<std::string> PreTokenizer::split(std::string_view text) const {
+  if (kind_ != PreTokenizerKind::regex) return pre_tokenize(kind_, text);
+  // The scanners replace invalid UTF-8 by U+FFFD; so does this path, which PCRE2 needs valid anyway.
+  std::string valid;
+  for (uint32_t cp : utf8_to_codepoints(text)) append_utf8(valid, cp);
+  return regexes_->split(valid);
+}
+
+std::vector<std::string> known_pre_tokenizers() {
+  std::vector<std::string> names;
+  for (const auto& entry : kScannerNames) names.emplace_back(entry.name);
+  for (const auto& entry : named_pre_tokenizers()) {
+    if (std::find(names.begin(), names.end(), entry.name) == names.end()) names.emplace_back(entry.name);
+  }
+  return names;
 }
 
 std::vector<std::string> pre_tokenize(PreTokenizerKind kind, std::string_view text) {
@@ -229,6 +271,7 @@ std::vector<std::string> pre_tokenize(PreTokenizerKind kind, std::string_view te
       case PreTokenizerKind::starcoder: split_gpt2(chunk, lengths); break;
       case PreTokenizerKind::llama3: split_llama3(chunk, lengths, 3); break;
       case PreTokenizerKind::qwen2: split_llama3(chunk, lengths, 1); break;
+      case PreTokenizerKind::regex: throw Error("pre_tokenize: the regex pre-tokenizer needs its PreTokenizer");
     }
     begin += chunk_len;
   }

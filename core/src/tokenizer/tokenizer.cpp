@@ -67,9 +67,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_vocab(tokenizer::VocabData data) {
 Tokenizer::Tokenizer(tokenizer::VocabData data) : vocab_(std::move(data)) {
   if (vocab_.data.kind == VocabKind::bpe) {
     if (vocab_.data.merges.empty()) throw Error("tokenizer: a gpt2 (BPE) vocabulary needs tokenizer.ggml.merges");
-    pre_kind_ = tokenizer::pre_tokenizer_from_name(vocab_.data.pre);
-    // Llama 3's tokenizer.json sets ignore_merges: whole words in the vocabulary win over merging.
-    ignore_merges_ = pre_kind_ == tokenizer::PreTokenizerKind::llama3;
+    pre_ = tokenizer::PreTokenizer::for_name(vocab_.data.pre);
   }
   special_lengths_by_byte_.resize(256);
   special_second_bytes_.assign(256, std::vector<bool>(256, false));
@@ -145,7 +143,7 @@ void Tokenizer::encode_text(std::string_view text, bool after_special, std::vect
     escaped += escape_spaces(text);
     tokenizer::spm_encode(vocab_, escaped, out);
   } else {
-    tokenizer::bpe_encode(vocab_, pre_kind_, ignore_merges_, text, out);
+    tokenizer::bpe_encode(vocab_, pre_, text, out);
   }
 }
 

@@ -73,8 +73,7 @@ class Tokenizer {
   void check_id(int32_t id) const;
 
   tokenizer::Vocab vocab_;
-  tokenizer::PreTokenizerKind pre_kind_ = tokenizer::PreTokenizerKind::gpt2;
-  bool ignore_merges_ = false;
+  tokenizer::PreTokenizer pre_;
   // Special-token texts grouped by first byte, then by length, for one-pass matching.
   std::vector<std::vector<size_t>> special_lengths_by_byte_;
   // For each first byte, which second bytes any special text of 2+ bytes has (a cheap pre-filter).
