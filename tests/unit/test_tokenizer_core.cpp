@@ -113,6 +113,25 @@ TEST_CASE("pre-tokenizers split like their regexes", "[tokenizer]") {
   CHECK(pre_tokenize(PreTokenizerKind::starcoder, "x 42") == Words{"x", " ", "4", "2"});
 }
 
+TEST_CASE("regex pre-tokenizers apply their split patterns in turn, keeping matches and gaps", "[tokenizer]") {
+  using loom::tokenizer::PreTokenizer;
+  using Words = std::vector<std::string>;
+  // deepseek-coder: [\r\n], \s?\p{L}+, \s?\p{P}+, CJK runs, \p{N}: each cuts what the last one left.
+  const auto deepseek = PreTokenizer::for_name("deepseek-coder");
+  CHECK(deepseek.split("Hello, \xE4\xB8\x96\xE7\x95\x8C 123\nx") ==
+        Words{"Hello", ",", " ", "\xE4\xB8\x96\xE7\x95\x8C", " ", "1", "2", "3", "\n", "x"});
+  // Invalid UTF-8 becomes U+FFFD, as with the scanners; the pieces still cover the whole text.
+  const Words words = PreTokenizer::for_name("falcon").split("ab\xFF cd");
+  std::string joined;
+  for (const auto& w : words) joined += w;
+  CHECK(joined == "ab\xEF\xBF\xBD cd");
+  CHECK(PreTokenizer::for_name("llama-bpe").ignore_merges());
+  CHECK_FALSE(PreTokenizer::for_name("deepseek-llm").ignore_merges());
+  CHECK_THROWS_WITH(PreTokenizer::for_name("no-such-pre"),
+                    Catch::Contains("'no-such-pre'") && Catch::Contains("it knows: default") && Catch::Contains("qwen35"));
+  CHECK(loom::tokenizer::known_pre_tokenizers().size() >= 90);
+}
+
 TEST_CASE("StreamingDecoder only emits complete UTF-8", "[tokenizer]") {
   const auto tok = tiny_spm(true);
   loom::StreamingDecoder decoder(*tok);

@@ -234,8 +234,10 @@ PreTokenizer PreTokenizer::for_name(std::string_view pre) {
     p.regexes_ = splitter;
     return p;
   }
-  throw Error("tokenizer.ggml.pre = '" + std::string(pre) + "' names a pre-tokenizer Loom does not know (it knows " +
-              std::to_string(known_pre_tokenizers().size()) + ", llama.cpp's list; `loom tokenize --help` names them)");
+  std::string known;
+  for (const std::string& name : known_pre_tokenizers()) known += (known.empty() ? "" : ", ") + name;
+  throw Error("tokenizer.ggml.pre = '" + std::string(pre) + "' names a pre-tokenizer Loom does not know (it knows: " +
+              known + ")");
 }
 
 std::vector<std::string> PreTokenizer::split(std::string_view text) const {
