@@ -98,7 +98,6 @@ std::pair<size_t, size_t> run_suite(const std::string& name, const std::filesyst
 // naming the model (issue 18 tracks them); one that starts loading must move to the checked suites.
 const std::map<std::string, std::string> kNotYetSupported = {
     {"bert-bge", "tokenizer.ggml.model = 'bert'"},     // WordPiece
-    {"gemma-4", "tokenizer.ggml.model = 'gemma4'"},    // BPE over SentencePiece-style pieces, no byte mapping
 };
 
 TEST_CASE("vocab suites: every llama.cpp reference suite found matches id for id", "[tokenizer][vocab]") {

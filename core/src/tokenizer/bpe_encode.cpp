@@ -68,9 +68,18 @@ class BpeWord {
         out.push_back(id);
         continue;
       }
-      // Not reachable with a complete byte-level vocabulary; mirror llama.cpp and try single bytes.
+      // Byte-level: not reachable with a complete vocabulary; mirror llama.cpp and try single bytes.
+      // Over UTF-8 pieces (Gemma 4): the <0xHH> byte tokens, as SentencePiece's byte fallback.
       for (char c : text) {
-        const int32_t byte_id = vocab_.find(std::string_view(&c, 1));
+        int32_t byte_id = -1;
+        if (vocab_.data.byte_level) {
+          byte_id = vocab_.find(std::string_view(&c, 1));
+        } else {
+          static constexpr char kHex[] = "0123456789ABCDEF";
+          const auto b = static_cast<uint8_t>(c);
+          const char spelled[6] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
+          byte_id = vocab_.find(std::string_view(spelled, 6));
+        }
         if (byte_id >= 0) out.push_back(byte_id);
       }
     }
@@ -96,6 +105,25 @@ class BpeWord {
 
 void bpe_encode(const Vocab& vocab, const PreTokenizer& pre, std::string_view text, std::vector<int32_t>& out) {
   std::string mapped;
+  if (!vocab.data.byte_level) {
+    // Pieces are raw UTF-8 with spaces spelled U+2581, as the vocabulary stores them.
+    std::string escaped;
+    for (char c : text) escaped += c == ' ' ? std::string_view("\xE2\x96\x81") : std::string_view(&c, 1);
+    for (const std::string& word : pre.split(escaped)) {
+      // A run of newlines is one token when the vocabulary has it (Gemma 4's tokenizer.json does not
+      // merge newlines pairwise the way its ranks would).
+      if (word.find_first_not_of('\n') == std::string::npos) {
+        if (const int32_t id = vocab.find(word); id >= 0) {
+          out.push_back(id);
+          continue;
+        }
+      }
+      BpeWord bpe(vocab, word);
+      bpe.merge();
+      bpe.emit(out);
+    }
+    return;
+  }
   for (const std::string& word : pre.split(text)) {
     mapped.clear();
     for (char c : word) mapped += byte_to_unicode(static_cast<uint8_t>(c));

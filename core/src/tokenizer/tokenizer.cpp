@@ -196,7 +196,8 @@ std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
     case TokenType::unknown: return render_special ? text : std::string();
     case TokenType::user_defined: return text;
     case TokenType::normal:
-      return vocab_.data.kind == VocabKind::spm ? unescape_spaces(text) : decode_byte_level(text);
+      return vocab_.data.kind == VocabKind::spm || !vocab_.data.byte_level ? unescape_spaces(text)
+                                                                            : decode_byte_level(text);
     case TokenType::byte:
       // SentencePiece byte tokens are spelled <0xHH>.
       if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>') {

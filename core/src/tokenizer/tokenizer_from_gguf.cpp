@@ -32,11 +32,17 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::GgufFile& file) {
     data.kind = VocabKind::spm;
   } else if (*model == "gpt2") {
     data.kind = VocabKind::bpe;
+  } else if (*model == "gemma4") {
+    data.kind = VocabKind::bpe;
+    data.byte_level = false;
   } else {
     throw Error(where("tokenizer.ggml.model") + " = '" + *model +
-                "' is not supported (Loom implements 'llama' (SentencePiece) and 'gpt2' (byte-level BPE))");
+                "' is not supported (Loom implements 'llama' (SentencePiece), 'gpt2' (byte-level BPE) and 'gemma4' "
+                "(BPE over UTF-8 pieces))");
   }
   data.pre = file.get_string("tokenizer.ggml.pre").value_or("default");
+  // Gemma 4's files name no pre-tokenizer: its tokenizer.json splits newline runs from the rest.
+  if (*model == "gemma4") data.pre = "gemma4";
   data.tokens = file.get_string_array("tokenizer.ggml.tokens");
   if (data.tokens.empty()) throw Error(where("tokenizer.ggml.tokens") + " is missing or empty");
   data.scores = file.get_float_array("tokenizer.ggml.scores");
@@ -58,6 +64,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::GgufFile& file) {
   data.unk_id = read_id(file, "tokenizer.ggml.unknown_token_id", spm ? 0 : -1, n);
   data.pad_id = read_id(file, "tokenizer.ggml.padding_token_id", -1, n);
   data.add_bos = file.get_bool("tokenizer.ggml.add_bos_token").value_or(spm);
+  if (*model == "gemma4") data.add_bos = true;  // Gemma 4 always starts with <bos>, whatever the file says
   data.add_eos = file.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
   data.add_space_prefix = file.get_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
   if (!spm) data.add_space_prefix = false;  // BPE encodes spaces itself

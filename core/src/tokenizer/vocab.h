@@ -42,6 +42,9 @@ struct VocabData {
   bool add_bos = false;
   bool add_eos = false;
   bool add_space_prefix = false;     // SPM: prefix text (and text after a special token) with a space
+  // BPE: tokens spell bytes through GPT-2's byte-to-unicode map. False for BPE over raw UTF-8 pieces
+  // (Gemma 4): spaces are written U+2581 as in SentencePiece and unknown bytes fall back to <0xHH>.
+  bool byte_level = true;
 };
 
 struct StringHash {
