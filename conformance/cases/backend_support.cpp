@@ -13,6 +13,31 @@ constexpr uint64_t kGuardBytes = 256;
 constexpr uint8_t kGuardPattern = 0xA5;
 }  // namespace
 
+namespace {
+
+// Formats the suite knows only by their GGUF layout (no block struct in the ABI): values per block,
+// bytes per block, and the offsets of the f16 scales a random block must keep finite.
+struct GgufBlock {
+  int64_t elems = 0;
+  uint64_t bytes = 0;
+  std::vector<size_t> half_offsets;
+};
+
+GgufBlock gguf_block(loom_dtype dtype) {
+  switch (dtype) {
+    case LOOM_DTYPE_Q4_1: return {32, 20, {0, 2}};
+    case LOOM_DTYPE_Q5_1: return {32, 24, {0, 2}};
+    case LOOM_DTYPE_Q2_K: return {256, 84, {80, 82}};
+    case LOOM_DTYPE_Q3_K: return {256, 110, {108}};
+    case LOOM_DTYPE_Q5_K: return {256, 176, {0, 2}};
+    case LOOM_DTYPE_IQ4_NL: return {32, 18, {0}};
+    case LOOM_DTYPE_IQ4_XS: return {256, 136, {0}};
+    default: return {};
+  }
+}
+
+}  // namespace
+
 uint64_t dtype_row_bytes(loom_dtype dtype, int64_t ne0) {
   switch (dtype) {
     case LOOM_DTYPE_F32:
@@ -25,7 +50,10 @@ uint64_t dtype_row_bytes(loom_dtype dtype, int64_t ne0) {
     case LOOM_DTYPE_Q4_K: return uint64_t(ne0 / LOOM_QK_K) * sizeof(loom_block_q4_k);
     case LOOM_DTYPE_Q6_K: return uint64_t(ne0 / LOOM_QK_K) * sizeof(loom_block_q6_k);
     case LOOM_DTYPE_INT8_KV: return 4 + uint64_t(ne0);
-    default: return 0;
+    default: {
+      const GgufBlock block = gguf_block(dtype);
+      return block.elems > 0 ? uint64_t(ne0 / block.elems) * block.bytes : 0;
+    }
   }
 }
 
@@ -37,7 +65,9 @@ static uint64_t block_bytes(loom_dtype dtype, int64_t ne0) {
     case LOOM_DTYPE_Q4_K: return sizeof(loom_block_q4_k);
     case LOOM_DTYPE_Q6_K: return sizeof(loom_block_q6_k);
     case LOOM_DTYPE_INT8_KV: return 1;
-    default: return dtype_row_bytes(dtype, ne0) / uint64_t(ne0);
+    default:
+      if (gguf_block(dtype).elems > 0) return gguf_block(dtype).bytes;
+      return dtype_row_bytes(dtype, ne0) / uint64_t(ne0);
   }
 }
 
@@ -51,6 +81,12 @@ std::string dtype_label(loom_dtype dtype) {
     case LOOM_DTYPE_Q8_0: return "Q8_0";
     case LOOM_DTYPE_Q4_K: return "Q4_K";
     case LOOM_DTYPE_Q5_K: return "Q5_K";
+    case LOOM_DTYPE_Q4_1: return "Q4_1";
+    case LOOM_DTYPE_Q5_1: return "Q5_1";
+    case LOOM_DTYPE_Q2_K: return "Q2_K";
+    case LOOM_DTYPE_Q3_K: return "Q3_K";
+    case LOOM_DTYPE_IQ4_NL: return "IQ4_NL";
+    case LOOM_DTYPE_IQ4_XS: return "IQ4_XS";
     case LOOM_DTYPE_Q6_K: return "Q6_K";
     case LOOM_DTYPE_INT8_KV: return "INT8_KV";
     default: return "dtype" + std::to_string(dtype);
@@ -143,6 +179,7 @@ HostTensor random_weights(std::mt19937& rng, loom_dtype dtype, int64_t n_in, int
         if (dtype == LOOM_DTYPE_Q4_0 || dtype == LOOM_DTYPE_Q5_0 || dtype == LOOM_DTYPE_Q8_0) put_half(off, small(rng));
         if (dtype == LOOM_DTYPE_Q4_K) put_half(off, small(rng)), put_half(off + 2, small(rng));
         if (dtype == LOOM_DTYPE_Q6_K) put_half(off + offsetof(loom_block_q6_k, d), small(rng) * 0.1f);
+        for (size_t half : gguf_block(dtype).half_offsets) put_half(off + half, small(rng));
       }
     }
   }

@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-/* Minor versions: 1.1 added LOOM_ROPE_FREQ_FACTORS (backend.h). */
+/* Minor versions: 1.1 added LOOM_ROPE_FREQ_FACTORS (backend.h), LOOM_DTYPE_IQ4_NL and LOOM_DTYPE_IQ4_XS. */
 #define LOOM_ABI_MINOR 1
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"

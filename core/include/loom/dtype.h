@@ -29,6 +29,8 @@ typedef int32_t loom_dtype;
 #define LOOM_DTYPE_Q5_K 13
 #define LOOM_DTYPE_Q6_K 14
 #define LOOM_DTYPE_Q8_K 15
+#define LOOM_DTYPE_IQ4_NL 20 /* (ABI 1.1) */
+#define LOOM_DTYPE_IQ4_XS 23 /* (ABI 1.1) */
 #define LOOM_DTYPE_I8 24
 #define LOOM_DTYPE_I16 25
 #define LOOM_DTYPE_I32 26

@@ -2,6 +2,8 @@
 // every fast kernel is checked against.
 #include "cpu_tensor.h"
 
+#include "dequantize_more.h"
+
 #include <cstring>
 
 #include <algorithm>
@@ -71,7 +73,11 @@ TypeLayout type_layout(loom_dtype type) {
     case LOOM_DTYPE_Q4_K: return {LOOM_QK_K, sizeof(loom_block_q4_k)};
     case LOOM_DTYPE_Q6_K: return {LOOM_QK_K, sizeof(loom_block_q6_k)};
     case LOOM_DTYPE_INT8_KV: return {1, 1};  // int8 elements after a 4-byte scale
-    default: return {};
+    default: {
+      const ExtraLayout extra = extra_layout(type);
+      if (extra.block_elems > 0) return {extra.block_elems, extra.block_bytes};
+      return {};
+    }
   }
 }
 
@@ -93,6 +99,8 @@ const char* dtype_name(loom_dtype type) {
     case LOOM_DTYPE_Q5_K: return "Q5_K";
     case LOOM_DTYPE_Q6_K: return "Q6_K";
     case LOOM_DTYPE_Q8_K: return "Q8_K";
+    case LOOM_DTYPE_IQ4_NL: return "IQ4_NL";
+    case LOOM_DTYPE_IQ4_XS: return "IQ4_XS";
     case LOOM_DTYPE_I8: return "I8";
     case LOOM_DTYPE_I16: return "I16";
     case LOOM_DTYPE_I64: return "I64";
@@ -120,7 +128,7 @@ bool is_weight_dtype(loom_dtype type) {
     case LOOM_DTYPE_Q8_0:
     case LOOM_DTYPE_Q4_K:
     case LOOM_DTYPE_Q6_K: return true;
-    default: return false;
+    default: return extra_layout(type).block_elems > 0;  // decoded row by row (dequantize_more.h)
   }
 }
 
@@ -229,7 +237,8 @@ void dequantize_row(loom_dtype type, const void* row, float* out, int64_t n) {
       for (int64_t i = 0; i < n; i++) out[i] = float(q[i]) * scale;
       return;
     }
-    default: unsupported(std::string("cannot decode dtype ") + dtype_name(type));
+    default:
+      if (!dequantize_extra(type, row, out, n)) unsupported(std::string("cannot decode dtype ") + dtype_name(type));
   }
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fast_internal.h"
+#include "kernels_dequant.h"
 
 namespace loom::cpu {
 namespace {
@@ -35,7 +36,11 @@ MatmulPlan plan_for(loom_dtype type, int64_t n_in, const Kernels& k) {
     case LOOM_DTYPE_F16: return {ActFormat::f32, k.f16, size_t(n_in) * 4};
     case LOOM_DTYPE_BF16: return {ActFormat::f32, k.bf16, size_t(n_in) * 4};
     case LOOM_DTYPE_F32: return {ActFormat::f32, k.f32, size_t(n_in) * 4};
-    default: unsupported(std::string("MATMUL: weight dtype ") + dtype_name(type) + " has no fast kernel");
+    default: {
+      const WeightKernels decoded = dequant_kernels(type, k);
+      if (decoded.tile == nullptr) unsupported(std::string("MATMUL: weight dtype ") + dtype_name(type) + " has no fast kernel");
+      return {ActFormat::f32, decoded, size_t(n_in) * 4};
+    }
   }
 }
 

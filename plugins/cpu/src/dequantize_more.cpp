@@ -1,0 +1,196 @@
+#include "dequantize_more.h"
+
+#include <cstring>
+
+#include "cpu_tensor.h"
+
+namespace loom::cpu {
+
+namespace {
+
+// The blocks as ggml stores them (ggml-common.h), byte for byte.
+struct BlockQ4_1 {
+  uint16_t d, m;
+  uint8_t qs[16];
+};
+struct BlockQ5_1 {
+  uint16_t d, m;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ2K {
+  uint8_t scales[16];  // 4-bit scale and 4-bit min of each 16 values
+  uint8_t qs[64];
+  uint16_t d, dmin;
+};
+struct BlockQ3K {
+  uint8_t hmask[32];  // the third bit of each value
+  uint8_t qs[64];     // the low two bits
+  uint8_t scales[12]; // sixteen 6-bit scales
+  uint16_t d;
+};
+struct BlockQ5K {
+  uint16_t d, dmin;
+  uint8_t scales[12];  // as Q4_K
+  uint8_t qh[32];
+  uint8_t qs[128];
+};
+struct BlockIQ4NL {
+  uint16_t d;
+  uint8_t qs[16];
+};
+struct BlockIQ4XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
+static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_1) == 24 && sizeof(BlockQ2K) == 84 && sizeof(BlockQ3K) == 110 &&
+              sizeof(BlockQ5K) == 176 && sizeof(BlockIQ4NL) == 18 && sizeof(BlockIQ4XS) == 136);
+
+// The sixteen non-uniform levels of the IQ4 formats.
+constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+void q4_1(const BlockQ4_1* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / 32; i++, b++, y += 32) {
+    const float d = half_to_float(b->d), m = half_to_float(b->m);
+    for (int j = 0; j < 16; j++) {
+      y[j] = float(b->qs[j] & 0xF) * d + m;
+      y[j + 16] = float(b->qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+void q5_1(const BlockQ5_1* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / 32; i++, b++, y += 32) {
+    const float d = half_to_float(b->d), m = half_to_float(b->m);
+    uint32_t qh;
+    std::memcpy(&qh, b->qh, 4);
+    for (int j = 0; j < 16; j++) {
+      const uint8_t high0 = uint8_t(((qh >> j) << 4) & 0x10), high1 = uint8_t((qh >> (j + 12)) & 0x10);
+      y[j] = float((b->qs[j] & 0xF) | high0) * d + m;
+      y[j + 16] = float((b->qs[j] >> 4) | high1) * d + m;
+    }
+  }
+}
+
+void q2_k(const BlockQ2K* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / 256; i++, b++) {
+    const float d = half_to_float(b->d), dmin = half_to_float(b->dmin);
+    const uint8_t* q = b->qs;
+    int is = 0;
+    for (int half = 0; half < 2; half++, q += 32) {
+      for (int shift = 0; shift < 8; shift += 2) {
+        for (int part = 0; part < 2; part++) {  // two groups of 16 per shift: q[0..15], q[16..31]
+          const uint8_t sc = b->scales[is++];
+          const float dl = d * float(sc & 0xF), ml = dmin * float(sc >> 4);
+          for (int l = 0; l < 16; l++) *y++ = dl * float((q[l + 16 * part] >> shift) & 3) - ml;
+        }
+      }
+    }
+  }
+}
+
+void q3_k(const BlockQ3K* b, float* y, int64_t n) {
+  constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  for (int64_t i = 0; i < n / 256; i++, b++) {
+    const float d_all = half_to_float(b->d);
+    // Unpack the sixteen 6-bit scales: low 4 bits from bytes 0-7, high 2 bits from bytes 8-11.
+    uint32_t aux[4];
+    std::memcpy(aux, b->scales, 12);
+    const uint32_t tmp = aux[2];
+    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+    int8_t scales[16];
+    std::memcpy(scales, aux, 16);
+    const uint8_t* q = b->qs;
+    uint8_t m = 1;
+    int is = 0;
+    for (int half = 0; half < 2; half++, q += 32) {
+      for (int shift = 0; shift < 8; shift += 2, m = uint8_t(m << 1)) {
+        for (int part = 0; part < 2; part++) {
+          const float dl = d_all * float(scales[is++] - 32);
+          for (int l = 0; l < 16; l++) {
+            const int k = l + 16 * part;
+            const int value = int((q[k] >> shift) & 3) - ((b->hmask[k] & m) ? 0 : 4);
+            *y++ = dl * float(value);
+          }
+        }
+      }
+    }
+  }
+}
+
+void q5_k(const BlockQ5K* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / 256; i++, b++) {
+    const float d = half_to_float(b->d), dmin = half_to_float(b->dmin);
+    const uint8_t* ql = b->qs;
+    uint8_t u1 = 1, u2 = 2;
+    for (int is = 0; is < 8; is += 2, ql += 32, u1 = uint8_t(u1 << 2), u2 = uint8_t(u2 << 2)) {
+      uint8_t sc, m;
+      get_scale_min_k4(is, b->scales, &sc, &m);
+      const float d1 = d * sc, m1 = dmin * m;
+      get_scale_min_k4(is + 1, b->scales, &sc, &m);
+      const float d2 = d * sc, m2 = dmin * m;
+      for (int l = 0; l < 32; l++) *y++ = d1 * float((ql[l] & 0xF) + (b->qh[l] & u1 ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; l++) *y++ = d2 * float((ql[l] >> 4) + (b->qh[l] & u2 ? 16 : 0)) - m2;
+    }
+  }
+}
+
+void iq4_nl(const BlockIQ4NL* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / 32; i++, b++, y += 32) {
+    const float d = half_to_float(b->d);
+    for (int j = 0; j < 16; j++) {
+      y[j] = d * float(kIq4Levels[b->qs[j] & 0xF]);
+      y[j + 16] = d * float(kIq4Levels[b->qs[j] >> 4]);
+    }
+  }
+}
+
+void iq4_xs(const BlockIQ4XS* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / 256; i++, b++) {
+    const float d = half_to_float(b->d);
+    const uint8_t* qs = b->qs;
+    for (int ib = 0; ib < 8; ib++, qs += 16, y += 32) {
+      const int ls = ((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b->scales_h >> (2 * ib)) & 3) << 4);
+      const float dl = d * float(ls - 32);
+      for (int j = 0; j < 16; j++) {
+        y[j] = dl * float(kIq4Levels[qs[j] & 0xF]);
+        y[j + 16] = dl * float(kIq4Levels[qs[j] >> 4]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+ExtraLayout extra_layout(loom_dtype type) {
+  switch (type) {
+    case LOOM_DTYPE_Q4_1: return {32, sizeof(BlockQ4_1)};
+    case LOOM_DTYPE_Q5_1: return {32, sizeof(BlockQ5_1)};
+    case LOOM_DTYPE_Q2_K: return {256, sizeof(BlockQ2K)};
+    case LOOM_DTYPE_Q3_K: return {256, sizeof(BlockQ3K)};
+    case LOOM_DTYPE_Q5_K: return {256, sizeof(BlockQ5K)};
+    case LOOM_DTYPE_IQ4_NL: return {32, sizeof(BlockIQ4NL)};
+    case LOOM_DTYPE_IQ4_XS: return {256, sizeof(BlockIQ4XS)};
+    default: return {0, 0};
+  }
+}
+
+bool dequantize_extra(loom_dtype type, const void* row, float* out, int64_t n) {
+  switch (type) {
+    case LOOM_DTYPE_Q4_1: q4_1(static_cast<const BlockQ4_1*>(row), out, n); return true;
+    case LOOM_DTYPE_Q5_1: q5_1(static_cast<const BlockQ5_1*>(row), out, n); return true;
+    case LOOM_DTYPE_Q2_K: q2_k(static_cast<const BlockQ2K*>(row), out, n); return true;
+    case LOOM_DTYPE_Q3_K: q3_k(static_cast<const BlockQ3K*>(row), out, n); return true;
+    case LOOM_DTYPE_Q5_K: q5_k(static_cast<const BlockQ5K*>(row), out, n); return true;
+    case LOOM_DTYPE_IQ4_NL: iq4_nl(static_cast<const BlockIQ4NL*>(row), out, n); return true;
+    case LOOM_DTYPE_IQ4_XS: iq4_xs(static_cast<const BlockIQ4XS*>(row), out, n); return true;
+    default: return false;
+  }
+}
+
+}  // namespace loom::cpu
