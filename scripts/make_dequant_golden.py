@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Record reference decodings of the GGUF block formats the CPU backend decodes row by row (Q4_1, Q5_1,
-Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS) into tests/golden/dequant-gguf-py.json.
+Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS) into tests/data/dequant-gguf-py.json.
 
 The decoder is gguf-py's (`pip install gguf`: ggml's own Python package, an implementation independent
 of Loom's C++): random blocks, with their f16 scale fields set to finite values, and what gguf-py
 decodes them to. tests/unit/test_dequant_golden.cpp runs the same bytes through the CPU backend's
 GET_ROWS (reference and fast kernels) and compares.
 
-usage: python3 scripts/make_dequant_golden.py [--out tests/golden/dequant-gguf-py.json]
+usage: python3 scripts/make_dequant_golden.py [--out tests/data/dequant-gguf-py.json]
 """
 import argparse
 import json
@@ -26,7 +26,7 @@ N_BLOCKS = 3
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    parser.add_argument("--out", default=os.path.join(root, "tests", "golden", "dequant-gguf-py.json"))
+    parser.add_argument("--out", default=os.path.join(root, "tests", "data", "dequant-gguf-py.json"))
     args = parser.parse_args()
     rng = np.random.default_rng(18)
     out = {"generator": "scripts/make_dequant_golden.py (gguf-py %s)" % __import__("gguf").__version__

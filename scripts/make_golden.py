@@ -72,6 +72,9 @@ SYNTH_SPECS = [
     # bands of the factors (kept, interpolated, divided by 8).
     {"name": "synth-llama3-f16", "arch": "llama", "layers": 2, "dim": 128, "heads": 2, "kv_heads": 1,
      "head_dim": 64, "ff": 256, "vocab": 512, "ctx": 512, "seed": 22, "type": "F16", "llama3_rope": True},
+    # SmolLM3: layer 3 of 4 has no rotary embedding.
+    {"name": "synth-smollm3-f16", "arch": "smollm3", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 23, "type": "F16"},
     {"name": "synth-olmo2-f16", "arch": "olmo2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 18, "type": "F16"},
     {"name": "synth-olmo2-q8_0", "arch": "olmo2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,

@@ -1,5 +1,5 @@
 // The block formats the CPU backend decodes row by row (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS)
-// against gguf-py, ggml's own Python decoder (tests/golden/dequant-gguf-py.json, written by
+// against gguf-py, ggml's own Python decoder (tests/data/dequant-gguf-py.json, written by
 // scripts/make_dequant_golden.py): GET_ROWS and a MATMUL by one-hot rows, on the reference and the
 // fast kernels.
 #include <catch2/catch.hpp>
@@ -57,7 +57,7 @@ std::pair<std::vector<float>, std::vector<float>> decode(loom::Backend& backend,
 }  // namespace
 
 TEST_CASE("GGUF block formats decode as gguf-py decodes them, through GET_ROWS and MATMUL", "[dequant][golden]") {
-  std::ifstream in(loom::test::source_dir() / "tests" / "golden" / "dequant-gguf-py.json");
+  std::ifstream in(loom::test::source_dir() / "tests" / "data" / "dequant-gguf-py.json");
   REQUIRE(in);
   const auto golden = nlohmann::json::parse(in);
   for (bool reference : {true, false}) {

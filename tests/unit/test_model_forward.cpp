@@ -73,7 +73,7 @@ size_t argmax(const float* a, size_t n) { return static_cast<size_t>(std::max_el
 
 TEST_CASE("model: every supported arch loads and runs a forward with finite logits", "[model]") {
   auto backend = loom::test::cpu_backend();
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "granite"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "granite", "smollm3"}) {
     for (loom_dtype weights : {LOOM_DTYPE_F32, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0, LOOM_DTYPE_F16}) {
       INFO(arch << " weights " << weights);
       const auto spec = loom::test::small_spec(arch, weights);
@@ -143,6 +143,10 @@ TEST_CASE("model: hyper-parameters follow llama.cpp per arch", "[model]") {
   CHECK(gr.residual_scale == 0.22f);
   CHECK(gr.logit_scale == Approx(0.125f));
   CHECK(gr.rope_mode == LOOM_ROPE_NORMAL);
+  auto smollm3_spec = loom::test::small_spec("smollm3");
+  smollm3_spec.n_layers = 8;
+  auto smollm3 = Model::load(loom::test::write_small_model(smollm3_spec, "smollm3-info"), *backend);
+  CHECK(smollm3->info().layer_uses_rope == std::vector<bool>{true, true, true, false, true, true, true, false});
   auto llama = Model::load(loom::test::write_small_model(loom::test::small_spec("llama"), "llama-info"), *backend);
   CHECK(llama->info().rope_mode == LOOM_ROPE_NORMAL);
   CHECK(llama->info().ffn_activation == LOOM_ACTIVATION_SILU);
@@ -152,7 +156,7 @@ TEST_CASE("model: hyper-parameters follow llama.cpp per arch", "[model]") {
 
 TEST_CASE("model: a mixed batch over a permuted block layout equals each sequence alone", "[model]") {
   auto backend = loom::test::cpu_backend();
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "granite"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "granite", "smollm3"}) {
     INFO(arch);
     auto model = Model::load(loom::test::write_small_model(loom::test::small_spec(arch, LOOM_DTYPE_Q8_0), arch + "-q8"),
                              *backend);
@@ -239,7 +243,7 @@ TEST_CASE("model: chunked prefill equals one-shot prefill", "[model]") {
 TEST_CASE("model: the CPU reference and fast backends agree on logits", "[model]") {
   auto fast = loom::test::cpu_backend(false);
   auto reference = loom::test::cpu_backend(true);
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "granite"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "granite", "smollm3"}) {
     for (loom_dtype weights : {LOOM_DTYPE_F32, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0}) {
       INFO(arch << " weights " << weights);
       const auto path = loom::test::write_small_model(loom::test::small_spec(arch, weights), arch + "-ref");
@@ -340,8 +344,9 @@ TEST_CASE("model: unsupported architectures and tensor types are clear errors", 
     for (const auto& t : source.tensors()) {
       const auto data = source.tensor_data(t);
       if (t.name == retyped_tensor) {
-        // Q4_1: 20 bytes per 32 values; contents do not matter, loading must refuse the type.
-        w.add_tensor(t.name, new_type, t.dims, std::vector<uint8_t>(static_cast<size_t>(t.n_elements / 32 * 20), 0));
+        // Q8_1 (ggml's activation format): 36 bytes per 32 values; contents do not matter, loading
+        // must refuse the type.
+        w.add_tensor(t.name, new_type, t.dims, std::vector<uint8_t>(static_cast<size_t>(t.n_elements / 32 * 36), 0));
       } else {
         w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(data.begin(), data.end()));
       }
@@ -352,9 +357,9 @@ TEST_CASE("model: unsupported architectures and tensor types are clear errors", 
   const auto gpt2 = rewrite("gpt2", "", LOOM_DTYPE_F32);
   CHECK_THROWS_WITH(Model::load(loom::gguf::GgufFile::from_memory(gpt2, "gpt2.gguf"), *backend),
                     Catch::Contains("architecture 'gpt2' is not supported") && Catch::Contains("gemma3"));
-  const auto q4_1 = rewrite("llama", "blk.1.ffn_up.weight", LOOM_DTYPE_Q4_1);
-  CHECK_THROWS_WITH(Model::load(loom::gguf::GgufFile::from_memory(q4_1, "q4_1.gguf"), *backend),
-                    Catch::Contains("blk.1.ffn_up.weight") && Catch::Contains("Q4_1") && Catch::Contains("does not support"));
+  const auto q8_1 = rewrite("llama", "blk.1.ffn_up.weight", LOOM_DTYPE_Q8_1);
+  CHECK_THROWS_WITH(Model::load(loom::gguf::GgufFile::from_memory(q8_1, "q8_1.gguf"), *backend),
+                    Catch::Contains("blk.1.ffn_up.weight") && Catch::Contains("Q8_1") && Catch::Contains("does not support"));
   // The unchanged copy loads, so the two failures above are about what was changed.
   const auto same = rewrite("llama", "", LOOM_DTYPE_F32);
   CHECK_NOTHROW(Model::load(loom::gguf::GgufFile::from_memory(same, "same.gguf"), *backend));

@@ -133,10 +133,10 @@ void require(bool ok, const std::string& what) {
 
 SynthSpec resolve_synth_spec(const SynthSpec& in) {
   SynthSpec spec = in;
-  const bool is_llama = spec.arch == "llama", is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2";
+  const bool is_llama = spec.arch == "llama" || spec.arch == "smollm3", is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2";
   require(is_llama || is_gemma || spec.arch == "qwen2" || spec.arch == "qwen3" || spec.arch == "olmo2" ||
               spec.arch == "granite",
-          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite)");
+          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3)");
   require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
   require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
   require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
@@ -163,7 +163,7 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
   }
   const bool llama_like = is_llama || spec.arch == "granite";
   if (spec.rms_eps == 0.0f) spec.rms_eps = llama_like ? 1e-5f : 1e-6f;
-  require(!spec.llama3_rope || is_llama, "llama3_rope is for arch llama only");
+  require(!spec.llama3_rope || spec.arch == "llama", "llama3_rope is for arch llama only");
   if (spec.rope_freq_base == 0.0f) spec.rope_freq_base = spec.llama3_rope ? 500000.0f : llama_like ? 10000.0f : 1000000.0f;
   if (is_gemma && spec.sliding_window == 0) spec.sliding_window = 512;
   return spec;

@@ -1,4 +1,4 @@
-// Model — a decoder-only transformer (llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite) whose weights live in backend buffers and
+// Model — a decoder-only transformer (llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3) whose weights live in backend buffers and
 // whose forward pass is a list of ABI ops (GET_ROWS, RMS_NORM, MATMUL, ROPE, STORE_KV,
 // PAGED_ATTENTION, GLU, ADD, ...) run by the backend in one call.
 //

@@ -5,7 +5,7 @@
 //     h = rms_norm(x) * attn_norm                                (olmo2: h = x)
 //     q, k, v = h·Wq (+bq), h·Wk (+bk), h·Wv (+bv)              // [head_dim, heads, n_tok]
 //     q, k = rms_norm per head (gemma3, qwen3) or over all heads (olmo2); rope(q, k, positions
-//            [, rope_freqs: Llama 3.1+])
+//            [, rope_freqs: Llama 3.1+]; not in smollm3's every fourth layer)
 //     store k, v at slot_mapping; a = paged_attention(q, cache)  // [head_dim, n_heads, n_tok]
 //       (scores soft-capped in gemma2; local layers see a sliding window in gemma2/3)
 //     h = a·Wo; h = rms_norm(h) * post_attn_norm (gemma2/3, olmo2); x += h [* residual_scale (granite)]
@@ -213,7 +213,9 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
       norm(k, k, l.k_norm);
     }
     const loom_rope_params* rope = local ? &rope_local_ : &rope_global_;
-    if (m.rope_freq_factors) {
+    if (!m.layer_uses_rope[static_cast<size_t>(il)]) {
+      // smollm3's NoPE layers: positions reach them only through the other layers.
+    } else if (m.rope_freq_factors) {
       op(LOOM_OP_ROPE, q3, {q3, positions, rope_freqs_}, rope);
       op(LOOM_OP_ROPE, k3, {k3, positions, rope_freqs_}, rope);
     } else {

@@ -10,6 +10,7 @@
 //  - qwen3: NEOX rope, an RMS norm of each q and k head before rope, no biases.
 //  - olmo2: NEOX rope, no norms before attention and FFN, norms after them (before the residual
 //    add), and q/k norms over the whole q and k vectors (all heads at once).
+//  - smollm3: llama whose every fourth layer ((il + 1) % 4 == 0) has no rotary embedding (NoPE).
 //  - granite: llama plus four multipliers: embedding_scale (embeddings), attention.scale (q·k),
 //    residual_scale (each block's output), logit_scale (logits are divided by it).
 //  - llama (Llama 2/3, TinyLlama, SmolLM, Mistral): NORMAL rope, SiLU gate.
@@ -80,7 +81,7 @@ class Reader {
 
 }  // namespace
 
-std::string arch_list() { return "llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite"; }
+std::string arch_list() { return "llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3"; }
 
 ModelInfo read_model_info(const gguf::GgufFile& file) {
   ModelInfo info;
@@ -101,6 +102,8 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     info.arch = ModelArch::olmo2;
   } else if (*arch == "granite") {
     info.arch = ModelArch::granite;
+  } else if (*arch == "smollm3") {
+    info.arch = ModelArch::smollm3;
   } else {
     throw Error(file.label() + ": architecture '" + *arch + "' is not supported (supported: " + arch_list() + ")");
   }
@@ -150,6 +153,7 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
   info.rope_freq_base_local = info.rope_freq_base;
   info.rope_freq_scale_local = info.rope_freq_scale;
   info.layer_is_local.assign(static_cast<size_t>(info.n_layers), false);
+  info.layer_uses_rope.assign(static_cast<size_t>(info.n_layers), true);
   info.attention_scale = 1.0f / std::sqrt(static_cast<float>(info.head_dim));
 
   switch (info.arch) {
@@ -163,6 +167,10 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     case ModelArch::qwen3:
       info.rope_mode = LOOM_ROPE_NEOX;
       info.qk_norm = true;
+      break;
+    case ModelArch::smollm3:
+      info.rope_mode = LOOM_ROPE_NORMAL;
+      for (int32_t il = 0; il < info.n_layers; ++il) info.layer_uses_rope[static_cast<size_t>(il)] = (il + 1) % 4 != 0;
       break;
     case ModelArch::olmo2:
       info.rope_mode = LOOM_ROPE_NEOX;

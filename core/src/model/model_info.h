@@ -14,7 +14,7 @@ class GgufFile;
 
 namespace loom {
 
-enum class ModelArch { llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite };
+enum class ModelArch { llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3 };
 
 struct ModelInfo {
   ModelArch arch = ModelArch::llama;
@@ -43,6 +43,7 @@ struct ModelInfo {
   float rms_eps = 1e-5f;
   uint32_t sliding_window = 0;      // tokens a local layer sees (0 = none)
   std::vector<bool> layer_is_local;  // [n_layers]
+  std::vector<bool> layer_uses_rope; // [n_layers]; smollm3 leaves every fourth layer unrotated
   float attention_scale = 0.0f;      // multiplies q·k
   float embedding_scale = 1.0f;      // multiplies the token embeddings (gemma: sqrt(dim))
   float attn_softcap = 0.0f;         // gemma2: attention logits = cap * tanh(logits / cap); 0 = none
@@ -67,6 +68,6 @@ struct ModelInfo {
 // the tensor list.
 ModelInfo read_model_info(const gguf::GgufFile& file);
 
-std::string arch_list();  // "llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite"
+std::string arch_list();  // "llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3"
 
 }  // namespace loom
