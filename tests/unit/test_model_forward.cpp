@@ -316,6 +316,42 @@ TEST_CASE("model: context overflow and bad batches are clear errors", "[model]")
   CHECK(logits.size() == 384);
 }
 
+namespace {
+
+// A copy of a GGUF file under another architecture name, with one tensor (if named) replaced by
+// zeros of another type: `zero_bytes` bytes of zeros, which every block format decodes to 0.0.
+std::vector<uint8_t> retyped_copy(const loom::gguf::GgufFile& source, const std::string& arch,
+                                  const std::string& retyped_tensor, loom_dtype new_type, size_t zero_bytes) {
+  loom::gguf::GgufWriter w;
+  for (const auto& entry : source.metadata()) {
+    if (entry.key == "general.architecture") continue;
+    std::string key = entry.key;
+    if (key.starts_with("llama.")) key = arch + key.substr(5);
+    std::vector<uint8_t> encoded;
+    if (entry.value.type == loom::gguf::ValueType::array) {
+      const auto element_type = static_cast<uint32_t>(entry.value.array_type);
+      const uint64_t count = entry.value.array_size;
+      encoded.resize(12);
+      std::memcpy(encoded.data(), &element_type, 4);
+      std::memcpy(encoded.data() + 4, &count, 8);
+    }
+    encoded.insert(encoded.end(), entry.value.raw.begin(), entry.value.raw.end());
+    w.set_raw(key, static_cast<uint32_t>(entry.value.type), std::move(encoded));
+  }
+  w.set_string("general.architecture", arch);
+  for (const auto& t : source.tensors()) {
+    const auto data = source.tensor_data(t);
+    if (t.name == retyped_tensor) {
+      w.add_tensor(t.name, new_type, t.dims, std::vector<uint8_t>(zero_bytes, 0));
+    } else {
+      w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(data.begin(), data.end()));
+    }
+  }
+  return w.to_bytes();
+}
+
+}  // namespace
+
 TEST_CASE("model: unsupported architectures and tensor types are clear errors", "[model]") {
   auto backend = loom::test::cpu_backend();
   // Copy a synthetic model, changing the architecture or one tensor's type.
@@ -324,34 +360,10 @@ TEST_CASE("model: unsupported architectures and tensor types are clear errors", 
   const std::vector<uint8_t> bytes = original.to_bytes();
   const auto source = loom::gguf::GgufFile::from_memory(bytes, "synthetic");
   auto rewrite = [&](const std::string& arch, const std::string& retyped_tensor, loom_dtype new_type) {
-    loom::gguf::GgufWriter w;
-    for (const auto& entry : source.metadata()) {
-      if (entry.key == "general.architecture") continue;
-      std::string key = entry.key;
-      if (key.starts_with("llama.")) key = arch + key.substr(5);
-      std::vector<uint8_t> encoded;
-      if (entry.value.type == loom::gguf::ValueType::array) {
-        const auto element_type = static_cast<uint32_t>(entry.value.array_type);
-        const uint64_t count = entry.value.array_size;
-        encoded.resize(12);
-        std::memcpy(encoded.data(), &element_type, 4);
-        std::memcpy(encoded.data() + 4, &count, 8);
-      }
-      encoded.insert(encoded.end(), entry.value.raw.begin(), entry.value.raw.end());
-      w.set_raw(key, static_cast<uint32_t>(entry.value.type), std::move(encoded));
-    }
-    w.set_string("general.architecture", arch);
-    for (const auto& t : source.tensors()) {
-      const auto data = source.tensor_data(t);
-      if (t.name == retyped_tensor) {
-        // Q8_1 (ggml's activation format): 36 bytes per 32 values; contents do not matter, loading
-        // must refuse the type.
-        w.add_tensor(t.name, new_type, t.dims, std::vector<uint8_t>(static_cast<size_t>(t.n_elements / 32 * 36), 0));
-      } else {
-        w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(data.begin(), data.end()));
-      }
-    }
-    return w.to_bytes();
+    // Q8_1 (ggml's activation format): 36 bytes per 32 values; contents do not matter, loading must
+    // refuse the type.
+    const auto* t = source.find_tensor(retyped_tensor);
+    return retyped_copy(source, arch, retyped_tensor, new_type, t ? static_cast<size_t>(t->n_elements / 32 * 36) : 0);
   };
 
   const auto gpt2 = rewrite("gpt2", "", LOOM_DTYPE_F32);
@@ -363,6 +375,39 @@ TEST_CASE("model: unsupported architectures and tensor types are clear errors", 
   // The unchanged copy loads, so the two failures above are about what was changed.
   const auto same = rewrite("llama", "", LOOM_DTYPE_F32);
   CHECK_NOTHROW(Model::load(loom::gguf::GgufFile::from_memory(same, "same.gguf"), *backend));
+}
+
+TEST_CASE("model: files with the row-decoded block types load and run on the CPU backend", "[model]") {
+  auto backend = loom::test::cpu_backend();
+  // dim and ff of 256 so that the 256-value K/IQ4_XS blocks fit a row.
+  auto spec = loom::test::small_spec("llama");
+  spec.dim = 256;
+  spec.ff_dim = 256;
+  loom::gguf::GgufWriter original;
+  loom::gguf::build_synthetic_model(spec, original);
+  const std::vector<uint8_t> bytes = original.to_bytes();
+  const auto source = loom::gguf::GgufFile::from_memory(bytes, "synthetic");
+  const std::string tensor = "blk.1.ffn_up.weight";  // [256, 256]
+  const auto prompt = random_tokens(9, 7, spec.n_vocab);
+  auto logits_with = [&](loom_dtype type, size_t block_elems, size_t block_bytes) {
+    const auto copy = retyped_copy(source, "llama", tensor, type, 256 * 256 / block_elems * block_bytes);
+    auto model = Model::load(loom::gguf::GgufFile::from_memory(copy, "retyped.gguf"), *backend);
+    loom::Session session(*model, {.n_ctx = 32, .block_size = 4});
+    return session.prefill(prompt);
+  };
+  // Zero blocks decode to zeros, so every type must give the logits of an F32 zero matrix.
+  const std::vector<float> expected = logits_with(LOOM_DTYPE_F32, 1, 4);
+  const struct {
+    loom_dtype type;
+    size_t elems, bytes;
+  } types[] = {{LOOM_DTYPE_Q4_1, 32, 20}, {LOOM_DTYPE_Q5_1, 32, 24},  {LOOM_DTYPE_Q2_K, 256, 84},    {LOOM_DTYPE_Q3_K, 256, 110},
+               {LOOM_DTYPE_Q5_K, 256, 176}, {LOOM_DTYPE_IQ4_NL, 32, 18}, {LOOM_DTYPE_IQ4_XS, 256, 136}};
+  for (const auto& t : types) {
+    INFO("type " << t.type);
+    const std::vector<float> logits = logits_with(t.type, t.elems, t.bytes);
+    REQUIRE(logits.size() == expected.size());
+    CHECK(max_diff(logits.data(), expected.data(), expected.size()) <= 1e-4f * std::max(1.0f, max_abs(expected.data(), expected.size())));
+  }
 }
 
 TEST_CASE("model: the Q5_0 -> Q8_0 repack is exact", "[model]") {
