@@ -75,6 +75,11 @@ SYNTH_SPECS = [
     # SmolLM3: layer 3 of 4 has no rotary embedding.
     {"name": "synth-smollm3-f16", "arch": "smollm3", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 23, "type": "F16"},
+    # Phi-3: fused q/k/v and gate/up matrices.
+    {"name": "synth-phi3-f16", "arch": "phi3", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 24, "type": "F16"},
+    {"name": "synth-phi3-q8_0", "arch": "phi3", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 25, "type": "Q8_0"},
     {"name": "synth-olmo2-f16", "arch": "olmo2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 18, "type": "F16"},
     {"name": "synth-olmo2-q8_0", "arch": "olmo2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,

@@ -29,7 +29,7 @@ constexpr const char* kInfoHelp =
 constexpr const char* kSynthHelp =
     "usage: loom gguf synth [options] -o OUT\n\n"
     "Write a synthetic model with seeded random weights in llama.cpp's GGUF layout.\n"
-    "  --arch A          llama | qwen2 | qwen3 | gemma2 | gemma3 | olmo2 | granite | smollm3 (default llama)\n"
+    "  --arch A          llama | qwen2 | qwen3 | gemma2 | gemma3 | olmo2 | granite | smollm3 | phi3 (default llama)\n"
     "  --layers N        block count (default 2)\n"
     "  --dim D           embedding length (default 64)\n"
     "  --heads H         attention heads (default 4)\n"

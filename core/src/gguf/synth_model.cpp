@@ -135,8 +135,8 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
   SynthSpec spec = in;
   const bool is_llama = spec.arch == "llama" || spec.arch == "smollm3", is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2";
   require(is_llama || is_gemma || spec.arch == "qwen2" || spec.arch == "qwen3" || spec.arch == "olmo2" ||
-              spec.arch == "granite",
-          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3)");
+              spec.arch == "granite" || spec.arch == "phi3",
+          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3)");
   require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
   require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
   require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
@@ -161,7 +161,7 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
     require(n % block == 0, std::string(what) + " " + std::to_string(n) + " is not a multiple of the " +
                                 dtype_name(type) + " block size " + std::to_string(block));
   }
-  const bool llama_like = is_llama || spec.arch == "granite";
+  const bool llama_like = is_llama || spec.arch == "granite" || spec.arch == "phi3";
   if (spec.rms_eps == 0.0f) spec.rms_eps = llama_like ? 1e-5f : 1e-6f;
   require(!spec.llama3_rope || spec.arch == "llama", "llama3_rope is for arch llama only");
   if (spec.rope_freq_base == 0.0f) spec.rope_freq_base = spec.llama3_rope ? 500000.0f : llama_like ? 10000.0f : 1000000.0f;
@@ -231,9 +231,13 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   for (int layer = 0; layer < spec.n_layers; ++layer) {
     const std::string p = "blk." + std::to_string(layer) + ".";
     if (!is_olmo2) model.vector(p + "attn_norm.weight", dim, 1.0f, 0.05f);
-    model.matrix(p + "attn_q.weight", dim, q_dim, inv_sqrt(dim));
-    model.matrix(p + "attn_k.weight", dim, kv_dim, inv_sqrt(dim));
-    model.matrix(p + "attn_v.weight", dim, kv_dim, inv_sqrt(dim));
+    if (a == "phi3") {
+      model.matrix(p + "attn_qkv.weight", dim, q_dim + 2 * kv_dim, inv_sqrt(dim));
+    } else {
+      model.matrix(p + "attn_q.weight", dim, q_dim, inv_sqrt(dim));
+      model.matrix(p + "attn_k.weight", dim, kv_dim, inv_sqrt(dim));
+      model.matrix(p + "attn_v.weight", dim, kv_dim, inv_sqrt(dim));
+    }
     if (is_qwen2) {
       model.vector(p + "attn_q.bias", q_dim, 0.0f, 0.02f);
       model.vector(p + "attn_k.bias", kv_dim, 0.0f, 0.02f);
@@ -250,8 +254,12 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
     model.matrix(p + "attn_output.weight", q_dim, dim, inv_sqrt(q_dim));
     if (is_gemma || is_olmo2) model.vector(p + "post_attention_norm.weight", dim, 1.0f, 0.05f);
     if (!is_olmo2) model.vector(p + "ffn_norm.weight", dim, 1.0f, 0.05f);
-    model.matrix(p + "ffn_gate.weight", dim, ff, inv_sqrt(dim));
-    model.matrix(p + "ffn_up.weight", dim, ff, inv_sqrt(dim));
+    if (a == "phi3") {
+      model.matrix(p + "ffn_up.weight", dim, 2 * ff, inv_sqrt(dim));  // gate rows, then up rows
+    } else {
+      model.matrix(p + "ffn_gate.weight", dim, ff, inv_sqrt(dim));
+      model.matrix(p + "ffn_up.weight", dim, ff, inv_sqrt(dim));
+    }
     model.matrix(p + "ffn_down.weight", ff, dim, inv_sqrt(ff));
     if (is_gemma || is_olmo2) model.vector(p + "post_ffw_norm.weight", dim, 1.0f, 0.05f);
   }

@@ -1,4 +1,4 @@
-// Model — a decoder-only transformer (llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3) whose weights live in backend buffers and
+// Model — a decoder-only transformer (llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3) whose weights live in backend buffers and
 // whose forward pass is a list of ABI ops (GET_ROWS, RMS_NORM, MATMUL, ROPE, STORE_KV,
 // PAGED_ATTENTION, GLU, ADD, ...) run by the backend in one call.
 //
@@ -72,6 +72,7 @@ class Model {
   struct LayerWeights {
     loom_tensor attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, post_attn_norm;
     loom_tensor ffn_norm, w_gate, w_up, w_down, post_ffn_norm;
+    loom_tensor w_qkv, w_gate_up;  // phi3's fused matrices; wq/wk/wv and w_gate/w_up are row views of them
   };
   // Shape of the last op list; the same shape with the same buffers means the list is reusable.
   struct GraphKey {

@@ -10,6 +10,7 @@
 //  - qwen3: NEOX rope, an RMS norm of each q and k head before rope, no biases.
 //  - olmo2: NEOX rope, no norms before attention and FFN, norms after them (before the residual
 //    add), and q/k norms over the whole q and k vectors (all heads at once).
+//  - phi3: NEOX rope, q/k/v in one matrix and gate/up in one matrix (split into row views at load).
 //  - smollm3: llama whose every fourth layer ((il + 1) % 4 == 0) has no rotary embedding (NoPE).
 //  - granite: llama plus four multipliers: embedding_scale (embeddings), attention.scale (q·k),
 //    residual_scale (each block's output), logit_scale (logits are divided by it).
@@ -81,7 +82,7 @@ class Reader {
 
 }  // namespace
 
-std::string arch_list() { return "llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3"; }
+std::string arch_list() { return "llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3"; }
 
 ModelInfo read_model_info(const gguf::GgufFile& file) {
   ModelInfo info;
@@ -104,6 +105,8 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     info.arch = ModelArch::granite;
   } else if (*arch == "smollm3") {
     info.arch = ModelArch::smollm3;
+  } else if (*arch == "phi3") {
+    info.arch = ModelArch::phi3;
   } else {
     throw Error(file.label() + ": architecture '" + *arch + "' is not supported (supported: " + arch_list() + ")");
   }
@@ -167,6 +170,15 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     case ModelArch::qwen3:
       info.rope_mode = LOOM_ROPE_NEOX;
       info.qk_norm = true;
+      break;
+    case ModelArch::phi3:
+      info.rope_mode = LOOM_ROPE_NEOX;
+      info.fused_qkv = file.find_tensor("blk.0.attn_qkv.weight") != nullptr;
+      info.fused_gate_up = true;
+      if (file.find_tensor("rope_factors_long.weight") != nullptr || file.find_tensor("rope_factors_short.weight") != nullptr) {
+        throw Error(file.label() + ": tensors 'rope_factors_long/short.weight' (LongRoPE: Phi-3.5, Phi-4-mini 128k) are "
+                                   "not supported yet; Phi-3 4k and Phi-4 files are");
+      }
       break;
     case ModelArch::smollm3:
       info.rope_mode = LOOM_ROPE_NORMAL;

@@ -14,7 +14,7 @@ class GgufFile;
 
 namespace loom {
 
-enum class ModelArch { llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3 };
+enum class ModelArch { llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3 };
 
 struct ModelInfo {
   ModelArch arch = ModelArch::llama;
@@ -58,6 +58,8 @@ struct ModelInfo {
   bool qk_norm_full = false;  // olmo2: the q/k norm spans all heads at once ([q_dim], [kv_dim] weights)
   bool post_norms = false;  // gemma2, gemma3, olmo2: norms after attention and after the FFN, before the residual add
   bool tied_output = false; // no output.weight: the logits reuse token_embd
+  bool fused_qkv = false;   // phi3: one attn_qkv matrix [dim, q_dim + 2 kv_dim] (q, k, v rows in order)
+  bool fused_gate_up = false;  // phi3: one ffn_up matrix [dim, 2 ff] (gate rows, then up rows)
 
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
@@ -68,6 +70,6 @@ struct ModelInfo {
 // the tensor list.
 ModelInfo read_model_info(const gguf::GgufFile& file);
 
-std::string arch_list();  // "llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3"
+std::string arch_list();  // "llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3"
 
 }  // namespace loom

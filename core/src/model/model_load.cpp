@@ -128,9 +128,13 @@ void Model::load_weights(const gguf::GgufFile& file) {
     LayerWeights& l = layers_[static_cast<size_t>(il)];
     const std::string p = "blk." + std::to_string(il) + ".";
     add(p + "attn_norm.weight", {dim}, &l.attn_norm, !m.pre_norms);
-    add(p + "attn_q.weight", {dim, q_dim}, &l.wq);
-    add(p + "attn_k.weight", {dim, kv_dim}, &l.wk);
-    add(p + "attn_v.weight", {dim, kv_dim}, &l.wv);
+    if (m.fused_qkv) {
+      add(p + "attn_qkv.weight", {dim, q_dim + 2 * kv_dim}, &l.w_qkv);
+    } else {
+      add(p + "attn_q.weight", {dim, q_dim}, &l.wq);
+      add(p + "attn_k.weight", {dim, kv_dim}, &l.wk);
+      add(p + "attn_v.weight", {dim, kv_dim}, &l.wv);
+    }
     // Biases are required by qwen2 and used when present elsewhere (some llama fine-tunes have them).
     add(p + "attn_q.bias", {q_dim}, &l.bq, !m.qkv_bias);
     add(p + "attn_k.bias", {kv_dim}, &l.bk, !m.qkv_bias);
@@ -140,8 +144,12 @@ void Model::load_weights(const gguf::GgufFile& file) {
     add(p + "attn_output.weight", {q_dim, dim}, &l.wo);
     add(p + "post_attention_norm.weight", {dim}, &l.post_attn_norm, !m.post_norms);
     add(p + "ffn_norm.weight", {dim}, &l.ffn_norm, !m.pre_norms);
-    add(p + "ffn_gate.weight", {dim, ff}, &l.w_gate);
-    add(p + "ffn_up.weight", {dim, ff}, &l.w_up);
+    if (m.fused_gate_up) {
+      add(p + "ffn_up.weight", {dim, 2 * ff}, &l.w_gate_up);
+    } else {
+      add(p + "ffn_gate.weight", {dim, ff}, &l.w_gate);
+      add(p + "ffn_up.weight", {dim, ff}, &l.w_up);
+    }
     add(p + "ffn_down.weight", {ff, dim}, &l.w_down);
     add(p + "post_ffw_norm.weight", {dim}, &l.post_ffn_norm, !m.post_norms);
   }
@@ -176,6 +184,21 @@ void Model::load_weights(const gguf::GgufFile& file) {
   }
   backend_.synchronize();  // the file's mapping may go away after load
   if (m.tied_output) output_ = tok_embd_;
+  // Fused matrices: each part is a run of whole rows, so a view of those rows is that part's matrix.
+  auto rows_of = [&](const loom_tensor& t, int64_t first, int64_t n) {
+    return tensor_view(weights_, t.offset + uint64_t(first) * t.nb[1], t.dtype, t.ne[0], n);
+  };
+  for (LayerWeights& l : layers_) {
+    if (m.fused_qkv) {
+      l.wq = rows_of(l.w_qkv, 0, q_dim);
+      l.wk = rows_of(l.w_qkv, q_dim, kv_dim);
+      l.wv = rows_of(l.w_qkv, q_dim + kv_dim, kv_dim);
+    }
+    if (m.fused_gate_up) {
+      l.w_gate = rows_of(l.w_gate_up, 0, ff);
+      l.w_up = rows_of(l.w_gate_up, ff, ff);
+    }
+  }
   report_.weight_bytes = total;
   report_.n_tensors = static_cast<int32_t>(plan.size());
 }
