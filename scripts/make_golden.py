@@ -80,6 +80,14 @@ SYNTH_SPECS = [
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 24, "type": "F16"},
     {"name": "synth-phi3-q8_0", "arch": "phi3", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 25, "type": "Q8_0"},
+    # Phi-3.5's LongRoPE: llama.cpp runs these with a 1024-token context ("run_ctx"; Loom's test does
+    # too), so the first extends 256 -> 4096 and uses the long factors, the second 2048 -> 4096 the short.
+    {"name": "synth-phi3-longrope-long-f16", "arch": "phi3", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 4096, "seed": 26, "type": "F16", "longrope_original_ctx": 256,
+     "run_ctx": 1024},
+    {"name": "synth-phi3-longrope-short-f16", "arch": "phi3", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 4096, "seed": 27, "type": "F16", "longrope_original_ctx": 2048,
+     "run_ctx": 1024},
     {"name": "synth-olmo2-f16", "arch": "olmo2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 18, "type": "F16"},
     {"name": "synth-olmo2-q8_0", "arch": "olmo2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
@@ -165,9 +173,9 @@ class LlamaCpp:
         self.L.llama_free(ctx)
 
 
-def record_prompt(llm, text):
+def record_prompt(llm, text, n_ctx=None):
     tokens = llm.tokenize(text)
-    ctx = llm.new_context(max(1024, 1 << (len(tokens) + N_GREEDY + 8).bit_length()))
+    ctx = llm.new_context(n_ctx or max(1024, 1 << (len(tokens) + N_GREEDY + 8).bit_length()))
     try:
         logits = llm.decode(ctx, tokens)
         order = np.argsort(-logits, kind="stable")[:N_TOP]
@@ -183,13 +191,13 @@ def record_prompt(llm, text):
     return {"text": text, "tokens": tokens, "top": top, "greedy": greedy, "greedy_margin": margins}
 
 
-def record_model(path, prompts, model_entry, out_path):
+def record_model(path, prompts, model_entry, out_path, n_ctx=None):
     llm = LlamaCpp(path)
     entry = {
         "generator": "scripts/make_golden.py (llama-cpp-python %s)" % getattr(llm.L, "__version__", "?"),
         "model": model_entry,
         "n_vocab": llm.n_vocab,
-        "prompts": [record_prompt(llm, p) for p in prompts],
+        "prompts": [record_prompt(llm, p, n_ctx) for p in prompts],
     }
     with open(out_path, "w") as f:
         json.dump(entry, f, indent=1)
@@ -227,11 +235,13 @@ def main():
                        "--ctx", str(spec["ctx"]), "--seed", str(spec["seed"]), "--type", spec["type"], "-o", path]
                 if "sliding_window" in spec:
                     cmd[-2:-2] = ["--sliding-window", str(spec["sliding_window"])]
+                if "longrope_original_ctx" in spec:
+                    cmd[-2:-2] = ["--longrope-original-ctx", str(spec["longrope_original_ctx"])]
                 if spec.get("llama3_rope"):
                     cmd[-2:-2] = ["--llama3-rope"]
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
                 record_model(path, SYNTH_PROMPTS, {"kind": "synth", "spec": spec, "fnv1a64": fnv1a64(path)},
-                             os.path.join(args.out, spec["name"] + ".json"))
+                             os.path.join(args.out, spec["name"] + ".json"), spec.get("run_ctx"))
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ constexpr const char* kSynthHelp =
     "  --type T          matrix type: F32, F16, BF16, Q8_0, Q4_0 (default F32)\n"
     "  --seed S          random seed (default 1)\n"
     "  --sliding-window N  gemma2/gemma3: tokens a local layer sees (default 512)\n"
+    "  --longrope-original-ctx N  phi3: LongRoPE factors extending context N to --ctx (Phi-3.5 style)\n"
     "  --llama3-rope     llama: Llama 3.1's rope frequency factors (rope_freqs.weight) and base 500000\n"
     "  --vocab-from FILE copy the tokenizer.* metadata (and vocabulary size) from this GGUF\n"
     "  -o, --out OUT     output path (required)\n";
@@ -175,6 +176,7 @@ int run_synth(const CommandArgs& args) {
     else if (flag == "--ctx") spec.n_ctx = parse_int(flag, value);
     else if (flag == "--seed") spec.seed = static_cast<uint64_t>(parse_int(flag, value));
     else if (flag == "--sliding-window") spec.sliding_window = parse_int(flag, value);
+    else if (flag == "--longrope-original-ctx") spec.longrope_original_ctx = parse_int(flag, value);
     else if (flag == "--vocab-from") spec.vocab_from = value;
     else if (flag == "-o" || flag == "--out") out = value;
     else if (flag == "--type") {

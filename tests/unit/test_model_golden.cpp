@@ -83,6 +83,7 @@ std::optional<std::filesystem::path> model_for(const json& golden, const std::st
   spec.weight_type = *loom::dtype_from_name(s.at("type").get<std::string>());
   spec.sliding_window = s.value("sliding_window", 0);
   spec.llama3_rope = s.value("llama3_rope", false);
+  spec.longrope_original_ctx = s.value("longrope_original_ctx", 0);
   const auto path = loom::test::write_small_model(spec, "golden-" + name);
   char hash[17];
   std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(fnv1a64(path)));
@@ -114,7 +115,9 @@ TEST_CASE("model: logits match llama.cpp's golden files", "[model][golden]") {
     const bool is_default = golden.at("model").at("kind") == "default";
     size_t n_compared = 0;  // greedy steps checked over all prompts
     const auto gguf = loom::gguf::GgufFile::open(*path);
-    auto model = loom::Model::load(gguf, *backend);
+    // run_ctx: the context llama.cpp ran with, which decides LongRoPE's factor set in both engines.
+    const int64_t run_ctx = is_default ? 0 : golden.at("model").at("spec").value("run_ctx", int64_t{0});
+    auto model = loom::Model::load(gguf, *backend, loom::ModelOptions{run_ctx});
     // Both engines' rounding happens before a final logit multiplier (granite divides by 8), which
     // shrinks their differences and the greedy margins alike.
     const double tolerance = tolerance_for(golden) * model->info().logit_scale;

@@ -125,6 +125,18 @@ std::vector<float> llama3_rope_factors(const SynthSpec& spec) {
   return factors;
 }
 
+// LongRoPE's two factor sets, shaped like Phi-3.5's: short ones near 1, long ones rising to ~16 for
+// the slowest pairs. Distinct enough that using the wrong set changes every logit.
+std::vector<float> longrope_factors(const SynthSpec& spec, bool long_set) {
+  std::vector<float> factors;
+  const int n = spec.head_dim / 2;
+  for (int i = 0; i < n; ++i) {
+    const double t = n > 1 ? double(i) / (n - 1) : 0.0;
+    factors.push_back(static_cast<float>(long_set ? 1.0 + 15.0 * t * t : 1.0 + 0.5 * t));
+  }
+  return factors;
+}
+
 void require(bool ok, const std::string& what) {
   if (!ok) throw Error("synthetic model: " + what);
 }
@@ -164,6 +176,9 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
   const bool llama_like = is_llama || spec.arch == "granite" || spec.arch == "phi3";
   if (spec.rms_eps == 0.0f) spec.rms_eps = llama_like ? 1e-5f : 1e-6f;
   require(!spec.llama3_rope || spec.arch == "llama", "llama3_rope is for arch llama only");
+  require(spec.longrope_original_ctx == 0 || (spec.arch == "phi3" && spec.longrope_original_ctx >= 2 &&
+                                              spec.longrope_original_ctx < spec.n_ctx),
+          "longrope_original_ctx is for arch phi3 only, and must be in 2..n_ctx-1");
   if (spec.rope_freq_base == 0.0f) spec.rope_freq_base = spec.llama3_rope ? 500000.0f : llama_like ? 10000.0f : 1000000.0f;
   if (is_gemma && spec.sliding_window == 0) spec.sliding_window = 512;
   return spec;
@@ -228,6 +243,18 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   if (!is_gemma) model.matrix("output.weight", dim, spec.n_vocab, inv_sqrt(dim));  // gemma ties it
   if (spec.llama3_rope) writer.add_tensor("rope_freqs.weight", LOOM_DTYPE_F32, {spec.head_dim / 2},
                                           quantize_rows(LOOM_DTYPE_F32, llama3_rope_factors(spec), spec.head_dim / 2));
+  if (spec.longrope_original_ctx > 0) {
+    // As the Phi-3.5 converter writes them: the original context, the attention factor for the
+    // extension ratio, and both factor sets.
+    const double ratio = double(spec.n_ctx) / spec.longrope_original_ctx;
+    writer.set_uint32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(spec.longrope_original_ctx));
+    writer.set_float32(a + ".rope.scaling.attn_factor",
+                       static_cast<float>(std::sqrt(1.0 + std::log(ratio) / std::log(double(spec.longrope_original_ctx)))));
+    for (const bool long_set : {true, false}) {
+      writer.add_tensor(long_set ? "rope_factors_long.weight" : "rope_factors_short.weight", LOOM_DTYPE_F32,
+                        {spec.head_dim / 2}, quantize_rows(LOOM_DTYPE_F32, longrope_factors(spec, long_set), spec.head_dim / 2));
+    }
+  }
   for (int layer = 0; layer < spec.n_layers; ++layer) {
     const std::string p = "blk." + std::to_string(layer) + ".";
     if (!is_olmo2) model.vector(p + "attn_norm.weight", dim, 1.0f, 0.05f);

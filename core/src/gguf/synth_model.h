@@ -31,6 +31,7 @@ struct SynthSpec {
   int sliding_window = 0;            // gemma2 and gemma3 only; 0: 512
   float rope_scaling_factor = 0.0f;  // gemma3 only; > 1 writes rope.scaling.type "linear" + factor
   bool llama3_rope = false;          // llama only: rope_freqs.weight as Llama 3.1's converter computes it
+  int longrope_original_ctx = 0;     // phi3 only, > 0: LongRoPE (long/short factors, attn factor) extending this context to n_ctx
 };
 
 // Resolve defaults (head_dim, eps, rope base, ...) and check the spec; throws loom::Error naming the

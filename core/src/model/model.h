@@ -100,6 +100,7 @@ class Model {
   Buffer weights_;
   loom_tensor tok_embd_{}, output_norm_{}, output_{};
   loom_tensor rope_freqs_{};  // [n_rot / 2] when the model has frequency factors
+  loom_tensor rope_long_{}, rope_short_{};  // LongRoPE's two sets, [n_rot / 2] each
   std::vector<LayerWeights> layers_;
 
   // Op parameters: the ops point at these, so they live as long as the model.

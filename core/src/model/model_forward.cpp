@@ -5,7 +5,7 @@
 //     h = rms_norm(x) * attn_norm                                (olmo2: h = x)
 //     q, k, v = h·Wq (+bq), h·Wk (+bk), h·Wv (+bv)              // [head_dim, heads, n_tok]
 //     q, k = rms_norm per head (gemma3, qwen3) or over all heads (olmo2); rope(q, k, positions
-//            [, rope_freqs: Llama 3.1+]; not in smollm3's every fourth layer)
+//            [, rope_freqs: Llama 3.1+; LongRoPE long/short factors: Phi-3.5]; not in smollm3's every fourth layer)
 //     store k, v at slot_mapping; a = paged_attention(q, cache)  // [head_dim, n_heads, n_tok]
 //       (scores soft-capped in gemma2; local layers see a sliding window in gemma2/3)
 //     h = a·Wo; h = rms_norm(h) * post_attn_norm (gemma2/3, olmo2); x += h [* residual_scale (granite)]
@@ -193,6 +193,10 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
 
   op(LOOM_OP_GET_ROWS, x, {tok_embd_, i32(off_tokens_, n)});
   if (m.embedding_scale != 1.0f) op(LOOM_OP_SCALE, x, {x}, &embd_scale_);
+  // LongRoPE picks its factor set by the context the model serves, as llama.cpp does (n_ctx_seq).
+  const loom_tensor* freq_factors = m.rope_freq_factors ? &rope_freqs_
+                                    : m.rope_long_short ? (n_ctx_ > m.n_ctx_original ? &rope_long_ : &rope_short_)
+                                                        : nullptr;
   for (int32_t il = 0; il < m.n_layers; ++il) {
     const LayerWeights& l = layers_[static_cast<size_t>(il)];
     const bool local = m.layer_is_local[static_cast<size_t>(il)];
@@ -215,9 +219,9 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
     const loom_rope_params* rope = local ? &rope_local_ : &rope_global_;
     if (!m.layer_uses_rope[static_cast<size_t>(il)]) {
       // smollm3's NoPE layers: positions reach them only through the other layers.
-    } else if (m.rope_freq_factors) {
-      op(LOOM_OP_ROPE, q3, {q3, positions, rope_freqs_}, rope);
-      op(LOOM_OP_ROPE, k3, {k3, positions, rope_freqs_}, rope);
+    } else if (freq_factors != nullptr) {
+      op(LOOM_OP_ROPE, q3, {q3, positions, *freq_factors}, rope);
+      op(LOOM_OP_ROPE, k3, {k3, positions, *freq_factors}, rope);
     } else {
       op(LOOM_OP_ROPE, q3, {q3, positions}, rope);
       op(LOOM_OP_ROPE, k3, {k3, positions}, rope);

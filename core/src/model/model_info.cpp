@@ -10,7 +10,8 @@
 //  - qwen3: NEOX rope, an RMS norm of each q and k head before rope, no biases.
 //  - olmo2: NEOX rope, no norms before attention and FFN, norms after them (before the residual
 //    add), and q/k norms over the whole q and k vectors (all heads at once).
-//  - phi3: NEOX rope, q/k/v in one matrix and gate/up in one matrix (split into row views at load).
+//  - phi3: NEOX rope, q/k/v in one matrix and gate/up in one matrix (split into row views at load);
+//    LongRoPE files carry long and short frequency factors and an attention factor.
 //  - smollm3: llama whose every fourth layer ((il + 1) % 4 == 0) has no rotary embedding (NoPE).
 //  - granite: llama plus four multipliers: embedding_scale (embeddings), attention.scale (q·k),
 //    residual_scale (each block's output), logit_scale (logits are divided by it).
@@ -153,6 +154,9 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     // Older converters write a factor without a type; llama.cpp treats that as linear.
     info.rope_freq_scale = 1.0f / *factor;
   }
+  info.n_ctx_original = r.opt_int("rope.scaling.original_context_length", info.n_ctx_train, 1, 1 << 30);
+  info.rope_attn_factor = r.opt_float("rope.scaling.attn_factor").value_or(1.0f);
+  if (!(info.rope_attn_factor > 0.0f)) r.fail(r.key("rope.scaling.attn_factor"), "must be > 0");
   info.rope_freq_base_local = info.rope_freq_base;
   info.rope_freq_scale_local = info.rope_freq_scale;
   info.layer_is_local.assign(static_cast<size_t>(info.n_layers), false);
@@ -175,9 +179,9 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
       info.rope_mode = LOOM_ROPE_NEOX;
       info.fused_qkv = file.find_tensor("blk.0.attn_qkv.weight") != nullptr;
       info.fused_gate_up = true;
-      if (file.find_tensor("rope_factors_long.weight") != nullptr || file.find_tensor("rope_factors_short.weight") != nullptr) {
-        throw Error(file.label() + ": tensors 'rope_factors_long/short.weight' (LongRoPE: Phi-3.5, Phi-4-mini 128k) are "
-                                   "not supported yet; Phi-3 4k and Phi-4 files are");
+      info.rope_long_short = file.find_tensor("rope_factors_long.weight") != nullptr;
+      if (info.rope_long_short != (file.find_tensor("rope_factors_short.weight") != nullptr)) {
+        throw Error(file.label() + ": LongRoPE needs both 'rope_factors_long.weight' and 'rope_factors_short.weight'");
       }
       break;
     case ModelArch::smollm3:
@@ -243,6 +247,8 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     }
   }
   if (const auto scale = r.opt_float("attention.scale"); scale && *scale > 0.0f) info.attention_scale = *scale;
+  // llama.cpp's rope scales the rotated q and k by the attn factor; only their product is ever used.
+  info.attention_scale *= info.rope_attn_factor * info.rope_attn_factor;
 
   const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
   if (embd == nullptr) throw Error(file.label() + ": tensor 'token_embd.weight' is missing");

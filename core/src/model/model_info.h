@@ -39,6 +39,11 @@ struct ModelInfo {
   float rope_freq_base_local = 10000.0f;
   float rope_freq_scale_local = 1.0f;
   bool rope_freq_factors = false;  // rope_freqs.weight [n_rot / 2] divides each pair's frequency (Llama 3.1+)
+  // LongRoPE (Phi-3.5, Phi-4-mini): rope_factors_long/short.weight, the long ones used when the
+  // context exceeds the original (pre-extension) one, as llama.cpp chooses them.
+  bool rope_long_short = false;
+  int32_t n_ctx_original = 0;      // rope.scaling.original_context_length (default: n_ctx_train)
+  float rope_attn_factor = 1.0f;   // rope.scaling.attn_factor: multiplies rotated q and k (so q·k by its square)
 
   float rms_eps = 1e-5f;
   uint32_t sliding_window = 0;      // tokens a local layer sees (0 = none)

@@ -37,7 +37,7 @@ Model::Model(ModelInfo info, Backend& backend, ModelOptions options) : info_(std
   norm_params_ = {sizeof(loom_norm_params), info_.rms_eps};
   rope_global_ = {sizeof(loom_rope_params), info_.rope_mode, static_cast<uint32_t>(info_.n_rot), info_.rope_freq_base,
                   info_.rope_freq_scale, {}};
-  if (info_.rope_freq_factors) rope_global_.mode |= LOOM_ROPE_FREQ_FACTORS;
+  if (info_.rope_freq_factors || info_.rope_long_short) rope_global_.mode |= LOOM_ROPE_FREQ_FACTORS;
   rope_local_ = rope_global_;
   rope_local_.freq_base = info_.rope_freq_base_local;
   rope_local_.freq_scale = info_.rope_freq_scale_local;
@@ -123,6 +123,10 @@ void Model::load_weights(const gguf::GgufFile& file) {
   add("output_norm.weight", {dim}, &output_norm_);
   if (!m.tied_output) add("output.weight", {dim, m.n_vocab}, &output_);
   if (m.rope_freq_factors) add("rope_freqs.weight", {m.n_rot / 2}, &rope_freqs_);
+  if (m.rope_long_short) {
+    add("rope_factors_long.weight", {m.n_rot / 2}, &rope_long_);
+    add("rope_factors_short.weight", {m.n_rot / 2}, &rope_short_);
+  }
   layers_.resize(static_cast<size_t>(m.n_layers));
   for (int32_t il = 0; il < m.n_layers; ++il) {
     LayerWeights& l = layers_[static_cast<size_t>(il)];
