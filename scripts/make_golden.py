@@ -88,6 +88,14 @@ SYNTH_SPECS = [
     {"name": "synth-phi3-longrope-short-f16", "arch": "phi3", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 4096, "seed": 27, "type": "F16", "longrope_original_ctx": 2048,
      "run_ctx": 1024},
+    # YaRN: Ministral 3 (mistral3: log multiplier 1, temperature tuning past the original context of
+    # 16 tokens, which the prompts and their continuations cross) and a Qwen2.5-128k-style qwen2.
+    {"name": "synth-mistral3-f16", "arch": "mistral3", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 28, "type": "F16", "yarn_original_ctx": 16},
+    {"name": "synth-mistral3-q8_0", "arch": "mistral3", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 29, "type": "Q8_0", "yarn_original_ctx": 16},
+    {"name": "synth-qwen2-yarn-f16", "arch": "qwen2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 2048, "seed": 30, "type": "F16", "yarn_original_ctx": 512},
     {"name": "synth-olmo2-f16", "arch": "olmo2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 18, "type": "F16"},
     {"name": "synth-olmo2-q8_0", "arch": "olmo2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
@@ -235,6 +243,8 @@ def main():
                        "--ctx", str(spec["ctx"]), "--seed", str(spec["seed"]), "--type", spec["type"], "-o", path]
                 if "sliding_window" in spec:
                     cmd[-2:-2] = ["--sliding-window", str(spec["sliding_window"])]
+                if "yarn_original_ctx" in spec:
+                    cmd[-2:-2] = ["--yarn-original-ctx", str(spec["yarn_original_ctx"])]
                 if "longrope_original_ctx" in spec:
                     cmd[-2:-2] = ["--longrope-original-ctx", str(spec["longrope_original_ctx"])]
                 if spec.get("llama3_rope"):

@@ -232,6 +232,26 @@ std::vector<Case> row_op_cases() {
                                   f32_tensor(factors, int64_t(factors.size()))},
                                  zero_tensor(LOOM_DTYPE_F32, head_dim, n_heads, n_tok), &p, 2e-4, "ROPE freq_factors");
         });
+    // ABI 1.2: YaRN (factor 16, a ramp over pairs 3..11 of 24), alone and over frequency factors.
+    for (const bool with_factors : {false, true}) {
+      add(std::string("rope.") + (mode == LOOM_ROPE_NEOX ? "neox" : "normal") + (with_factors ? ".yarn_freq_factors" : ".yarn"),
+          [mode, with_factors](CaseContext& ctx, std::mt19937& rng) {
+            const uint32_t n_dims = 48;
+            loom_rope_params p{sizeof(loom_rope_params), mode | LOOM_ROPE_YARN, n_dims, 1000000.0f, 1.0f / 16.0f, 1.0f, {3.0f, 11.0f}};
+            std::vector<HostTensor> src;
+            const int64_t head_dim = 64, n_heads = 3, n_tok = 5;
+            src.push_back(f32_tensor(random_floats(rng, size_t(head_dim * n_heads * n_tok)), head_dim, n_heads, n_tok));
+            src.push_back(i32_tensor({0, 1, 17, 500, 4095}, n_tok));
+            if (with_factors) {
+              p.mode |= LOOM_ROPE_FREQ_FACTORS;
+              std::uniform_real_distribution<float> factor(1.0f, 8.0f);
+              std::vector<float> factors(n_dims / 2);
+              for (float& f : factors) f = factor(rng);
+              src.push_back(f32_tensor(factors, int64_t(factors.size())));
+            }
+            compare_with_reference(ctx, LOOM_OP_ROPE, src, zero_tensor(LOOM_DTYPE_F32, head_dim, n_heads, n_tok), &p, 2e-4, "ROPE yarn");
+          });
+    }
   }
   const loom_dtype float_types[] = {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_BF16};
   for (loom_dtype from : float_types)

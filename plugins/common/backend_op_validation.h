@@ -59,6 +59,8 @@ struct BaseOpRules {
   // ROPE with LOOM_ROPE_FREQ_FACTORS (ABI 1.1); a backend that implements it also has
   // OpParams::rope_freq_factors.
   static constexpr bool kRopeFreqFactors = false;
+  // ROPE with LOOM_ROPE_YARN (ABI 1.2); a backend that implements it also has OpParams::yarn_*.
+  static constexpr bool kRopeYarn = false;
 
   // After the common shape and stride checks of one operand (offset and strides not yet bounded).
   template <typename Checker, typename Tensor>
@@ -290,7 +292,8 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
       if (!has(offsetof(loom_rope_params, freq_scale) + 4)) c.invalid("needs loom_rope_params");
       const auto* p = params_of<loom_rope_params>(op);
       const bool freq_factors = (p->mode & LOOM_ROPE_FREQ_FACTORS) != 0;
-      const loom_rope_mode mode = p->mode & ~LOOM_ROPE_FREQ_FACTORS;
+      const bool yarn = (p->mode & LOOM_ROPE_YARN) != 0;
+      const loom_rope_mode mode = p->mode & ~(LOOM_ROPE_FREQ_FACTORS | LOOM_ROPE_YARN);
       a.params.rope_mode = mode;
       a.params.n_dims = p->n_dims == 0 ? uint32_t(a.src[0].ne[0]) : p->n_dims;
       a.params.freq_base = p->freq_base;
@@ -306,6 +309,20 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
           a.params.rope_freq_factors = true;
         } else {
           c.unsupported("rope frequency factors (LOOM_ROPE_FREQ_FACTORS) are not implemented by this backend");
+        }
+      }
+      if (yarn) {
+        if constexpr (Rules::kRopeYarn) {
+          if (!has(offsetof(loom_rope_params, yarn_corr_dims) + 8)) c.invalid("LOOM_ROPE_YARN needs the ABI 1.2 loom_rope_params");
+          if (!(p->yarn_ext_factor >= 0.0f && p->yarn_ext_factor <= 1.0f)) c.invalid("yarn_ext_factor must be in 0..1");
+          if (!(p->yarn_corr_dims[0] >= 0.0f && p->yarn_corr_dims[1] >= p->yarn_corr_dims[0])) {
+            c.invalid("yarn_corr_dims must be 0 <= low <= high");
+          }
+          a.params.yarn_ext_factor = p->yarn_ext_factor;
+          a.params.yarn_corr_low = p->yarn_corr_dims[0];
+          a.params.yarn_corr_high = p->yarn_corr_dims[1];
+        } else {
+          c.unsupported("YaRN rope scaling (LOOM_ROPE_YARN) is not implemented by this backend");
         }
       }
       if (!(p->freq_base > 0.0f)) c.invalid("freq_base must be > 0");

@@ -84,6 +84,7 @@ std::optional<std::filesystem::path> model_for(const json& golden, const std::st
   spec.sliding_window = s.value("sliding_window", 0);
   spec.llama3_rope = s.value("llama3_rope", false);
   spec.longrope_original_ctx = s.value("longrope_original_ctx", 0);
+  spec.yarn_original_ctx = s.value("yarn_original_ctx", 0);
   const auto path = loom::test::write_small_model(spec, "golden-" + name);
   char hash[17];
   std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(fnv1a64(path)));

@@ -25,8 +25,9 @@ extern "C" {
 #endif
 
 #define LOOM_ABI_MAJOR 1
-/* Minor versions: 1.1 added LOOM_ROPE_FREQ_FACTORS (backend.h), LOOM_DTYPE_IQ4_NL and LOOM_DTYPE_IQ4_XS. */
-#define LOOM_ABI_MINOR 1
+/* Minor versions: 1.1 added LOOM_ROPE_FREQ_FACTORS (backend.h), LOOM_DTYPE_IQ4_NL and LOOM_DTYPE_IQ4_XS;
+ * 1.2 added LOOM_ROPE_YARN (backend.h). */
+#define LOOM_ABI_MINOR 2
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"
 

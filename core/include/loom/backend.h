@@ -110,6 +110,13 @@ typedef int32_t loom_rope_mode;
  * src2[i] (Llama 3.1+'s rope_freqs, LongRoPE's factors): theta_i = pos * freq_scale *
  * freq_base^(-2i/n_dims) / src2[i]. A backend that does not implement it answers UNSUPPORTED. */
 #define LOOM_ROPE_FREQ_FACTORS 0x100
+/* (ABI 1.2) Or'd into the mode: YaRN's blend of interpolated and original frequencies. With
+ * theta_extrap = pos * freq_base^(-2i/n_dims) [/ src2[i]] and theta_interp = freq_scale * theta_extrap,
+ * pair i turns by theta_interp * (1 - r_i) + theta_extrap * r_i, where
+ * r_i = yarn_ext_factor * (1 - clamp((i - yarn_corr_dims[0]) / max(0.001, yarn_corr_dims[1] - yarn_corr_dims[0]), 0, 1)).
+ * YaRN's magnitude correction is not part of the op: the caller folds it into the attention scale.
+ * A backend that does not implement it answers UNSUPPORTED. */
+#define LOOM_ROPE_YARN 0x200
 
 typedef struct loom_rope_params {
   uint32_t struct_size;
@@ -117,7 +124,9 @@ typedef struct loom_rope_params {
   uint32_t n_dims;  /* rotated dimensions (<= head_dim); the rest pass through */
   float freq_base;  /* theta */
   float freq_scale; /* 1 / linear scaling factor */
-  float reserved[3];
+  /* Read only with LOOM_ROPE_YARN (ABI 1.2; before, reserved and zero). */
+  float yarn_ext_factor;   /* 0..1: weight of the original frequencies in the ramp */
+  float yarn_corr_dims[2]; /* first and last pair index of the ramp */
 } loom_rope_params;
 
 typedef struct loom_glu_params {

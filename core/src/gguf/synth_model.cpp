@@ -147,8 +147,8 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
   SynthSpec spec = in;
   const bool is_llama = spec.arch == "llama" || spec.arch == "smollm3", is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2";
   require(is_llama || is_gemma || spec.arch == "qwen2" || spec.arch == "qwen3" || spec.arch == "olmo2" ||
-              spec.arch == "granite" || spec.arch == "phi3",
-          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3)");
+              spec.arch == "granite" || spec.arch == "phi3" || spec.arch == "mistral3",
+          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3, mistral3)");
   require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
   require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
   require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
@@ -173,12 +173,15 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
     require(n % block == 0, std::string(what) + " " + std::to_string(n) + " is not a multiple of the " +
                                 dtype_name(type) + " block size " + std::to_string(block));
   }
-  const bool llama_like = is_llama || spec.arch == "granite" || spec.arch == "phi3";
+  const bool llama_like = is_llama || spec.arch == "granite" || spec.arch == "phi3" || spec.arch == "mistral3";
   if (spec.rms_eps == 0.0f) spec.rms_eps = llama_like ? 1e-5f : 1e-6f;
   require(!spec.llama3_rope || spec.arch == "llama", "llama3_rope is for arch llama only");
   require(spec.longrope_original_ctx == 0 || (spec.arch == "phi3" && spec.longrope_original_ctx >= 2 &&
                                               spec.longrope_original_ctx < spec.n_ctx),
           "longrope_original_ctx is for arch phi3 only, and must be in 2..n_ctx-1");
+  require(spec.yarn_original_ctx == 0 || (spec.yarn_original_ctx >= 2 && spec.yarn_original_ctx < spec.n_ctx &&
+                                          spec.longrope_original_ctx == 0 && !spec.llama3_rope),
+          "yarn_original_ctx must be in 2..n_ctx-1, without LongRoPE or llama3 rope");
   if (spec.rope_freq_base == 0.0f) spec.rope_freq_base = spec.llama3_rope ? 500000.0f : llama_like ? 10000.0f : 1000000.0f;
   if (is_gemma && spec.sliding_window == 0) spec.sliding_window = 512;
   return spec;
@@ -211,6 +214,18 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
     writer.set_uint32(a + ".attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
     writer.set_float32(a + ".attn_logit_softcapping", 50.0f);
     writer.set_float32(a + ".final_logit_softcapping", 30.0f);
+  }
+  if (spec.yarn_original_ctx > 0) {
+    writer.set_string(a + ".rope.scaling.type", "yarn");
+    writer.set_float32(a + ".rope.scaling.factor", float(spec.n_ctx) / float(spec.yarn_original_ctx));
+    writer.set_uint32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(spec.yarn_original_ctx));
+    if (a == "mistral3") {
+      // Ministral 3's published rope_parameters: beta_fast 32, beta_slow 1, mscale_all_dim 1, llama_4_scaling_beta 0.1.
+      writer.set_float32(a + ".rope.scaling.yarn_beta_fast", 32.0f);
+      writer.set_float32(a + ".rope.scaling.yarn_beta_slow", 1.0f);
+      writer.set_float32(a + ".rope.scaling.yarn_log_multiplier", 1.0f);
+      writer.set_float32(a + ".attention.temperature_scale", 0.1f);
+    }
   }
   if (a == "granite") {
     // Granite 3's published multipliers (config.json: embedding_multiplier, attention_multiplier,

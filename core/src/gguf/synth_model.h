@@ -13,7 +13,7 @@ namespace loom::gguf {
 class GgufWriter;
 
 struct SynthSpec {
-  std::string arch = "llama";  // llama | qwen2 | qwen3 | gemma2 | gemma3 | olmo2 | granite | smollm3 | phi3
+  std::string arch = "llama";  // llama | qwen2 | qwen3 | gemma2 | gemma3 | olmo2 | granite | smollm3 | phi3 | mistral3
   std::string name = "loom-synthetic";
   int n_layers = 2;
   int dim = 64;        // embedding_length
@@ -31,6 +31,9 @@ struct SynthSpec {
   int sliding_window = 0;            // gemma2 and gemma3 only; 0: 512
   float rope_scaling_factor = 0.0f;  // gemma3 only; > 1 writes rope.scaling.type "linear" + factor
   bool llama3_rope = false;          // llama only: rope_freqs.weight as Llama 3.1's converter computes it
+  // > 0: YaRN extending this original context to n_ctx (rope.scaling.type yarn, factor n_ctx / it);
+  // mistral3 adds Ministral 3's yarn_log_multiplier 1 and temperature tuning (beta 0.1).
+  int yarn_original_ctx = 0;
   int longrope_original_ctx = 0;     // phi3 only, > 0: LongRoPE (long/short factors, attn factor) extending this context to n_ctx
 };
 

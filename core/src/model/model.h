@@ -1,4 +1,4 @@
-// Model — a decoder-only transformer (llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3) whose weights live in backend buffers and
+// Model — a decoder-only transformer (llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3, mistral3) whose weights live in backend buffers and
 // whose forward pass is a list of ABI ops (GET_ROWS, RMS_NORM, MATMUL, ROPE, STORE_KV,
 // PAGED_ATTENTION, GLU, ADD, ...) run by the backend in one call.
 //
@@ -82,6 +82,7 @@ class Model {
     const void* kv_buffer = nullptr;
     const void* compute_buffer = nullptr;
     const void* input_buffer = nullptr;
+    bool q_temperature = false;
     bool operator==(const GraphKey&) const = default;
   };
 
@@ -122,6 +123,10 @@ class Model {
   Buffer inputs_;
   std::vector<int32_t> staging_;
   uint64_t off_tokens_ = 0, off_positions_ = 0, off_slots_ = 0, off_rows_ = 0, off_seqs_ = 0, off_tables_ = 0;
+  // mistral3's temperature tuning: per-element q multipliers [q_dim, n_tok], staged only for batches
+  // that reach past the original context (before it every multiplier is 1).
+  uint64_t off_q_temperature_ = 0;
+  bool q_temperature_ = false;
 
   std::vector<loom_op> ops_;
   GraphKey graph_key_;

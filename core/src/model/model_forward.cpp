@@ -5,7 +5,8 @@
 //     h = rms_norm(x) * attn_norm                                (olmo2: h = x)
 //     q, k, v = h·Wq (+bq), h·Wk (+bk), h·Wv (+bv)              // [head_dim, heads, n_tok]
 //     q, k = rms_norm per head (gemma3, qwen3) or over all heads (olmo2); rope(q, k, positions
-//            [, rope_freqs: Llama 3.1+; LongRoPE long/short factors: Phi-3.5]; not in smollm3's every fourth layer)
+//            [, rope_freqs: Llama 3.1+; LongRoPE long/short factors: Phi-3.5; YaRN]; not in smollm3's every
+//            fourth layer); q *= temperature(position) past the original context (mistral3)
 //     store k, v at slot_mapping; a = paged_attention(q, cache)  // [head_dim, n_heads, n_tok]
 //       (scores soft-capped in gemma2; local layers see a sliding window in gemma2/3)
 //     h = a·Wo; h = rms_norm(h) * post_attn_norm (gemma2/3, olmo2); x += h [* residual_scale (granite)]
@@ -135,6 +136,11 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks) {
   };
   const size_t tokens = take(n), positions = take(n), slots = take(n), rows = take(n_out), seqs = take(4 * n_seqs);
   const size_t tables = take(width * n_seqs);
+  const ModelInfo& m = info_;
+  q_temperature_ = m.attn_temperature_scale != 0.0f &&
+                   std::any_of(b.positions.begin(), b.positions.end(), [&](int32_t p) { return p >= m.n_ctx_original; });
+  const size_t q_dim = static_cast<size_t>(m.q_dim());
+  const size_t temperature = q_temperature_ ? take(q_dim * n) : 0;
   staging_.assign(at, 0);  // keeps its capacity: no allocation once the largest batch was seen
   std::copy(b.tokens.begin(), b.tokens.end(), staging_.begin() + static_cast<ptrdiff_t>(tokens));
   std::copy(b.positions.begin(), b.positions.end(), staging_.begin() + static_cast<ptrdiff_t>(positions));
@@ -149,6 +155,16 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks) {
     d[3] = 0;
     std::copy(seq.block_table.begin(), seq.block_table.end(), staging_.begin() + static_cast<ptrdiff_t>(tables + width * s));
   }
+  if (q_temperature_) {
+    for (size_t i = 0; i < n; ++i) {
+      const double buckets = std::floor(double(b.positions[i]) / m.n_ctx_original) + 1.0;
+      const float t = static_cast<float>(std::log(buckets) * m.attn_temperature_scale + 1.0);
+      int32_t bits;
+      std::memcpy(&bits, &t, 4);  // staged as 32-bit words; the backend reads them as F32
+      std::fill_n(staging_.begin() + static_cast<ptrdiff_t>(temperature + q_dim * i), q_dim, bits);
+    }
+  }
+  off_q_temperature_ = temperature * 4;
   off_tokens_ = tokens * 4;
   off_positions_ = positions * 4;
   off_slots_ = slots * 4;
@@ -226,6 +242,7 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
       op(LOOM_OP_ROPE, q3, {q3, positions}, rope);
       op(LOOM_OP_ROPE, k3, {k3, positions}, rope);
     }
+    if (q_temperature_) op(LOOM_OP_MUL, q, {q, tensor_view(inputs_, off_q_temperature_, LOOM_DTYPE_F32, q_dim, n)});
     op(LOOM_OP_STORE_KV, no_tensor(), {k3, v3, slots, kv.k(il), kv.v(il)});
     op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), tables, seqs}, local ? &attn_local_ : &attn_global_);
     op(LOOM_OP_MATMUL, h, {l.wo, attn});
@@ -266,7 +283,7 @@ void Model::forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>& 
   stage_inputs(batch, static_cast<int64_t>(max_blocks));
   const GraphKey key{n,          n_out,           n_seqs,           static_cast<int64_t>(max_blocks),
                      cap_tok_,   cap_out_,        kv.generation(),  kv.buffer_.get(),
-                     compute_.get(), inputs_.get()};
+                     compute_.get(), inputs_.get(), q_temperature_};
   if (!(key == graph_key_)) {
     graph_key_ = GraphKey{};  // a failed build must not leave a half-built list marked valid
     build_graph(n, n_out, n_seqs, static_cast<int64_t>(max_blocks), kv);

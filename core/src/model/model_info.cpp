@@ -12,13 +12,17 @@
 //    add), and q/k norms over the whole q and k vectors (all heads at once).
 //  - phi3: NEOX rope, q/k/v in one matrix and gate/up in one matrix (split into row views at load);
 //    LongRoPE files carry long and short frequency factors and an attention factor.
+//  - mistral3 (Ministral 3): llama with YaRN and Llama 4's temperature tuning of q beyond the original
+//    context (attention.temperature_scale).
 //  - smollm3: llama whose every fourth layer ((il + 1) % 4 == 0) has no rotary embedding (NoPE).
 //  - granite: llama plus four multipliers: embedding_scale (embeddings), attention.scale (q·k),
 //    residual_scale (each block's output), logit_scale (logits are divided by it).
 //  - llama (Llama 2/3, TinyLlama, SmolLM, Mistral): NORMAL rope, SiLU gate.
 #include "model/model_info.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "common/error.h"
 #include "gguf/gguf_file.h"
@@ -81,9 +85,50 @@ class Reader {
   std::string arch_;
 };
 
+// rope.scaling.*: linear or YaRN frequency scaling, the original context and the magnitude factor,
+// as llama.cpp's loader and context read them.
+void read_rope_scaling(const Reader& r, ModelInfo& info) {
+  info.n_ctx_original = r.opt_int("rope.scaling.original_context_length", info.n_ctx_train, 1, 1 << 30);
+  info.rope_magnitude = r.opt_float("rope.scaling.attn_factor").value_or(1.0f);
+  if (!(info.rope_magnitude > 0.0f)) r.fail(r.key("rope.scaling.attn_factor"), "must be > 0");
+  const std::string scaling = r.opt_string("rope.scaling.type").value_or("none");
+  const auto factor = r.opt_float("rope.scaling.factor");
+  if (scaling == "linear" || scaling == "yarn") {
+    if (factor && !(*factor >= 0.0f)) r.fail(r.key("rope.scaling.factor"), "must be >= 0");
+    if (factor && *factor > 0.0f) info.rope_freq_scale = 1.0f / *factor;
+  } else if (scaling != "none") {
+    r.fail(r.key("rope.scaling.type"), "is '" + scaling + "'; Loom supports 'none', 'linear' and 'yarn'");
+  } else if (factor && *factor > 1.0f) {
+    // Older converters write a factor without a type; llama.cpp treats that as linear.
+    info.rope_freq_scale = 1.0f / *factor;
+  }
+  if (scaling != "yarn") return;
+
+  // YaRN: pairs that turn less than beta_slow times over the original context are interpolated,
+  // pairs that turn more than beta_fast times keep their frequency, a linear ramp between
+  // (ggml_rope_yarn_corr_dims).
+  info.rope_yarn = true;
+  info.yarn_ext_factor = r.opt_float("rope.scaling.yarn_ext_factor").value_or(1.0f);
+  if (!(info.yarn_ext_factor >= 0.0f && info.yarn_ext_factor <= 1.0f)) r.fail(r.key("rope.scaling.yarn_ext_factor"), "must be in 0..1");
+  const float beta_fast = r.opt_float("rope.scaling.yarn_beta_fast").value_or(32.0f);
+  const float beta_slow = r.opt_float("rope.scaling.yarn_beta_slow").value_or(1.0f);
+  if (!(beta_fast > 0.0f && beta_slow > 0.0f)) r.fail(r.key("rope.scaling.yarn_beta_fast"), "and yarn_beta_slow must be > 0");
+  auto corr_dim = [&](float turns) {
+    return float(info.n_rot) * std::log(float(info.n_ctx_original) / (turns * 2.0f * std::numbers::pi_v<float>)) / (2.0f * std::log(info.rope_freq_base));
+  };
+  info.yarn_corr_low = std::max(0.0f, std::floor(corr_dim(beta_fast)));
+  info.yarn_corr_high = std::min(float(info.n_rot - 1), std::ceil(corr_dim(beta_slow)));
+  // Magnitude: llama.cpp's rope multiplies cos and sin by mscale(factor) = 1 + 0.1 ln(factor), or, with
+  // a yarn_log_multiplier m (Mistral, DeepSeek), by mscale(factor, 1) / mscale(factor, m).
+  const float scale = 1.0f / info.rope_freq_scale;
+  auto mscale = [&](float m) { return scale <= 1.0f ? 1.0f : 0.1f * m * std::log(scale) + 1.0f; };
+  const float log_mul = r.opt_float("rope.scaling.yarn_log_multiplier").value_or(0.0f);
+  if (info.yarn_ext_factor != 0.0f) info.rope_magnitude *= log_mul != 0.0f ? mscale(1.0f) / mscale(log_mul) : mscale(1.0f);
+}
+
 }  // namespace
 
-std::string arch_list() { return "llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3"; }
+std::string arch_list() { return "llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3, mistral3"; }
 
 ModelInfo read_model_info(const gguf::GgufFile& file) {
   ModelInfo info;
@@ -108,6 +153,8 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     info.arch = ModelArch::smollm3;
   } else if (*arch == "phi3") {
     info.arch = ModelArch::phi3;
+  } else if (*arch == "mistral3") {
+    info.arch = ModelArch::mistral3;
   } else {
     throw Error(file.label() + ": architecture '" + *arch + "' is not supported (supported: " + arch_list() + ")");
   }
@@ -143,20 +190,7 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
   info.rope_freq_base = r.opt_float("rope.freq_base").value_or(gemma3 ? 1e6f : 10000.0f);
   if (!(info.rope_freq_base > 0.0f)) r.fail(r.key("rope.freq_base"), "must be > 0");
 
-  const std::string scaling = r.opt_string("rope.scaling.type").value_or("none");
-  if (scaling == "linear") {
-    const float factor = r.opt_float("rope.scaling.factor").value_or(1.0f);
-    if (!(factor > 0.0f)) r.fail(r.key("rope.scaling.factor"), "must be > 0");
-    info.rope_freq_scale = 1.0f / factor;
-  } else if (scaling != "none") {
-    r.fail(r.key("rope.scaling.type"), "is '" + scaling + "'; Loom supports only 'none' and 'linear'");
-  } else if (const auto factor = r.opt_float("rope.scaling.factor"); factor && *factor > 1.0f) {
-    // Older converters write a factor without a type; llama.cpp treats that as linear.
-    info.rope_freq_scale = 1.0f / *factor;
-  }
-  info.n_ctx_original = r.opt_int("rope.scaling.original_context_length", info.n_ctx_train, 1, 1 << 30);
-  info.rope_attn_factor = r.opt_float("rope.scaling.attn_factor").value_or(1.0f);
-  if (!(info.rope_attn_factor > 0.0f)) r.fail(r.key("rope.scaling.attn_factor"), "must be > 0");
+  read_rope_scaling(r, info);
   info.rope_freq_base_local = info.rope_freq_base;
   info.rope_freq_scale_local = info.rope_freq_scale;
   info.layer_is_local.assign(static_cast<size_t>(info.n_layers), false);
@@ -166,6 +200,11 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
   switch (info.arch) {
     case ModelArch::llama:
       info.rope_mode = LOOM_ROPE_NORMAL;
+      break;
+    case ModelArch::mistral3:
+      info.rope_mode = LOOM_ROPE_NORMAL;
+      info.attn_temperature_scale = r.opt_float("attention.temperature_scale").value_or(0.0f);
+      if (info.attn_temperature_scale < 0.0f) r.fail(r.key("attention.temperature_scale"), "must be >= 0");
       break;
     case ModelArch::qwen2:
       info.rope_mode = LOOM_ROPE_NEOX;
@@ -247,8 +286,8 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     }
   }
   if (const auto scale = r.opt_float("attention.scale"); scale && *scale > 0.0f) info.attention_scale = *scale;
-  // llama.cpp's rope scales the rotated q and k by the attn factor; only their product is ever used.
-  info.attention_scale *= info.rope_attn_factor * info.rope_attn_factor;
+  // llama.cpp's rope scales the rotated q and k by its magnitude factor; only their product is used.
+  info.attention_scale *= info.rope_magnitude * info.rope_magnitude;
 
   const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
   if (embd == nullptr) throw Error(file.label() + ": tensor 'token_embd.weight' is missing");

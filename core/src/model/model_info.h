@@ -14,7 +14,7 @@ class GgufFile;
 
 namespace loom {
 
-enum class ModelArch { llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3 };
+enum class ModelArch { llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3, mistral3 };
 
 struct ModelInfo {
   ModelArch arch = ModelArch::llama;
@@ -43,7 +43,14 @@ struct ModelInfo {
   // context exceeds the original (pre-extension) one, as llama.cpp chooses them.
   bool rope_long_short = false;
   int32_t n_ctx_original = 0;      // rope.scaling.original_context_length (default: n_ctx_train)
-  float rope_attn_factor = 1.0f;   // rope.scaling.attn_factor: multiplies rotated q and k (so q·k by its square)
+  // YaRN (rope.scaling.type yarn): the ramp between original and interpolated frequencies.
+  bool rope_yarn = false;
+  float yarn_ext_factor = 0.0f, yarn_corr_low = 0.0f, yarn_corr_high = 0.0f;
+  // Rotated q and k are multiplied by this (rope.scaling.attn_factor, YaRN's mscale), so q·k by
+  // its square: folded into attention_scale.
+  float rope_magnitude = 1.0f;
+  // mistral3 (Llama 4's temperature tuning): q *= 1 + t * ln(floor(pos / n_ctx_original) + 1); 0 = off.
+  float attn_temperature_scale = 0.0f;
 
   float rms_eps = 1e-5f;
   uint32_t sliding_window = 0;      // tokens a local layer sees (0 = none)
@@ -75,6 +82,6 @@ struct ModelInfo {
 // the tensor list.
 ModelInfo read_model_info(const gguf::GgufFile& file);
 
-std::string arch_list();  // "llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3"
+std::string arch_list();  // "llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3, mistral3"
 
 }  // namespace loom

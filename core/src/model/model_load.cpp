@@ -38,6 +38,12 @@ Model::Model(ModelInfo info, Backend& backend, ModelOptions options) : info_(std
   rope_global_ = {sizeof(loom_rope_params), info_.rope_mode, static_cast<uint32_t>(info_.n_rot), info_.rope_freq_base,
                   info_.rope_freq_scale, {}};
   if (info_.rope_freq_factors || info_.rope_long_short) rope_global_.mode |= LOOM_ROPE_FREQ_FACTORS;
+  if (info_.rope_yarn) {
+    rope_global_.mode |= LOOM_ROPE_YARN;
+    rope_global_.yarn_ext_factor = info_.yarn_ext_factor;
+    rope_global_.yarn_corr_dims[0] = info_.yarn_corr_low;
+    rope_global_.yarn_corr_dims[1] = info_.yarn_corr_high;
+  }
   rope_local_ = rope_global_;
   rope_local_.freq_base = info_.rope_freq_base_local;
   rope_local_.freq_scale = info_.rope_freq_scale_local;

@@ -90,6 +90,8 @@ struct OpParams {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
   bool rope_freq_factors = false;  // LOOM_ROPE_FREQ_FACTORS: src2 holds one divisor per rotated pair
+  float yarn_ext_factor = 0.0f;    // LOOM_ROPE_YARN: 0 = plain (interpolated) frequencies
+  float yarn_corr_low = 0.0f, yarn_corr_high = 0.0f;
   loom_activation activation = LOOM_ACTIVATION_SILU;
   float attn_scale = 0.0f;  // 0 → 1/sqrt(head_dim)
   uint32_t block_size = 0;

@@ -125,7 +125,7 @@ void rms_norm(const OpArgs& a, ThreadPool& pool) {
 const float* rope_angles(const OpParams& p, int64_t pos, const std::vector<float>& factors) {
   struct Entry {
     int64_t pos = -1;
-    float freq_base = 0, freq_scale = 0;
+    float freq_base = 0, freq_scale = 0, yarn_ext = 0, yarn_low = 0, yarn_high = 0;
     uint32_t n_dims = 0;
     std::vector<float> factors;
     std::vector<float> cos_sin;
@@ -134,6 +134,7 @@ const float* rope_angles(const OpParams& p, int64_t pos, const std::vector<float
   static thread_local int next = 0;
   for (Entry& e : entries) {
     if (e.pos == pos && e.freq_base == p.freq_base && e.freq_scale == p.freq_scale && e.n_dims == p.n_dims &&
+        e.yarn_ext == p.yarn_ext_factor && e.yarn_low == p.yarn_corr_low && e.yarn_high == p.yarn_corr_high &&
         e.factors == factors) {
       return e.cos_sin.data();
     }
@@ -141,6 +142,7 @@ const float* rope_angles(const OpParams& p, int64_t pos, const std::vector<float
   Entry& e = entries[next];
   next = (next + 1) % 4;
   e.pos = pos, e.freq_base = p.freq_base, e.freq_scale = p.freq_scale, e.n_dims = p.n_dims, e.factors = factors;
+  e.yarn_ext = p.yarn_ext_factor, e.yarn_low = p.yarn_corr_low, e.yarn_high = p.yarn_corr_high;
   e.cos_sin.resize(p.n_dims / 2 * 2);
   rope_cos_sin(p, pos, factors.empty() ? nullptr : factors.data(), e.cos_sin.data(), e.cos_sin.data() + p.n_dims / 2);
   return e.cos_sin.data();

@@ -20,8 +20,14 @@ void rope_cos_sin(const OpParams& p, int64_t pos, const float* freq_factors, flo
   for (uint32_t i = 0; i < p.n_dims / 2; i++) {
     // theta_i = pos * freq_scale * base^(-2i / n_dims) / factor_i, in double so large positions stay exact.
     const double factor = freq_factors != nullptr ? double(freq_factors[i]) : 1.0;
-    const double theta =
-        double(pos) * double(p.freq_scale) * std::pow(double(p.freq_base), -2.0 * i / double(p.n_dims)) / factor;
+    const double theta_extrap = double(pos) * std::pow(double(p.freq_base), -2.0 * i / double(p.n_dims)) / factor;
+    double theta = double(p.freq_scale) * theta_extrap;
+    if (p.yarn_ext_factor != 0.0f) {
+      // YaRN: pairs below the ramp keep their original frequency, pairs above it are interpolated.
+      const double y = (double(i) - p.yarn_corr_low) / std::max(0.001, double(p.yarn_corr_high) - p.yarn_corr_low);
+      const double ramp = (1.0 - std::clamp(y, 0.0, 1.0)) * p.yarn_ext_factor;
+      theta = theta * (1.0 - ramp) + theta_extrap * ramp;
+    }
     cos_out[i] = float(std::cos(theta));
     sin_out[i] = float(std::sin(theta));
   }
