@@ -3,7 +3,10 @@
 
 Run from this folder: python3 gen_unicode_tables.py > unicode_tables.cpp
 Letters are the L* general categories (\\p{L}), numbers the N* ones (\\p{N}); whitespace is the
-Unicode White_Space property, which is what \\s means in the tokenizers' regexes.
+Unicode White_Space property, which is what \\s means in the tokenizers' regexes. WordPiece also
+needs punctuation (P*), symbols (S*), marks (M*), controls (Cc, Cf, Co, Cs: llama.cpp's \\p{C} without
+unassigned code points), the simple lowercase mapping, and llama.cpp's one-code-point NFD (the first
+code point of each character's decomposition; Hangul syllables are computed, not tabled).
 """
 import sys
 import unicodedata
@@ -39,6 +42,27 @@ def emit(name, rs):
     print(f"const size_t n_{name} = sizeof({name}) / sizeof({name}[0]);\n")
 
 
+def emit_pairs(name, pairs):
+    print(f"const CodepointPair {name}[] = {{")
+    line = "   "
+    for a, b in pairs:
+        item = f" {{0x{a:X}, 0x{b:X}}},"
+        if len(line) + len(item) > 110:
+            print(line)
+            line = "   "
+        line += item
+    print(line)
+    print("};")
+    print(f"const size_t n_{name} = sizeof({name}) / sizeof({name}[0]);\n")
+
+
+def simple_lowercase(cp):
+    lower = chr(cp).lower()
+    if len(lower) == 1:
+        return ord(lower)
+    return ord(lower[0])  # U+0130 only: its simple mapping is the first of the full one
+
+
 def main():
     letters = ranges(lambda cp: unicodedata.category(chr(cp)).startswith("L"))
     numbers = ranges(lambda cp: unicodedata.category(chr(cp)).startswith("N"))
@@ -51,6 +75,24 @@ def main():
     emit("letter_ranges", letters)
     emit("number_ranges", numbers)
     emit("whitespace_ranges", whitespace)
+
+    def category(prefixes):
+        return ranges(lambda cp: unicodedata.category(chr(cp)) in prefixes or unicodedata.category(chr(cp))[0] in prefixes)
+    emit("punctuation_ranges", category({"P"}))
+    emit("symbol_ranges", category({"S"}))
+    emit("mark_ranges", category({"M"}))
+    emit("control_ranges", ranges(lambda cp: unicodedata.category(chr(cp)) in ("Cc", "Cf", "Co", "Cs")))
+    lower = [(cp, simple_lowercase(cp)) for cp in range(0x110000) if simple_lowercase(cp) != cp]
+    emit_pairs("lowercase_pairs", lower)
+    hangul = range(0xAC00, 0xD7A4)
+    nfd = []
+    for cp in range(0x110000):
+        if cp in hangul or 0xD800 <= cp <= 0xDFFF:
+            continue
+        first = ord(unicodedata.normalize("NFD", chr(cp))[0])
+        if first != cp:
+            nfd.append((cp, first))
+    emit_pairs("nfd_first_pairs", nfd)
     print("}  // namespace loom::tokenizer::tables")
 
 

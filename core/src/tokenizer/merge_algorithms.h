@@ -1,4 +1,4 @@
-// The two merge algorithms, applied to one fragment of raw text (special tokens already split off).
+// The tokenization algorithms, applied to one fragment of raw text (special tokens already split off).
 #pragma once
 
 #include <cstdint>
@@ -18,5 +18,8 @@ void spm_encode(const Vocab& vocab, std::string_view text, std::vector<int32_t>&
 // `ignore_merges`: a word that is itself a token is emitted whole (Llama 3).
 void bpe_encode(const Vocab& vocab, const PreTokenizer& pre, std::string_view text,
                 std::vector<int32_t>& out);
+
+// WordPiece (BERT): normalise, split into words, cut each into the longest vocabulary pieces.
+void wordpiece_encode(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out);
 
 }  // namespace loom::tokenizer

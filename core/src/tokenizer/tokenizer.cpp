@@ -142,6 +142,8 @@ void Tokenizer::encode_text(std::string_view text, bool after_special, std::vect
     std::string escaped = vocab_.data.add_space_prefix && after_special ? std::string(spm_space) : std::string();
     escaped += escape_spaces(text);
     tokenizer::spm_encode(vocab_, escaped, out);
+  } else if (vocab_.data.kind == VocabKind::wpm) {
+    tokenizer::wordpiece_encode(vocab_, text, out);
   } else {
     tokenizer::bpe_encode(vocab_, pre_, text, out);
   }
@@ -164,6 +166,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     }
   }
   if (add_special && vocab_.data.add_eos && vocab_.data.eos_id >= 0) out.push_back(vocab_.data.eos_id);
+  if (add_special && vocab_.data.add_sep && vocab_.data.sep_id >= 0) out.push_back(vocab_.data.sep_id);
   return out;
 }
 
@@ -196,7 +199,7 @@ std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
     case TokenType::unknown: return render_special ? text : std::string();
     case TokenType::user_defined: return text;
     case TokenType::normal:
-      return vocab_.data.kind == VocabKind::spm || !vocab_.data.byte_level ? unescape_spaces(text)
+      return vocab_.data.kind != VocabKind::bpe || !vocab_.data.byte_level ? unescape_spaces(text)
                                                                             : decode_byte_level(text);
     case TokenType::byte:
       // SentencePiece byte tokens are spelled <0xHH>.
@@ -212,7 +215,8 @@ std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_special) const {
   std::string out;
-  bool strip_space = vocab_.data.kind == VocabKind::spm && vocab_.data.add_space_prefix;
+  // SentencePiece's added leading space, and WordPiece's word mark on the first word.
+  bool strip_space = (vocab_.data.kind == VocabKind::spm && vocab_.data.add_space_prefix) || vocab_.data.kind == VocabKind::wpm;
   for (int32_t id : ids) {
     std::string piece = token_to_piece(id, render_special);
     if (piece.empty()) continue;

@@ -1,8 +1,8 @@
 // Tokenizer — text <-> token ids for a model, built from the tokenizer.ggml.* keys of its GGUF file.
 //
-// Two algorithms, chosen by tokenizer.ggml.model: "llama" (SentencePiece, e.g. Llama 2, Gemma) and "gpt2"
+// Three algorithms, chosen by tokenizer.ggml.model: "llama" (SentencePiece, e.g. Llama 2, Gemma), "gpt2"
 // (byte-level BPE, e.g. GPT-2, Llama 3, Qwen 2, StarCoder; the pre-tokenizer is chosen by
-// tokenizer.ggml.pre). Results match llama.cpp id for id. Immutable after construction: every const
+// tokenizer.ggml.pre; "gemma4" is BPE over UTF-8 pieces) and "bert" (WordPiece). Results match llama.cpp id for id. Immutable after construction: every const
 // method may be called from any number of threads at once.
 #pragma once
 

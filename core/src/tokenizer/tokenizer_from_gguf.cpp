@@ -35,10 +35,12 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::GgufFile& file) {
   } else if (*model == "gemma4") {
     data.kind = VocabKind::bpe;
     data.byte_level = false;
+  } else if (*model == "bert") {
+    data.kind = VocabKind::wpm;
   } else {
     throw Error(where("tokenizer.ggml.model") + " = '" + *model +
-                "' is not supported (Loom implements 'llama' (SentencePiece), 'gpt2' (byte-level BPE) and 'gemma4' "
-                "(BPE over UTF-8 pieces))");
+                "' is not supported (Loom implements 'llama' (SentencePiece), 'gpt2' (byte-level BPE), 'gemma4' "
+                "(BPE over UTF-8 pieces) and 'bert' (WordPiece))");
   }
   data.pre = file.get_string("tokenizer.ggml.pre").value_or("default");
   // Gemma 4's files name no pre-tokenizer: its tokenizer.json splits newline runs from the rest.
@@ -68,6 +70,17 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::GgufFile& file) {
   data.add_eos = file.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
   data.add_space_prefix = file.get_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
   if (!spm) data.add_space_prefix = false;  // BPE encodes spaces itself
+  if (data.kind == VocabKind::wpm) {
+    // BERT's fixed ids unless stated: [CLS] 101 starts, [SEP] 102 ends, [UNK] 100, [PAD] 0.
+    data.bos_id = read_id(file, "tokenizer.ggml.bos_token_id", n > 101 ? 101 : -1, n);
+    data.sep_id = read_id(file, "tokenizer.ggml.seperator_token_id", n > 102 ? 102 : -1, n);
+    data.unk_id = read_id(file, "tokenizer.ggml.unknown_token_id", n > 100 ? 100 : -1, n);
+    data.pad_id = read_id(file, "tokenizer.ggml.padding_token_id", 0, n);
+    data.add_bos = true;
+    data.add_sep = true;
+    data.wpm_lowercase = file.get_bool("tokenizer.ggml.normalizer.lowercase").value_or(true);
+    data.wpm_strip_accents = file.get_bool("tokenizer.ggml.normalizer.strip_accents").value_or(data.wpm_lowercase);
+  }
 
   // Turn-end tokens named by text, when the file does not say which id ends a turn.
   if (data.eot_id < 0) {

@@ -18,6 +18,10 @@ uint8_t compute_flags(uint32_t cp) {
   if (in_ranges(tables::letter_ranges, tables::n_letter_ranges, cp)) flags |= cp_letter;
   if (in_ranges(tables::number_ranges, tables::n_number_ranges, cp)) flags |= cp_number;
   if (in_ranges(tables::whitespace_ranges, tables::n_whitespace_ranges, cp)) flags |= cp_whitespace;
+  if (in_ranges(tables::punctuation_ranges, tables::n_punctuation_ranges, cp)) flags |= cp_punctuation;
+  if (in_ranges(tables::symbol_ranges, tables::n_symbol_ranges, cp)) flags |= cp_symbol;
+  if (in_ranges(tables::mark_ranges, tables::n_mark_ranges, cp)) flags |= cp_mark;
+  if (in_ranges(tables::control_ranges, tables::n_control_ranges, cp)) flags |= cp_control;
   return flags;
 }
 
@@ -87,6 +91,25 @@ uint8_t codepoint_flags(uint32_t cp) {
   static const BmpFlags bmp;
   if (cp < 0x10000) return bmp.flags[cp];
   return compute_flags(cp);
+}
+
+namespace {
+
+uint32_t lookup_pair(const CodepointPair* pairs, size_t n, uint32_t cp) {
+  const CodepointPair* end = pairs + n;
+  const CodepointPair* it = std::lower_bound(pairs, end, cp, [](const CodepointPair& p, uint32_t value) { return p.from < value; });
+  return it != end && it->from == cp ? it->to : cp;
+}
+
+}  // namespace
+
+uint32_t to_lower(uint32_t cp) { return lookup_pair(tables::lowercase_pairs, tables::n_lowercase_pairs, cp); }
+
+uint32_t nfd_first(uint32_t cp) {
+  // Hangul syllables decompose algorithmically: the first part is the leading consonant.
+  constexpr uint32_t kSyllableBase = 0xAC00, kSyllables = 11172, kPerLeading = 588, kLeadingBase = 0x1100;
+  if (cp >= kSyllableBase && cp < kSyllableBase + kSyllables) return kLeadingBase + (cp - kSyllableBase) / kPerLeading;
+  return lookup_pair(tables::nfd_first_pairs, tables::n_nfd_first_pairs, cp);
 }
 
 std::vector<uint32_t> utf8_to_codepoints(std::string_view text) {

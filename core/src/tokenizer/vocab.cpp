@@ -46,6 +46,8 @@ Vocab::Vocab(VocabData vocab_data) : data(std::move(vocab_data)) {
   check_id(data.eom_id, n_ids, "EOM");
   check_id(data.unk_id, n_ids, "unknown-token");
   check_id(data.pad_id, n_ids, "padding");
+  check_id(data.sep_id, n_ids, "separator");
+  if (data.kind == VocabKind::wpm && data.unk_id < 0) throw Error("tokenizer: a WordPiece vocabulary needs an unknown token");
 
   token_to_id.reserve(data.tokens.size());
   for (int32_t id = 0; id < n_ids; ++id) token_to_id.emplace(data.tokens[id], id);
@@ -61,6 +63,9 @@ Vocab::Vocab(VocabData vocab_data) : data(std::move(vocab_data)) {
 
   byte_ids.assign(256, -1);
   for (int b = 0; b < 256; ++b) {
+    if (data.kind == VocabKind::wpm) {
+      continue;  // WordPiece has no byte tokens: unknown words become the unknown token
+    }
     if (data.kind == VocabKind::spm) {
       char name[8];
       std::snprintf(name, sizeof(name), "<0x%02X>", b);

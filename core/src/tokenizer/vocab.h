@@ -24,6 +24,7 @@ enum class TokenType : int32_t {
 enum class VocabKind {
   spm,  // tokenizer.ggml.model = "llama": SentencePiece, score-based merges
   bpe,  // tokenizer.ggml.model = "gpt2": byte-level BPE, rank-based merges
+  wpm,  // tokenizer.ggml.model = "bert": WordPiece, greedy longest pieces
 };
 
 struct VocabData {
@@ -39,12 +40,17 @@ struct VocabData {
   int32_t eom_id = -1;
   int32_t unk_id = -1;
   int32_t pad_id = -1;
+  int32_t sep_id = -1;               // WordPiece: [SEP], added after the text when add_sep
   bool add_bos = false;
+  bool add_sep = false;
   bool add_eos = false;
   bool add_space_prefix = false;     // SPM: prefix text (and text after a special token) with a space
   // BPE: tokens spell bytes through GPT-2's byte-to-unicode map. False for BPE over raw UTF-8 pieces
   // (Gemma 4): spaces are written U+2581 as in SentencePiece and unknown bytes fall back to <0xHH>.
   bool byte_level = true;
+  // WordPiece's BertNormalizer (tokenizer.ggml.normalizer.*).
+  bool wpm_lowercase = true;
+  bool wpm_strip_accents = true;
 };
 
 struct StringHash {
