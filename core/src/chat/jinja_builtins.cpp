@@ -123,6 +123,50 @@ bool starts_or_ends(const std::string& s, const Value& affix, bool start, int li
   return one(affix);
 }
 
+// Python's ordering of two values for sort/dictsort/min/max: numbers by value, strings by code
+// point (lowercased unless case_sensitive, as Jinja's filters default), otherwise by type name.
+bool sort_less(const Value& a, const Value& b, bool case_sensitive) {
+  if (a.is_number() && b.is_number()) return a.as_float() < b.as_float();
+  if (a.is_string() && b.is_string()) {
+    if (case_sensitive) return a.as_string() < b.as_string();
+    return map_chars(a.as_string(), [](int c) { return std::tolower(c); }) <
+           map_chars(b.as_string(), [](int c) { return std::tolower(c); });
+  }
+  return a.type_name() < b.type_name();
+}
+
+// Python's str.format for the fields templates use: "{}", "{0}" and "{name}" (no format specs).
+std::string format_string(const std::string& s, const CallArgs& args, int line) {
+  std::string out;
+  size_t next_auto = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((s[i] == '{' || s[i] == '}') && i + 1 < s.size() && s[i + 1] == s[i]) {
+      out += s[i++];
+      continue;
+    }
+    if (s[i] != '{') {
+      out += s[i];
+      continue;
+    }
+    const size_t close = s.find('}', i);
+    if (close == std::string::npos) fail_at(line, "format(): unmatched '{'");
+    const std::string field = s.substr(i + 1, close - i - 1);
+    if (field.find_first_of(":!") != std::string::npos) fail_at(line, "format(): format specs are not supported");
+    Value v;
+    if (field.empty()) {
+      v = args.get(next_auto++, "");
+    } else if (std::all_of(field.begin(), field.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      v = args.get(std::stoul(field), "");
+    } else {
+      v = args.get(SIZE_MAX, field);
+    }
+    if (v.is_undefined()) fail_at(line, "format(): no value for field '{" + field + "}'");
+    out += v.str();
+    i = close;
+  }
+  return out;
+}
+
 }  // namespace
 
 void fail_at(int line, const std::string& message) {
@@ -130,7 +174,9 @@ void fail_at(int line, const std::string& message) {
 }
 
 Value apply_filter(const std::string& name, const Value& input, CallArgs& args, int line) {
+  static const std::string empty;
   const auto need_string = [&]() -> const std::string& {
+    if (input.is_undefined()) return empty;  // Jinja prints an undefined value as ""
     if (!input.is_string()) fail_at(line, "filter '" + name + "' needs a string, got a " + input.type_name());
     return input.as_string();
   };
@@ -216,6 +262,7 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args, 
     const bool keep = name == "selectattr" || name == "select";
     const size_t test_index = by_attr ? 1 : 0;
     Array out;
+    if (!input.truthy()) return out;  // Jinja selects nothing from None, undefined or empty
     for (const Value& item : as_list(input, line)) {
       const Value subject = by_attr ? attribute_of(item, args.get(0, "attribute").str()) : item;
       bool passed = false;
@@ -245,6 +292,34 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args, 
       }
     }
     return out;
+  }
+  if (name == "dictsort") {
+    if (!input.is_object()) fail_at(line, "filter 'dictsort' needs a dict, got a " + input.type_name());
+    const bool case_sensitive = args.get(0, "case_sensitive", Value(false)).truthy();
+    const bool by_value = args.get(1, "by", Value("key")).str() == "value";
+    const bool reverse = args.get(2, "reverse", Value(false)).truthy();
+    Array out;
+    for (const auto& [k, v] : input.object().items) out.emplace_back(Array{Value(k), v});
+    std::stable_sort(out.begin(), out.end(), [&](const Value& a, const Value& b) {
+      const size_t at = by_value ? 1 : 0;
+      return reverse ? sort_less(b.array()[at], a.array()[at], case_sensitive)
+                     : sort_less(a.array()[at], b.array()[at], case_sensitive);
+    });
+    return out;
+  }
+  if (name == "sort" || name == "min" || name == "max") {
+    const bool is_sort = name == "sort";
+    const bool reverse = is_sort && args.get(0, "reverse", Value(false)).truthy();
+    const bool case_sensitive = args.get(is_sort ? 1 : 0, "case_sensitive", Value(false)).truthy();
+    const Value attribute = args.get(is_sort ? 2 : 1, "attribute");
+    Array items = as_list(input, line);
+    auto key = [&](const Value& v) { return attribute.is_undefined() ? v : attribute_of(v, attribute.str()); };
+    std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
+      return reverse ? sort_less(key(b), key(a), case_sensitive) : sort_less(key(a), key(b), case_sensitive);
+    });
+    if (is_sort) return items;
+    if (items.empty()) return Value();  // Jinja: undefined for an empty sequence
+    return name == "min" ? items.front() : items.back();
   }
   if (name == "indent") {
     const std::string pad(static_cast<size_t>(args.get(0, "width", Value(4)).as_int()), ' ');
@@ -312,6 +387,7 @@ Value call_method(const Value& self, const std::string& name, CallArgs& args, in
       const Value count = args.get(2, "count");
       return replace_all(s, args.get(0, "old").str(), args.get(1, "new").str(), count.is_number() ? count.as_int() : -1);
     }
+    if (name == "format") return format_string(s, args, line);
     if (name == "find") {
       const size_t pos = s.find(args.get(0, "sub").str());
       return pos == std::string::npos ? Value(-1) : Value(static_cast<int64_t>(pos));
