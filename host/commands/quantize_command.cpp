@@ -28,7 +28,10 @@ const char* kUsage =
     "Re-quantizing an already quantized model adds the new format's error to the old one.\n"
     "\n"
     "options:\n"
-    "  --type TYPE             Q8_0, Q4_0, Q4_K, Q6_K, F16, BF16, I4_G128 (Loom-only), I8_ROW (Loom-only)\n"
+    "  --type TYPE             Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS\n"
+    "                          (byte for byte as ggml writes them), F16, BF16, F32 (decodes a\n"
+    "                          quantized file), I4_G128 (Loom-only),\n"
+    "                          I8_ROW (Loom-only)\n"
     "  --keep-embeddings K     token_embd/output type: F16, Q8_0 or same (= TYPE). Default: Q8_0 for\n"
     "                          the 4-bit types and I8_ROW, TYPE otherwise\n"
     "  --calibration FILE      text whose token statistics weight the I4_G128 fit of attn_q/k/v and\n"
@@ -180,7 +183,7 @@ int run_quantize(const CommandArgs& args) {
 
 }  // namespace
 
-LOOM_REGISTER_COMMAND("quantize", "re-quantize a GGUF model (Q8_0, Q4_0, Q4_K, Q6_K, F16, BF16, I4_G128, I8_ROW)",
+LOOM_REGISTER_COMMAND("quantize", "re-quantize a GGUF model (GGML's Q*_0/1, K-quants, IQ4; F16, BF16; I4_G128, I8_ROW)",
                       run_quantize);
 
 }  // namespace loom::host

@@ -1,6 +1,7 @@
 #include <iterator>
 
 #include "formats.h"
+#include "ggml_blocks.h"
 
 namespace loom::quant {
 
@@ -20,6 +21,16 @@ const FormatInfo kFormats[] = {
      dequantize_row_q4_k},
     {LOOM_DTYPE_Q6_K, "Q6_K", LOOM_QK_K, sizeof(loom_block_q6_k), kWeight, 0, false, quantize_row_q6_k,
      dequantize_row_q6_k},
+    {LOOM_DTYPE_Q4_1, "Q4_1", 32, sizeof(BlockQ4_1), kWeight, 0, false, quantize_row_q4_1, dequantize_row_q4_1},
+    {LOOM_DTYPE_Q5_0, "Q5_0", LOOM_QK5_0, sizeof(loom_block_q5_0), kWeight, 0, false, quantize_row_q5_0,
+     dequantize_row_q5_0},
+    {LOOM_DTYPE_Q5_1, "Q5_1", 32, sizeof(BlockQ5_1), kWeight, 0, false, quantize_row_q5_1, dequantize_row_q5_1},
+    {LOOM_DTYPE_Q2_K, "Q2_K", LOOM_QK_K, sizeof(BlockQ2_K), kWeight, 0, false, quantize_row_q2_k, dequantize_row_q2_k},
+    {LOOM_DTYPE_Q3_K, "Q3_K", LOOM_QK_K, sizeof(BlockQ3_K), kWeight, 0, false, quantize_row_q3_k, dequantize_row_q3_k},
+    {LOOM_DTYPE_Q5_K, "Q5_K", LOOM_QK_K, sizeof(BlockQ5_K), kWeight, 0, false, quantize_row_q5_k, dequantize_row_q5_k},
+    {LOOM_DTYPE_IQ4_NL, "IQ4_NL", 32, sizeof(BlockIQ4_NL), kWeight, 0, false, quantize_row_iq4_nl, dequantize_row_iq4_nl},
+    {LOOM_DTYPE_IQ4_XS, "IQ4_XS", LOOM_QK_K, sizeof(BlockIQ4_XS), kWeight, 0, false, quantize_row_iq4_xs,
+     dequantize_row_iq4_xs},
     {LOOM_DTYPE_I8_ROW, "I8_ROW", 0, sizeof(float), kWeight | kRow, 1, false, quantize_row_i8_row,
      dequantize_row_i8_row},
     {LOOM_DTYPE_INT8_KV, "INT8_KV", 0, sizeof(float), kKv | kRow, 1, false, quantize_row_i8_row,

@@ -18,8 +18,19 @@ std::string upper(std::string_view text) {
   return s;
 }
 
+// Formats of 4 bits or fewer per weight: their embeddings default to Q8_0.
 bool is_four_bit(loom_dtype type) {
-  return type == LOOM_DTYPE_Q4_0 || type == LOOM_DTYPE_Q4_K || type == LOOM_DTYPE_I4_G128;
+  switch (type) {
+    case LOOM_DTYPE_Q4_0:
+    case LOOM_DTYPE_Q4_1:
+    case LOOM_DTYPE_Q4_K:
+    case LOOM_DTYPE_Q2_K:
+    case LOOM_DTYPE_Q3_K:
+    case LOOM_DTYPE_IQ4_NL:
+    case LOOM_DTYPE_IQ4_XS:
+    case LOOM_DTYPE_I4_G128: return true;
+    default: return false;
+  }
 }
 
 bool is_float_data(loom_dtype type) {
@@ -56,9 +67,10 @@ std::string embedding_policy_name(EmbeddingPolicy policy) {
 }
 
 const std::vector<loom_dtype>& quantize_target_types() {
-  static const std::vector<loom_dtype> types = {LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q4_K,
-                                                LOOM_DTYPE_Q6_K, LOOM_DTYPE_F16,  LOOM_DTYPE_BF16,
-                                                LOOM_DTYPE_I4_G128, LOOM_DTYPE_I8_ROW};
+  static const std::vector<loom_dtype> types = {
+      LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q4_1,   LOOM_DTYPE_Q5_0,   LOOM_DTYPE_Q5_1,   LOOM_DTYPE_Q2_K,
+      LOOM_DTYPE_Q3_K, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q5_K,   LOOM_DTYPE_Q6_K,   LOOM_DTYPE_IQ4_NL, LOOM_DTYPE_IQ4_XS,
+      LOOM_DTYPE_F16,  LOOM_DTYPE_BF16, LOOM_DTYPE_F32,     LOOM_DTYPE_I4_G128, LOOM_DTYPE_I8_ROW};
   return types;
 }
 
@@ -78,9 +90,17 @@ uint32_t file_type_for(loom_dtype target) {
     case LOOM_DTYPE_F32: return 0;    // LLAMA_FTYPE_ALL_F32
     case LOOM_DTYPE_F16: return 1;    // MOSTLY_F16
     case LOOM_DTYPE_Q4_0: return 2;   // MOSTLY_Q4_0
+    case LOOM_DTYPE_Q4_1: return 3;   // MOSTLY_Q4_1
     case LOOM_DTYPE_Q8_0: return 7;   // MOSTLY_Q8_0
+    case LOOM_DTYPE_Q5_0: return 8;   // MOSTLY_Q5_0
+    case LOOM_DTYPE_Q5_1: return 9;   // MOSTLY_Q5_1
+    case LOOM_DTYPE_Q2_K: return 10;  // MOSTLY_Q2_K
+    case LOOM_DTYPE_Q3_K: return 11;  // MOSTLY_Q3_K_S
     case LOOM_DTYPE_Q4_K: return 14;  // MOSTLY_Q4_K_S
+    case LOOM_DTYPE_Q5_K: return 16;  // MOSTLY_Q5_K_S
     case LOOM_DTYPE_Q6_K: return 18;  // MOSTLY_Q6_K
+    case LOOM_DTYPE_IQ4_NL: return 25;  // MOSTLY_IQ4_NL
+    case LOOM_DTYPE_IQ4_XS: return 30;  // MOSTLY_IQ4_XS
     case LOOM_DTYPE_BF16: return 32;  // MOSTLY_BF16
     default: return static_cast<uint32_t>(target);
   }

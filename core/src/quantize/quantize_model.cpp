@@ -66,7 +66,11 @@ bool same_file(const fs::path& a, const fs::path& b) {
 void copy_gguf_metadata(const gguf::GgufFile& in, gguf::GgufWriter& writer, const std::vector<std::string>& skip) {
   for (const auto& entry : in.metadata()) {
     // The writer records the alignment itself.
-    if (entry.key == "general.alignment" || std::find(skip.begin(), skip.end(), entry.key) != skip.end()) continue;
+    // A file Loom quantized before carries the earlier run's loom.quantize.* record: this run writes its own.
+    if (entry.key == "general.alignment" || entry.key.starts_with("loom.quantize.") ||
+        std::find(skip.begin(), skip.end(), entry.key) != skip.end()) {
+      continue;
+    }
     writer.set_raw(entry.key, static_cast<uint32_t>(entry.value.type), encode_value(entry.value));
   }
 }
