@@ -158,7 +158,7 @@ TEST_CASE("quantize: plan falls back when the block does not divide the row, and
   auto plans = loom::plan_tensors(shapes, *quantizer, LOOM_DTYPE_Q4_K, loom::EmbeddingPolicy::automatic);
   CHECK(plans[0].to == LOOM_DTYPE_Q8_0);
   CHECK_FALSE(plans[0].is_fallback);
-  CHECK(plans[1].to == LOOM_DTYPE_Q8_0);
+  CHECK(plans[1].to == LOOM_DTYPE_Q5_0);  // llama.cpp's fallback for Q4_K
   CHECK(plans[1].is_fallback);
   CHECK_THAT(plans[1].note, Catch::Contains("not divisible"));
   CHECK(plans[2].to == LOOM_DTYPE_Q4_K);
@@ -178,7 +178,15 @@ TEST_CASE("quantize: plan falls back when the block does not divide the row, and
 
   CHECK(loom::parse_quantize_target("q4_k") == LOOM_DTYPE_Q4_K);
   CHECK(loom::parse_quantize_target("I4_G128") == LOOM_DTYPE_I4_G128);
-  CHECK_THROWS_WITH(loom::parse_quantize_target("Q5_K"), Catch::Contains("allowed"));
+  CHECK(loom::parse_quantize_target("q5_k") == LOOM_DTYPE_Q5_K);
+  CHECK_THROWS_WITH(loom::parse_quantize_target("Q8_1"), Catch::Contains("allowed"));
+  // llama.cpp's fallbacks for the other block-256 types.
+  plans = loom::plan_tensors(shapes, *quantizer, LOOM_DTYPE_Q5_K, loom::EmbeddingPolicy::automatic);
+  CHECK(plans[1].to == LOOM_DTYPE_Q5_1);
+  plans = loom::plan_tensors(shapes, *quantizer, LOOM_DTYPE_IQ4_XS, loom::EmbeddingPolicy::automatic);
+  CHECK(plans[1].to == LOOM_DTYPE_IQ4_NL);
+  plans = loom::plan_tensors(shapes, *quantizer, LOOM_DTYPE_Q2_K, loom::EmbeddingPolicy::automatic);
+  CHECK(plans[1].to == LOOM_DTYPE_Q4_0);
   CHECK_THROWS_WITH(loom::parse_embedding_policy("Q4_0"), Catch::Contains("F16, Q8_0, same"));
 }
 

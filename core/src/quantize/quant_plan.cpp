@@ -44,6 +44,19 @@ bool is_float_data(loom_dtype type) {
   }
 }
 
+// What a row the format's block does not divide gets instead: llama.cpp's choice
+// (tensor_type_fallback) for the GGML types, a block of 32 with a comparable size; Q8_0 otherwise.
+loom_dtype fallback_for(loom_dtype wanted) {
+  switch (wanted) {
+    case LOOM_DTYPE_Q2_K:
+    case LOOM_DTYPE_Q3_K: return LOOM_DTYPE_Q4_0;
+    case LOOM_DTYPE_Q4_K: return LOOM_DTYPE_Q5_0;
+    case LOOM_DTYPE_Q5_K: return LOOM_DTYPE_Q5_1;
+    case LOOM_DTYPE_IQ4_XS: return LOOM_DTYPE_IQ4_NL;
+    default: return LOOM_DTYPE_Q8_0;
+  }
+}
+
 bool is_embedding(const std::string& name) { return name == "token_embd.weight" || name == "output.weight"; }
 
 }  // namespace
@@ -152,8 +165,8 @@ std::vector<TensorPlan> plan_tensors(const std::vector<TensorShape>& tensors, co
     }
     p.to = wanted;
     if (!can_encode(quantizer, wanted, p.n_cols)) {
-      p.to = can_encode(quantizer, LOOM_DTYPE_Q8_0, p.n_cols) && wanted != LOOM_DTYPE_Q8_0 ? LOOM_DTYPE_Q8_0
-                                                                                         : LOOM_DTYPE_F16;
+      const loom_dtype fallback = fallback_for(wanted);
+      p.to = fallback != wanted && can_encode(quantizer, fallback, p.n_cols) ? fallback : LOOM_DTYPE_F16;
       p.is_fallback = true;
       p.note = "row of " + std::to_string(p.n_cols) + " not divisible by " + dtype_name(wanted) + "'s block: " +
                dtype_name(p.to) + " instead";

@@ -37,6 +37,18 @@ MatmulPlan plan_for(loom_dtype type, int64_t n_in, const Kernels& k) {
     case LOOM_DTYPE_BF16: return {ActFormat::f32, k.bf16, size_t(n_in) * 4};
     case LOOM_DTYPE_F32: return {ActFormat::f32, k.f32, size_t(n_in) * 4};
     default: {
+      // Types whose integer kernels only some tables have.
+      const WeightKernels* integer = type == LOOM_DTYPE_Q5_K     ? &k.q5_k
+                                     : type == LOOM_DTYPE_IQ4_XS ? &k.iq4_xs
+                                     : type == LOOM_DTYPE_Q4_1   ? &k.q4_1
+                                     : type == LOOM_DTYPE_Q5_1   ? &k.q5_1
+                                     : type == LOOM_DTYPE_IQ4_NL ? &k.iq4_nl
+                                                                 : nullptr;
+      if (integer != nullptr && integer->tile != nullptr) {
+        const bool super_blocks = type == LOOM_DTYPE_Q5_K || type == LOOM_DTYPE_IQ4_XS;
+        return super_blocks ? MatmulPlan{ActFormat::q8k, *integer, size_t(n_in / 256) * sizeof(BlockQ8K)}
+                            : MatmulPlan{ActFormat::q8, *integer, size_t(n_in / 32) * sizeof(BlockQ8)};
+      }
       const WeightKernels decoded = dequant_kernels(type, k);
       if (decoded.tile == nullptr) unsupported(std::string("MATMUL: weight dtype ") + dtype_name(type) + " has no fast kernel");
       return {ActFormat::f32, decoded, size_t(n_in) * 4};

@@ -62,10 +62,15 @@ struct Kernels {
   // out = act(g) * u (u may be null) for one row; false (nothing written) when the table has no
   // vector form of `act` and the caller must use the scalar activation.
   bool (*activation_row)(loom_activation act, const float* g, const float* u, float* out, int64_t n);
+  // Integer kernels on BlockQ8K rows where the table has them ({nullptr, nullptr}: the types decode
+  // rows to floats instead, dequant_kernels). Last, so the positional tables may leave them out.
+  WeightKernels q5_k{nullptr, nullptr}, iq4_xs{nullptr, nullptr};
+  // The same for BlockQ8 rows.
+  WeightKernels q4_1{nullptr, nullptr}, q5_1{nullptr, nullptr}, iq4_nl{nullptr, nullptr};
 };
 
 const Kernels& scalar_kernels();
 const Kernels* avx2_kernels();    // nullptr when the plugin was built without the AVX2 file
-const Kernels* avx512_kernels();  // the AVX2 table with AVX-512 Q4_0/Q5_0/Q8_0 and K-quant decode kernels; nullptr if not built
+const Kernels* avx512_kernels();  // the AVX2 table with AVX-512 Q4_0/Q5_0/Q8_0, K-quant and IQ4_XS kernels; nullptr if not built
 
 }  // namespace loom::cpu

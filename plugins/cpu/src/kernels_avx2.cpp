@@ -14,57 +14,15 @@
 
 #include "activation.h"
 #include "cpu_tensor.h"
+#include "kernels_avx2_common.h"
+#include "kernels_avx2_kquants.h"
 
 namespace loom::cpu {
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-inline __m256 sum_i32(__m256i v) { return _mm256_cvtepi32_ps(v); }
-// 16 bytes of nibbles → 32 bytes: low nibbles (elements 0..15) then high nibbles (16..31).
-inline __m256i unpack_nibbles_32(const uint8_t* q) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-  const __m128i mask = _mm_set1_epi8(0x0F);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), mask), _mm_and_si128(raw, mask));
-}
-template <typename Act>
-inline const Act* act_row(const void* x, size_t stride, int j) {
-  return reinterpret_cast<const Act*>(static_cast<const uint8_t*>(x) + size_t(j) * stride);
-}
+using namespace avx2;
 
 // ---- activation quantization ----------------------------------------------------------------------
-inline float block_amax(const float* x, int n) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 m = _mm256_setzero_ps();
-  for (int i = 0; i < n; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-// 32 floats * id → 32 int8 (round to nearest even), stored to q; returns the sum of the int8s.
-inline int quantize_32(const float* x, float id, int8_t* q) {
-  const __m256 mul = _mm256_set1_ps(id);
-  __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 0), mul));
-  __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), mul));
-  __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), mul));
-  __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), mul));
-  const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
-  // packs interleave 128-bit lanes; the permute restores element order.
-  __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
-  p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), p);
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
-  s = _mm_hadd_epi32(s, s);
-  s = _mm_hadd_epi32(s, s);
-  return _mm_cvtsi128_si32(s);
-}
-
 void quantize_q8(const float* x, BlockQ8* y, int64_t n) {
   for (int64_t b = 0; b < n / 32; b++, x += 32) {
     const float d = block_amax(x, 32) / 127.0f;
@@ -87,18 +45,6 @@ void quantize_q8k(const float* x, BlockQ8K* y, int64_t n) {
 }
 
 // ---- quantized row · tile of activation rows -----------------------------------------------------------
-// Byte i of the result is 0x10 where bit i of the 32-bit mask is set: Q5_0's fifth bits, in the
-// same element order as unpack_nibbles_32.
-inline __m256i high_bits_32(const uint8_t* qh) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, 4);
-  // Broadcast the mask, send byte k/8 of it to lane k, then test bit k%8 of that byte.
-  const __m256i shuffle = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
-  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(int(bits)), shuffle);
-  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
-  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
-}
 
 // A 32-value block's weights as signed bytes, per format.
 struct SignedQ4_0 {
@@ -282,36 +228,6 @@ void dot_float_t(int64_t n, const void* w, const void* x, size_t xs, float* out)
   }
 }
 
-// Dispatches n_x (1..kMaxTile) to the unrolled template instance.
-template <void (*F1)(int64_t, const void*, const void*, size_t, float*), void (*F2)(int64_t, const void*, const void*, size_t, float*),
-          void (*F3)(int64_t, const void*, const void*, size_t, float*), void (*F4)(int64_t, const void*, const void*, size_t, float*)>
-void tile_dispatch(int64_t n, const void* w, const void* x, size_t xs, int n_x, float* out) {
-  switch (n_x) {
-    case 1: return F1(n, w, x, xs, out);
-    case 2: return F2(n, w, x, xs, out);
-    case 3: return F3(n, w, x, xs, out);
-    default: return F4(n, w, x, xs, out);
-  }
-}
-
-// The decode path: the single-row kernel inlined into a loop over rows, prefetching the row
-// kPrefetchRows ahead. The hardware prefetcher follows a stream only within a 4 KiB page, and a
-// chunk of short rows crosses pages every few rows; asking for the next rows early keeps enough
-// cache-line fills in flight to run at memory bandwidth rather than at memory latency.
-constexpr int64_t kPrefetchRows = 4;
-
-template <void (*Dot)(int64_t, const void*, const void*, size_t, float*)>
-void rows_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  for (int64_t r = 0; r < n_rows; r++) {
-    if (r + kPrefetchRows < n_rows) {
-      const uint8_t* ahead = p + size_t(r + kPrefetchRows) * w_stride;
-      for (size_t off = 0; off < w_stride; off += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
-    }
-    Dot(n, p + size_t(r) * w_stride, x, 0, out + r);
-  }
-}
-
 #define LOOM_TILED(fn) WeightKernels{tile_dispatch<fn<1>, fn<2>, fn<3>, fn<4>>, rows_dot<fn<1>>}
 #define LOOM_TILED_F(L) \
   WeightKernels{tile_dispatch<dot_float_t<L, 1>, dot_float_t<L, 2>, dot_float_t<L, 3>, dot_float_t<L, 4>>, rows_dot<dot_float_t<L, 1>>}
@@ -383,7 +299,12 @@ const Kernels kAvx2 = {"avx2",
                        axpy_i8,
                        f32_to_f16,
                        f16_to_f32,
-                       activation_row_avx2};
+                       activation_row_avx2,
+                       avx2_q5_k_kernels(),
+                       avx2_iq4_xs_kernels(),
+                       avx2_q4_1_kernels(),
+                       avx2_q5_1_kernels(),
+                       avx2_iq4_nl_kernels()};
 
 }  // namespace
 
