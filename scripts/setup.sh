@@ -34,6 +34,28 @@ mkdir -p "$HOME/.cache/loom"
 echo "$model_path" > "$HOME/.cache/loom/default-model.txt"
 echo "setup: default model $model_path (sha256 verified)"
 
+# xgrammar's C++ core for structured output (JSON schema, regex, choice, grammar), from its pinned
+# PyPI sdist (the wheels carry only the Python bindings). CMake builds its C++ sources; without them
+# Loom builds without structured output (cmake/LoomXgrammar.cmake).
+XGRAMMAR_DIR="$HOME/.cache/loom/xgrammar-0.2.9"
+XGRAMMAR_SHA256=87b466bca2475e29bb0323abc62c6c33cbcbcff47e5fb800a3e2099ac9620b90
+if [[ ! -f "$XGRAMMAR_DIR/include/xgrammar/xgrammar.h" ]]; then
+  tmp=$(mktemp -d)
+  if python3 - "$tmp" <<'PY' && [[ "$(sha256sum "$tmp/xgrammar-0.2.9.tar.gz" | cut -d' ' -f1)" == "$XGRAMMAR_SHA256" ]]; then
+import re, sys, urllib.request
+page = urllib.request.urlopen("https://pypi.org/simple/xgrammar/", timeout=60).read().decode()
+url = re.search(r'href="([^"#]+/xgrammar-0\.2\.9\.tar\.gz)', page).group(1)
+urllib.request.urlretrieve(url, sys.argv[1] + "/xgrammar-0.2.9.tar.gz")
+PY
+    mkdir -p "$HOME/.cache/loom"
+    tar -xzf "$tmp/xgrammar-0.2.9.tar.gz" -C "$HOME/.cache/loom"
+    echo "setup: xgrammar 0.2.9 sources in $XGRAMMAR_DIR"
+  else
+    echo "setup: could not fetch xgrammar 0.2.9 (or its sha256 differs); Loom builds without structured output"
+  fi
+  rm -rf "$tmp"
+fi
+
 # From the llama-cpp-python sdist that vendors llama.cpp: its tokenizer reference suites
 # (models/ggml-vocab-*: vocabulary-only GGUF files, test texts and the ids Hugging Face's tokenizers give
 # them) and the published chat templates of many model families (models/templates/*.jinja). The tests

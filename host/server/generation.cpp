@@ -83,6 +83,13 @@ void GenerationJob::prepare_prompts() {
       prompts_.push_back(std::move(p));
     }
   }
+  if (params_.structured) {
+    try {
+      constraint_ = state_.engine.compile_constraint(params_.structured->spec);
+    } catch (const Error& e) {
+      throw invalid_param(params_.structured->field, "'" + params_.structured->field + "' does not compile: " + e.what());
+    }
+  }
   for (const auto& p : prompts_) {
     if (p.tokens.empty()) throw invalid_param(field, "the prompt is empty");
     const auto n_prompt = static_cast<int64_t>(p.tokens.size());
@@ -128,6 +135,7 @@ Request GenerationJob::make_request(size_t choice) {
   }
   r.stop = params_.stop;
   r.ignore_eos = params_.ignore_eos;
+  r.constraint = constraint_;
   r.want_logprobs = params_.logprobs;
   r.n_logprobs = static_cast<uint32_t>(params_.logprobs ? params_.top_logprobs : 0);
   auto channel = channel_;

@@ -77,6 +77,7 @@ class GenerationJob {
   int64_t created_;
   std::vector<PreparedPrompt> prompts_;
   std::vector<ChoiceProgress> choices_;
+  std::shared_ptr<const CompiledConstraint> constraint_;  // structured output, compiled once for every choice
   size_t n_finished_ = 0;
   int64_t n_admitted_ = 0;  // counted in state_.n_unfinished, returned by the engine's final events
   std::shared_ptr<EventChannel> channel_ = std::make_shared<EventChannel>();

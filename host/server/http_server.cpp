@@ -61,6 +61,7 @@ void handle_generation(ServerState& state, const httplib::Request& req, httplib:
   ActiveGuard active(state);
   const json body = parse_json_body(req.body);
   GenerationParams params = endpoint == Endpoint::chat ? parse_chat_request(body) : parse_completion_request(body);
+  params.structured = parse_structured_output(nlohmann::ordered_json::parse(req.body));
   check_model_name(state, params.model);
   auto job = std::make_shared<GenerationJob>(state, std::move(params));
   job->submit();

@@ -145,13 +145,7 @@ void parse_common(const json& body, GenerationParams& p) {
   if (const json* tools = field(body, "tools"); tools && !(tools->is_array() && tools->empty())) {
     throw invalid_param("tools", "'tools' (function calling) is not supported by this server");
   }
-  if (const json* format = field(body, "response_format")) {
-    if (!format->is_object()) throw wrong_type("response_format", "an object", *format);
-    const auto type = get_string(*format, "type");
-    if (type && *type != "text") {
-      throw invalid_param("response_format", "'response_format' type '" + *type + "' is not supported (only 'text')");
-    }
-  }
+  // response_format / structured_outputs / guided_*: parse_structured_output, on the body in key order.
 }
 
 std::vector<int32_t> token_array(const json& v, const char* name) {

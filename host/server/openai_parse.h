@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
+#include "server/structured_output_parse.h"
 
 namespace loom::server {
 
@@ -39,6 +40,7 @@ struct GenerationParams {
   int64_t top_logprobs = 0;    // alternatives per token
   bool echo = false;           // completions: prepend the prompt to the text
   bool ignore_eos = false;     // vLLM extension: keep generating past end-of-generation tokens
+  std::optional<StructuredOutput> structured;  // response_format / structured_outputs / guided_*
 };
 
 // The body as a JSON object; ApiError 400 for malformed JSON or a non-object.

@@ -166,6 +166,10 @@ RequestId Engine::submit(Request request) {
   }
 
   auto seq = std::make_unique<Sequence>();
+  if (request.constraint) {
+    seq->constraint = std::make_unique<ConstraintMatcher>(request.constraint);
+    request.speculative = false;  // drafts would need the matcher rolled back on rejection
+  }
   seq->tokens = request.prompt;
   seq->n_prompt = static_cast<uint32_t>(n_prompt);
   seq->arrival = Clock::now();
@@ -182,6 +186,11 @@ RequestId Engine::submit(Request request) {
   stats_.prompt_tokens += static_cast<uint64_t>(n_prompt);
   wake_.notify_all();
   return id;
+}
+
+std::shared_ptr<const CompiledConstraint> Engine::compile_constraint(const GrammarSpec& spec) const {
+  std::call_once(constraints_once_, [&] { constraints_ = std::make_unique<ConstraintCompiler>(*tokenizer_, model_->info().n_vocab); });
+  return constraints_->compile(spec);
 }
 
 void Engine::cancel(RequestId id) {

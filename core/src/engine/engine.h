@@ -62,6 +62,9 @@ class Engine {
   const EngineInfo& info() const { return info_; }
   const ModelInfo& model_info() const { return model_->info(); }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
+  // Structured output: the grammar compiled against this model's vocabulary, for Request::constraint.
+  // Thread-safe (the server compiles on its handler threads); loom::Error naming what does not compile.
+  std::shared_ptr<const CompiledConstraint> compile_constraint(const GrammarSpec& spec) const;
   const gguf::GgufFile& gguf() const { return *gguf_; }
   const loom_sampling_params& default_sampling() const { return sampler_->defaults(); }
 
@@ -109,6 +112,8 @@ class Engine {
   EngineInfo info_;
   std::unique_ptr<gguf::GgufFile> gguf_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  mutable std::once_flag constraints_once_;  // the compiler indexes the vocabulary on first use
+  mutable std::unique_ptr<ConstraintCompiler> constraints_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
   KvCache kv_cache_;

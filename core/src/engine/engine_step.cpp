@@ -141,6 +141,14 @@ void Engine::sample_and_advance(const SchedulerDecision& decision) {
       logit_row += seq.draft.size() + 1;
       continue;
     }
+    float* logits = logits_.data() + logit_row * n_vocab;
+    ++logit_row;
+    // Structured output: tokens outside the grammar get -inf before any sampler sees the row, so
+    // every sampler plugin, old or new, draws only from what the grammar allows.
+    if (seq.constraint && !seq.constraint->mask_logits(logits, static_cast<int32_t>(n_vocab))) {
+      finish(seq, FinishReason::error, "the output grammar allows no further token");
+      continue;
+    }
     loom_sample_row row{};
     row.struct_size = sizeof(row);
     seq.request.sampling.params.n_top_logprobs = seq.request.n_logprobs;
@@ -148,14 +156,13 @@ void Engine::sample_and_advance(const SchedulerDecision& decision) {
     row.state = seq.sampler_state;
     row.history = seq.tokens.data();
     row.n_history = static_cast<uint32_t>(seq.tokens.size());
-    row.logits = logits_.data() + logit_row * n_vocab;
+    row.logits = logits;
     if (seq.request.n_logprobs > 0) {
       row.top_tokens = top_tokens_.data() + rows_.size() * max_top;
       row.top_logprobs = top_logprobs_.data() + rows_.size() * max_top;
     }
     rows_.push_back(row);
     sampled.push_back(&seq);
-    ++logit_row;
   }
   sampler_->sample(rows_, n_vocab);
   for (size_t i = 0; i < sampled.size(); ++i) {
@@ -187,6 +194,10 @@ void Engine::accept_token(Sequence& seq, int32_t token, TokenLogprob logprob) {
   }
   seq.last_token = now;
   seq.tokens.push_back(token);
+  if (seq.constraint && !seq.constraint->accept(token)) {
+    finish(seq, FinishReason::error, "sampled token " + std::to_string(token) + " is outside the output grammar");
+    return;
+  }
 
   std::vector<TokenLogprob> logprobs;
   if (seq.request.want_logprobs) logprobs.push_back(std::move(logprob));

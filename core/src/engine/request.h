@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 namespace loom {
 
 using RequestId = uint64_t;
+class CompiledConstraint;  // engine/grammar_constraint.h
 using Clock = std::chrono::steady_clock;
 
 enum class FinishReason { none, stop, length, cancelled, error };
@@ -56,7 +58,9 @@ struct Request {
   uint32_t n_logprobs = 0;        // 0 = none; else the chosen token's logprob plus this many alternatives
   bool want_logprobs = false;
   int32_t priority = 0;           // with policy "priority": larger runs first
-  bool speculative = true;        // use the configured drafter when there is one
+  bool speculative = true;        // use the configured drafter when there is one (not with a constraint)
+  // Structured output: every token keeps the text inside this grammar (Engine::compile_constraint).
+  std::shared_ptr<const CompiledConstraint> constraint;
   EventCallback on_event;         // called from the engine thread; must not block for long
 };
 

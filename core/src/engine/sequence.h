@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/grammar_constraint.h"
 #include "engine/request.h"
 #include "engine/stop_matcher.h"
 #include "tokenizer/streaming_decoder.h"
@@ -29,6 +30,7 @@ struct Sequence {
   loom_sampler_state_t* sampler_state = nullptr;
   std::unique_ptr<StreamingDecoder> decoder;
   std::unique_ptr<StopMatcher> stop;  // holds back text that may be the start of a stop string
+  std::unique_ptr<ConstraintMatcher> constraint;  // structured output: masks each step's logits
   Clock::time_point arrival;
   Clock::time_point first_scheduled;
   Clock::time_point first_token;

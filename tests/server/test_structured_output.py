@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Structured output through `loom serve` (issue 20): response_format (json_object, json_schema),
+vLLM's structured_outputs (json, regex, choice, grammar) and its older guided_* fields.
+
+On a synthetic model with random weights every answer must still satisfy its grammar: the mask, not
+the model, keeps it there. On the real default model (when installed) the official client's
+`chat.completions.parse(response_format=PydanticModel)` returns a parsed object. Bad grammars are a 400
+naming the field.
+
+usage: test_structured_output.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
+Exit code 77 (skip) without `openai`/`pydantic`, or when this build has no structured output.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+import unittest
+
+parser = argparse.ArgumentParser(add_help=False)
+parser.add_argument("--loom", required=True)
+parser.add_argument("--plugins", required=True)
+ARGS, UNITTEST_ARGS = parser.parse_known_args()
+
+try:
+    import openai
+    import pydantic
+except ImportError:
+    print("SKIP: the `openai` and `pydantic` Python packages are needed (scripts/setup.sh installs them)")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import server_harness  # noqa: E402
+from server_harness import TMP, LoomServer, write_config  # noqa: E402
+
+server_harness.configure(ARGS.loom, ARGS.plugins)
+MODEL = os.path.join(TMP.name, "tiny-llama.gguf")
+SERVER = None
+
+SCHEMA = {"type": "object",
+          "properties": {"colour": {"type": "string", "enum": ["red", "green", "blue"]}, "ok": {"type": "boolean"},
+                         "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}, "maxItems": 3}},
+          "required": ["colour", "ok", "tags"], "additionalProperties": False}
+
+
+def setUpModule():
+    global SERVER
+    server_harness.synth(MODEL, 512)
+    SERVER = LoomServer(write_config("structured.toml", 'model_name = "tiny"'), MODEL)
+    status, body = SERVER.json("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2, "guided_choice": ["a"]})
+    if status == 400 and "no structured output" in body["error"]["message"]:
+        SERVER.terminate()
+        print("SKIP: this build has no structured output: " + body["error"]["message"])
+        sys.exit(77)
+
+
+def tearDownModule():
+    if SERVER is not None:
+        assert SERVER.terminate() == 0, SERVER.log()
+
+
+def complete(extra, prompt="Answer:", max_tokens=40, **kw):
+    body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 1.0, **kw, **extra}
+    status, out = SERVER.json("POST", "/v1/completions", body)
+    assert status == 200, out
+    return out["choices"]
+
+
+class RandomModelObeysTheGrammar(unittest.TestCase):
+    """Random weights, temperature 1, several seeds: only the grammar keeps the text valid."""
+
+    def test_choice(self):
+        for seed in range(6):
+            for c in complete({"structured_outputs": {"choice": ["red", "green", "blue", "dark \"blue\""]}}, seed=seed):
+                self.assertIn(c["text"], ["red", "green", "blue", 'dark "blue"'])
+                self.assertEqual(c["finish_reason"], "stop")
+
+    def test_regex(self):
+        for seed in range(6):
+            for c in complete({"guided_regex": "[0-9]{3}-[a-z]{2}"}, seed=seed):
+                self.assertRegex(c["text"], r"^[0-9]{3}-[a-z]{2}$")
+                self.assertEqual(c["finish_reason"], "stop")
+
+    def test_json_schema(self):
+        for seed in range(4):
+            for c in complete({"response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": SCHEMA}}},
+                              seed=seed, max_tokens=120, n=2):
+                value = json.loads(c["text"])
+                self.assertEqual(list(value), ["colour", "ok", "tags"])  # the schema's order
+                self.assertIn(value["colour"], ["red", "green", "blue"])
+                self.assertIsInstance(value["ok"], bool)
+                self.assertLessEqual(len(value["tags"]), 3)
+                self.assertTrue(set(value["tags"]) <= {"a", "b"})
+
+    def test_ebnf_grammar(self):
+        grammar = 'root ::= ("yes" | "no" | "maybe") "!"?'
+        for seed in range(6):
+            for c in complete({"structured_outputs": {"grammar": grammar}}, seed=seed):
+                self.assertRegex(c["text"], r"^(yes|no|maybe)!?$")
+
+    def test_chat_and_streaming(self):
+        client = openai.OpenAI(base_url=SERVER.base + "/v1", api_key="x", max_retries=0, timeout=60)
+        out = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "pick"}], max_tokens=20,
+                                             extra_body={"structured_outputs": {"choice": ["alpha", "beta"]}}, seed=3)
+        self.assertIn(out.choices[0].message.content, ["alpha", "beta"])
+        stream = client.completions.create(model="tiny", prompt="pick", max_tokens=20, stream=True, seed=4,
+                                           extra_body={"guided_choice": ["alpha", "beta"]})
+        self.assertIn("".join(chunk.choices[0].text for chunk in stream if chunk.choices), ["alpha", "beta"])
+
+    def test_nothing_held_afterwards(self):
+        complete({"guided_regex": "[a-c]{4}"}, n=3)
+        self.assertEqual(SERVER.wait_kv_free()["loom_kv_blocks_used"], 0)
+
+
+class BadGrammarsAreRefusedByName(unittest.TestCase):
+    def refused(self, extra, field, words):
+        status, out = SERVER.json("POST", "/v1/completions", {"prompt": "x", "max_tokens": 5, **extra})
+        self.assertEqual(status, 400, out)
+        self.assertEqual(out["error"]["param"], field)
+        self.assertIn(words, out["error"]["message"])
+
+    def test_refusals(self):
+        self.refused({"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "nonsense"}}}},
+                     "response_format", "nonsense")
+        self.refused({"response_format": {"type": "json_schema"}}, "response_format", "json_schema")
+        self.refused({"response_format": {"type": "yaml"}}, "response_format", "yaml")
+        self.refused({"structured_outputs": {"regex": "([a-z"}}, "structured_outputs.regex", "Unclosed")
+        self.refused({"structured_outputs": {"grammar": 'root ::= "a" |'}}, "structured_outputs.grammar", "EBNF")
+        self.refused({"structured_outputs": {"choice": []}}, "structured_outputs.choice", "non-empty")
+        self.refused({"structured_outputs": {"choice": ["a"], "regex": "b"}}, "structured_outputs.choice", "only one")
+        self.refused({"response_format": {"type": "json_object"}, "guided_choice": ["a"]}, "guided_choice", "only one")
+        # The server keeps serving.
+        self.assertIn(complete({"guided_choice": ["ok"]})[0]["text"], ["ok"])
+
+
+class RealModelParses(unittest.TestCase):
+    """The official client's parse() with a Pydantic model, on the default model when installed."""
+
+    def test_parse_pydantic(self):
+        path = os.path.expanduser("~/.cache/loom/default-model.txt")
+        model = ""
+        if os.path.exists(path):
+            with open(path) as f:
+                model = f.read().strip()
+        if not os.path.exists(model):
+            self.skipTest("the default model is not installed (scripts/setup.sh)")
+
+        class Person(pydantic.BaseModel):
+            name: str
+            age: int
+            languages: list[str]
+
+        server = LoomServer(write_config("real.toml", 'model_name = "gemma"', kv_memory="64MiB"), model)
+        try:
+            client = openai.OpenAI(base_url=server.base + "/v1", api_key="x", max_retries=0, timeout=120)
+            out = client.chat.completions.parse(
+                model="gemma", messages=[{"role": "user", "content": "Ada Lovelace was 36 and spoke English and French. "
+                                                                     "Give her as JSON."}],
+                response_format=Person, max_tokens=80, temperature=0)
+            person = out.choices[0].message.parsed
+            self.assertIsInstance(person, Person, out.choices[0].message.content)
+            self.assertEqual(out.choices[0].finish_reason, "stop")
+        finally:
+            self.assertEqual(server.terminate(), 0, server.log())
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], *UNITTEST_ARGS], verbosity=2)
