@@ -54,7 +54,11 @@ void GenerationJob::prepare_prompts() {
     try {
       const std::string bos = tok.bos_id() >= 0 ? tok.token_text(tok.bos_id()) : "";
       const std::string eos = tok.eos_id() >= 0 ? tok.token_text(tok.eos_id()) : "";
-      text = state_.chat_template.apply(params_.messages, true, bos, eos);
+      nlohmann::ordered_json context = params_.chat_context;
+      context["add_generation_prompt"] = true;
+      context["bos_token"] = bos;
+      context["eos_token"] = eos;
+      text = state_.chat_template.render(context);
     } catch (const Error& e) {
       throw invalid_param("messages", std::string("the chat template refused the messages: ") + e.what());
     }
@@ -82,6 +86,13 @@ void GenerationJob::prepare_prompts() {
       }
       prompts_.push_back(std::move(p));
     }
+  }
+  // tool_choice "required" or a named function: a grammar makes the reply a list of calls.
+  if (params_.tools && (params_.tools->choice == ToolChoice::required || params_.tools->choice == ToolChoice::named)) {
+    if (params_.structured) {
+      throw invalid_param("tool_choice", "'tool_choice' that forces a call cannot be combined with " + params_.structured->field);
+    }
+    params_.structured = StructuredOutput{forced_tool_call_grammar(*params_.tools), "tool_choice"};
   }
   if (params_.structured) {
     try {

@@ -61,7 +61,14 @@ void handle_generation(ServerState& state, const httplib::Request& req, httplib:
   ActiveGuard active(state);
   const json body = parse_json_body(req.body);
   GenerationParams params = endpoint == Endpoint::chat ? parse_chat_request(body) : parse_completion_request(body);
-  params.structured = parse_structured_output(nlohmann::ordered_json::parse(req.body));
+  const auto ordered = nlohmann::ordered_json::parse(req.body);
+  params.structured = parse_structured_output(ordered);
+  if (endpoint == Endpoint::chat) {
+    params.tools = parse_tool_request(ordered);
+    params.chat_context = template_context(ordered, params.tools);
+  } else if (ordered.contains("tools") && !ordered["tools"].is_null()) {
+    throw invalid_param("tools", "'tools' belongs to /v1/chat/completions");
+  }
   check_model_name(state, params.model);
   auto job = std::make_shared<GenerationJob>(state, std::move(params));
   job->submit();

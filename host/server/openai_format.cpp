@@ -68,6 +68,32 @@ json finish_value(FinishReason reason) {
   return finish_name(reason);
 }
 
+// Whether this chat call may answer with tool calls (tools given, tool_choice not "none").
+bool tools_active(const GenerationJob& job) { return job.params().tools && job.params().tools->choice != ToolChoice::none; }
+
+// The reply read for tool calls: forced ones are a JSON list; otherwise the family's own format.
+ParsedReply read_reply(GenerationJob& job, const std::string& text) {
+  const ToolChoice choice = job.params().tools->choice;
+  if (choice == ToolChoice::required || choice == ToolChoice::named) return parse_forced_tool_calls(text);
+  return parse_tool_calls(text, tool_call_format(job.state().chat_template.source()));
+}
+
+json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json call = {{"id", calls[i].id}, {"type", "function"}, {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (with_index) call["index"] = i;
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+// A finished choice that called tools ends with "tool_calls", as OpenAI reports it.
+json finish_for(FinishReason reason, const ParsedReply& reply) {
+  if (reason == FinishReason::stop && !reply.calls.empty()) return "tool_calls";
+  return finish_value(reason);
+}
+
 }  // namespace
 
 std::string dump_json(const nlohmann::json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -104,6 +130,14 @@ json chat_response(GenerationJob& job) {
                    {"message", {{"role", "assistant"}, {"content", cs[i].text}, {"refusal", nullptr}}},
                    {"logprobs", nullptr},
                    {"finish_reason", finish_value(cs[i].finish)}};
+    if (tools_active(job)) {
+      const ParsedReply reply = read_reply(job, cs[i].text);
+      if (!reply.calls.empty()) {
+        choice["message"]["content"] = reply.content.empty() ? json(nullptr) : json(reply.content);
+        choice["message"]["tool_calls"] = tool_calls_json(reply.calls, false);
+        choice["finish_reason"] = finish_for(cs[i].finish, reply);
+      }
+    }
     if (job.params().logprobs) choice["logprobs"] = chat_logprobs(tok, cs[i].logprobs);
     choices.push_back(choice);
   }
@@ -129,6 +163,22 @@ std::vector<json> stream_chunks(GenerationJob& job, const ChoiceEvent& ce) {
                                   {"finish_reason", nullptr}});
       out.push_back(chunk);
       c.started = true;
+    }
+    if (tools_active(job)) {
+      // With tools the reply may turn out to be calls: it is held back and sent whole at the end,
+      // as content or as tool_calls deltas (each call's arguments in one piece).
+      if (e.finish == FinishReason::none) return out;
+      const ParsedReply reply = read_reply(job, c.text);
+      json delta = reply.calls.empty() ? json{{"content", c.text}} : json{{"tool_calls", tool_calls_json(reply.calls, true)}};
+      if (!reply.calls.empty() && !reply.content.empty()) delta["content"] = reply.content;
+      json chunk = chunk_base(job, "chat.completion.chunk");
+      chunk["choices"].push_back({{"index", ce.choice}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
+      out.push_back(chunk);
+      json last = chunk_base(job, "chat.completion.chunk");
+      last["choices"].push_back(
+          {{"index", ce.choice}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish_for(e.finish, reply)}});
+      out.push_back(last);
+      return out;
     }
     if (!e.text.empty() || has_logprobs) {
       json chunk = chunk_base(job, "chat.completion.chunk");

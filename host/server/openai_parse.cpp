@@ -141,10 +141,7 @@ void parse_common(const json& body, GenerationParams& p) {
     if (!bias->is_object()) throw wrong_type("logit_bias", "an object", *bias);
     if (!bias->empty()) throw invalid_param("logit_bias", "'logit_bias' is not supported by this server");
   }
-  // Silently ignoring these would return something other than what the client asked for.
-  if (const json* tools = field(body, "tools"); tools && !(tools->is_array() && tools->empty())) {
-    throw invalid_param("tools", "'tools' (function calling) is not supported by this server");
-  }
+  // tools / tool_choice: parse_tool_request (chat), on the body in key order.
   // response_format / structured_outputs / guided_*: parse_structured_output, on the body in key order.
 }
 

@@ -12,6 +12,7 @@
 
 #include "chat/chat_template.h"
 #include "server/structured_output_parse.h"
+#include "server/tool_calls.h"
 
 namespace loom::server {
 
@@ -41,6 +42,8 @@ struct GenerationParams {
   bool echo = false;           // completions: prepend the prompt to the text
   bool ignore_eos = false;     // vLLM extension: keep generating past end-of-generation tokens
   std::optional<StructuredOutput> structured;  // response_format / structured_outputs / guided_*
+  std::optional<ToolRequest> tools;            // chat: tools, tool_choice, parallel_tool_calls
+  nlohmann::ordered_json chat_context;         // chat: the template's messages (and tools), as sent
 };
 
 // The body as a JSON object; ApiError 400 for malformed JSON or a non-object.

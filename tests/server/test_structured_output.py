@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Structured output through `loom serve` (issue 20): response_format (json_object, json_schema),
-vLLM's structured_outputs (json, regex, choice, grammar) and its older guided_* fields.
+"""Structured output and tool calls through `loom serve` (issue 20): response_format (json_object,
+json_schema), vLLM's structured_outputs (json, regex, choice, grammar) and its older guided_* fields;
+tools with tool_choice auto, none, required and a named function, streamed and not.
 
 On a synthetic model with random weights every answer must still satisfy its grammar: the mask, not
 the model, keeps it there. On the real default model (when installed) the official client's
@@ -131,6 +132,114 @@ class BadGrammarsAreRefusedByName(unittest.TestCase):
         self.refused({"response_format": {"type": "json_object"}, "guided_choice": ["a"]}, "guided_choice", "only one")
         # The server keeps serving.
         self.assertIn(complete({"guided_choice": ["ok"]})[0]["text"], ["ok"])
+
+
+# A Hermes-style template (what Qwen 2.5/3 write): tools listed in a system turn, calls as
+# <tool_call>{"name", "arguments"}</tool_call>, tool results as their own turns.
+HERMES_TEMPLATE = """{%- if tools %}<|im_start|>system
+Tools:{% for t in tools %} {{ t.function.name }}{% endfor %}<|im_end|>
+{% endif %}{%- for m in messages %}<|im_start|>{{ m.role }}
+{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}<|im_end|>
+{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo"]},
+                                                    "unit": {"type": "string", "enum": ["C", "F"]}},
+                   "required": ["city", "unit"], "additionalProperties": False}}}
+CLOCK = {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"zone": {"type": "string", "enum": ["CET", "UTC"]}}, "required": ["zone"],
+    "additionalProperties": False}}}
+
+
+class ToolCalls(unittest.TestCase):
+    """tools / tool_choice on a random-weight model: forced calls always parse; auto calls are read
+    from the family's format (here forced into that format by a regex, since random weights never write it)."""
+
+    @classmethod
+    def setUpClass(cls):
+        config = write_config("tools.toml", 'model_name = "tiny"')
+        with open(config) as f:
+            text = f.read()
+        text = text.replace("[server]", "[model]\nchat_template = '''" + HERMES_TEMPLATE + "'''\n\n[server]")
+        with open(config, "w") as f:
+            f.write(text)
+        cls.server = LoomServer(config, MODEL)
+        cls.client = openai.OpenAI(base_url=cls.server.base + "/v1", api_key="x", max_retries=0, timeout=60)
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.terminate() == 0, cls.server.log()
+
+    def ask(self, **kw):
+        return self.client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "weather?"}],
+                                                   tools=[WEATHER, CLOCK], max_tokens=120, temperature=1.0, **kw)
+
+    def test_required_always_calls_a_tool(self):
+        for seed in range(4):
+            # One call: with parallel calls allowed a random model may keep adding calls until max_tokens.
+            out = self.ask(tool_choice="required", parallel_tool_calls=False, seed=seed)
+            choice = out.choices[0]
+            self.assertEqual(choice.finish_reason, "tool_calls")
+            self.assertGreaterEqual(len(choice.message.tool_calls), 1)
+            for call in choice.message.tool_calls:
+                self.assertTrue(call.id.startswith("call_"))
+                args = json.loads(call.function.arguments)
+                if call.function.name == "get_weather":
+                    self.assertIn(args["city"], ["Paris", "Oslo"])
+                else:
+                    self.assertEqual(call.function.name, "get_time")
+                    self.assertIn(args["zone"], ["CET", "UTC"])
+
+    def test_named_and_not_parallel(self):
+        for seed in range(3):
+            out = self.ask(tool_choice={"type": "function", "function": {"name": "get_time"}}, parallel_tool_calls=False,
+                           seed=seed)
+            calls = out.choices[0].message.tool_calls
+            self.assertEqual(len(calls), 1)
+            self.assertEqual(calls[0].function.name, "get_time")
+
+    def test_streamed_calls(self):
+        stream = self.ask(tool_choice="required", parallel_tool_calls=False, stream=True, seed=7)
+        names, finish = [], None
+        for chunk in stream:
+            if not chunk.choices:
+                continue
+            for call in chunk.choices[0].delta.tool_calls or []:
+                names.append(call.function.name)
+                json.loads(call.function.arguments)
+            finish = chunk.choices[0].finish_reason or finish
+        self.assertTrue(names)
+        self.assertEqual(finish, "tool_calls")
+
+    def test_auto_reads_the_family_format_and_round_trips(self):
+        call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "C"}}</tool_call>'
+        out = self.ask(tool_choice="auto", extra_body={"guided_regex": re.escape(call)})
+        message = out.choices[0].message
+        self.assertEqual(out.choices[0].finish_reason, "tool_calls")
+        self.assertEqual(message.tool_calls[0].function.name, "get_weather")
+        self.assertEqual(json.loads(message.tool_calls[0].function.arguments), {"city": "Oslo", "unit": "C"})
+        # The call and its result go back in; the template renders them and the model answers.
+        follow = self.client.chat.completions.create(
+            model="tiny", tools=[WEATHER], max_tokens=5, messages=[
+                {"role": "user", "content": "weather?"},
+                {"role": "assistant", "content": None, "tool_calls": [message.tool_calls[0].model_dump()]},
+                {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "{\"temp\": 3}"}])
+        self.assertEqual(follow.choices[0].finish_reason, "length")
+        # tool_choice none: the same text stays content.
+        out = self.ask(tool_choice="none", extra_body={"guided_regex": re.escape(call)})
+        self.assertIsNone(out.choices[0].message.tool_calls)
+        self.assertEqual(out.choices[0].message.content, call)
+
+    def test_bad_tools_are_refused_by_name(self):
+        status, out = self.server.json("POST", "/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {}}]})
+        self.assertEqual((status, out["error"]["param"]), (400, "tools[0].function.name"))
+        status, out = self.server.json("POST", "/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "x"}], "tools": [WEATHER],
+            "tool_choice": {"type": "function", "function": {"name": "nope"}}})
+        self.assertEqual((status, out["error"]["param"]), (400, "tool_choice"))
 
 
 class RealModelParses(unittest.TestCase):

@@ -1,0 +1,86 @@
+// Tool calls read back out of model text in each family's format, and the tool fields' validation.
+#include <catch2/catch.hpp>
+
+#include "server/api_error.h"
+#include "server/tool_calls.h"
+
+using loom::server::ParsedReply;
+using loom::server::ToolCallFormat;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+json args_of(const ParsedReply& reply, size_t i) { return json::parse(reply.calls.at(i).arguments); }
+
+}  // namespace
+
+TEST_CASE("tool calls: Hermes/Qwen <tool_call> blocks, text around them kept as content", "[tools]") {
+  const auto reply = loom::server::parse_tool_calls(
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+      "<tool_call>{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}</tool_call>",
+      ToolCallFormat::hermes);
+  REQUIRE(reply.calls.size() == 2);
+  CHECK(reply.calls[0].name == "get_weather");
+  CHECK(args_of(reply, 0) == json{{"city", "Paris"}});
+  CHECK(reply.calls[1].name == "get_time");
+  CHECK(reply.content == "Let me check.");
+  CHECK(reply.calls[0].id.rfind("call_", 0) == 0);
+  CHECK(reply.calls[0].id != reply.calls[1].id);
+  // Something that only looks like a call stays text.
+  const auto broken = loom::server::parse_tool_calls("<tool_call>{\"name\": \"f\", \"arguments\": {oops}</tool_call>", ToolCallFormat::hermes);
+  CHECK(broken.calls.empty());
+  CHECK(broken.content.find("oops") != std::string::npos);
+  CHECK(loom::server::parse_tool_calls("Just an answer.", ToolCallFormat::hermes).calls.empty());
+}
+
+TEST_CASE("tool calls: Llama 3.x JSON with parameters, after <|python_tag|> or alone", "[tools]") {
+  auto reply = loom::server::parse_tool_calls("{\"name\": \"search\", \"parameters\": {\"q\": \"loom\"}}", ToolCallFormat::llama3);
+  REQUIRE(reply.calls.size() == 1);
+  CHECK(args_of(reply, 0) == json{{"q", "loom"}});
+  reply = loom::server::parse_tool_calls("<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {\"x\": 1}}",
+                                         ToolCallFormat::llama3);
+  REQUIRE(reply.calls.size() == 2);
+  CHECK(reply.calls[1].name == "b");
+  CHECK(loom::server::parse_tool_calls("The answer is {42}.", ToolCallFormat::llama3).calls.empty());
+}
+
+TEST_CASE("tool calls: Mistral [TOOL_CALLS] list, arguments given as a string or an object", "[tools]") {
+  const auto reply = loom::server::parse_tool_calls(
+      "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}}, {\"name\": \"g\", \"arguments\": \"{\\\"b\\\": 2}\"}]",
+      ToolCallFormat::mistral);
+  REQUIRE(reply.calls.size() == 2);
+  CHECK(args_of(reply, 1) == json{{"b", 2}});
+  CHECK(reply.content.empty());
+}
+
+TEST_CASE("tool calls: the family's format comes from its template, forced calls from a JSON list", "[tools]") {
+  CHECK(loom::server::tool_call_format("... [TOOL_CALLS] ...") == ToolCallFormat::mistral);
+  CHECK(loom::server::tool_call_format("<tool_call>") == ToolCallFormat::hermes);
+  CHECK(loom::server::tool_call_format("<|python_tag|> ipython") == ToolCallFormat::llama3);
+  const auto forced = loom::server::parse_forced_tool_calls("[{\"name\": \"f\", \"parameters\": {\"x\": true}}]");
+  REQUIRE(forced.calls.size() == 1);
+  CHECK(args_of(forced, 0) == json{{"x", true}});
+}
+
+TEST_CASE("tool calls: tools and tool_choice are validated by name", "[tools]") {
+  const json tool = {{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}};
+  auto request = loom::server::parse_tool_request(json{{"tools", {tool}}, {"tool_choice", "required"}, {"parallel_tool_calls", false}});
+  REQUIRE(request);
+  CHECK(request->choice == loom::server::ToolChoice::required);
+  CHECK_FALSE(request->parallel);
+  const auto grammar = loom::server::forced_tool_call_grammar(*request);
+  CHECK(json::parse(grammar.text)["maxItems"] == 1);
+  auto refused_at = [](const json& body) {
+    try {
+      loom::server::parse_tool_request(body);
+    } catch (const loom::server::ApiError& e) {
+      return e.param().value_or("(none)");
+    }
+    return std::string("(accepted)");
+  };
+  CHECK(refused_at(json{{"tools", {{{"type", "function"}, {"function", {{"description", "no name"}}}}}}}) == "tools[0].function.name");
+  CHECK(refused_at(json{{"tools", {tool}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}}) == "tool_choice");
+  CHECK(refused_at(json{{"tool_choice", "required"}}) == "tool_choice");
+  CHECK(refused_at(json{{"tools", {{{"type", "retrieval"}}}}}) == "tools[0].type");
+  CHECK_FALSE(loom::server::parse_tool_request(json{{"tool_choice", "auto"}}));
+}
