@@ -1,4 +1,5 @@
 #include "server/generation.h"
+#include "server/reasoning.h"
 
 #include <algorithm>
 #include <random>
@@ -59,6 +60,8 @@ void GenerationJob::prepare_prompts() {
       context["bos_token"] = bos;
       context["eos_token"] = eos;
       text = state_.chat_template.render(context);
+      reasoning_ = template_reasons(state_.chat_template.source());
+      reasoning_starts_inside_ = reasoning_ && prompt_opens_reasoning(text);
     } catch (const Error& e) {
       throw invalid_param("messages", std::string("the chat template refused the messages: ") + e.what());
     }

@@ -29,6 +29,7 @@ struct ChoiceProgress {
   std::vector<TokenLogprob> logprobs;   // accumulated (non-streaming responses)
   size_t text_offset = 0;               // completions logprobs: where the next token's text starts
   bool started = false;                 // streaming: the first chunk (chat: the role) was sent
+  size_t sent_reasoning = 0, sent_content = 0;  // streaming a reasoning model: what went out of each
   FinishReason finish = FinishReason::none;
   std::string error;
   uint32_t n_prompt = 0, n_completion = 0, n_cached = 0;
@@ -66,6 +67,9 @@ class GenerationJob {
   const std::string& id() const { return id_; }
   int64_t created() const { return created_; }
   ServerState& state() const { return state_; }
+  // A reasoning model's chat reply: its <think> part goes out as reasoning_content.
+  bool reasoning() const { return reasoning_; }
+  bool reasoning_starts_inside() const { return reasoning_starts_inside_; }
 
  private:
   void prepare_prompts();
@@ -77,7 +81,8 @@ class GenerationJob {
   int64_t created_;
   std::vector<PreparedPrompt> prompts_;
   std::vector<ChoiceProgress> choices_;
-  std::shared_ptr<const CompiledConstraint> constraint_;  // structured output, compiled once for every choice
+  std::shared_ptr<const CompiledConstraint> constraint_;
+  bool reasoning_ = false, reasoning_starts_inside_ = false;  // structured output, compiled once for every choice
   size_t n_finished_ = 0;
   int64_t n_admitted_ = 0;  // counted in state_.n_unfinished, returned by the engine's final events
   std::shared_ptr<EventChannel> channel_ = std::make_shared<EventChannel>();

@@ -1,5 +1,9 @@
 #include "server/openai_format.h"
 
+#include <algorithm>
+
+#include "server/reasoning.h"
+
 #include "tokenizer/tokenizer.h"
 
 namespace loom::server {
@@ -71,6 +75,12 @@ json finish_value(FinishReason reason) {
 // Whether this chat call may answer with tool calls (tools given, tool_choice not "none").
 bool tools_active(const GenerationJob& job) { return job.params().tools && job.params().tools->choice != ToolChoice::none; }
 
+// A reasoning model's reply split at </think>; other replies are all content.
+SplitReply split_reply(const GenerationJob& job, const std::string& text) {
+  if (!job.reasoning()) return {"", text, true};
+  return split_reasoning(text, job.reasoning_starts_inside());
+}
+
 // The reply read for tool calls: forced ones are a JSON list; otherwise the family's own format.
 ParsedReply read_reply(GenerationJob& job, const std::string& text) {
   const ToolChoice choice = job.params().tools->choice;
@@ -126,12 +136,14 @@ json chat_response(GenerationJob& job) {
   json choices = json::array();
   auto& cs = job.choices();
   for (size_t i = 0; i < cs.size(); ++i) {
+    const SplitReply split = split_reply(job, cs[i].text);
     json choice = {{"index", i},
-                   {"message", {{"role", "assistant"}, {"content", cs[i].text}, {"refusal", nullptr}}},
+                   {"message", {{"role", "assistant"}, {"content", split.content}, {"refusal", nullptr}}},
                    {"logprobs", nullptr},
                    {"finish_reason", finish_value(cs[i].finish)}};
+    if (job.reasoning()) choice["message"]["reasoning_content"] = split.reasoning.empty() ? json(nullptr) : json(split.reasoning);
     if (tools_active(job)) {
-      const ParsedReply reply = read_reply(job, cs[i].text);
+      const ParsedReply reply = read_reply(job, split.content);
       if (!reply.calls.empty()) {
         choice["message"]["content"] = reply.content.empty() ? json(nullptr) : json(reply.content);
         choice["message"]["tool_calls"] = tool_calls_json(reply.calls, false);
@@ -168,9 +180,11 @@ std::vector<json> stream_chunks(GenerationJob& job, const ChoiceEvent& ce) {
       // With tools the reply may turn out to be calls: it is held back and sent whole at the end,
       // as content or as tool_calls deltas (each call's arguments in one piece).
       if (e.finish == FinishReason::none) return out;
-      const ParsedReply reply = read_reply(job, c.text);
-      json delta = reply.calls.empty() ? json{{"content", c.text}} : json{{"tool_calls", tool_calls_json(reply.calls, true)}};
+      const SplitReply split = split_reply(job, c.text);
+      const ParsedReply reply = read_reply(job, split.content);
+      json delta = reply.calls.empty() ? json{{"content", split.content}} : json{{"tool_calls", tool_calls_json(reply.calls, true)}};
       if (!reply.calls.empty() && !reply.content.empty()) delta["content"] = reply.content;
+      if (!split.reasoning.empty()) delta["reasoning_content"] = split.reasoning;
       json chunk = chunk_base(job, "chat.completion.chunk");
       chunk["choices"].push_back({{"index", ce.choice}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
       out.push_back(chunk);
@@ -180,7 +194,24 @@ std::vector<json> stream_chunks(GenerationJob& job, const ChoiceEvent& ce) {
       out.push_back(last);
       return out;
     }
-    if (!e.text.empty() || has_logprobs) {
+    if (job.reasoning()) {
+      // What is safe to send (not a partial </think>), split, and the new part of each side.
+      const std::string ready = e.finish == FinishReason::none ? c.text.substr(0, reasoning_safe_length(c.text)) : c.text;
+      const SplitReply split = split_reasoning(ready, job.reasoning_starts_inside());
+      json delta = json::object();
+      if (split.reasoning.size() > c.sent_reasoning) delta["reasoning_content"] = split.reasoning.substr(c.sent_reasoning);
+      if (split.content.size() > c.sent_content) delta["content"] = split.content.substr(c.sent_content);
+      c.sent_reasoning = std::max(c.sent_reasoning, split.reasoning.size());
+      c.sent_content = std::max(c.sent_content, split.content.size());
+      if (!delta.empty() || has_logprobs) {
+        json chunk = chunk_base(job, "chat.completion.chunk");
+        chunk["choices"].push_back({{"index", ce.choice},
+                                    {"delta", delta},
+                                    {"logprobs", has_logprobs ? chat_logprobs(tok, e.logprobs) : json(nullptr)},
+                                    {"finish_reason", nullptr}});
+        out.push_back(chunk);
+      }
+    } else if (!e.text.empty() || has_logprobs) {
       json chunk = chunk_base(job, "chat.completion.chunk");
       chunk["choices"].push_back({{"index", ce.choice},
                                   {"delta", {{"content", e.text}}},

@@ -242,6 +242,56 @@ class ToolCalls(unittest.TestCase):
         self.assertEqual((status, out["error"]["param"]), (400, "tool_choice"))
 
 
+THINKING_TEMPLATE = """{%- for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+<think>
+{% if enable_thinking is defined and enable_thinking is false %}</think>
+
+{% endif %}{% endif %}"""
+
+
+class Reasoning(unittest.TestCase):
+    """A template whose generation prompt opens <think> (DeepSeek-R1's way): the reply's reasoning
+    comes back as reasoning_content, streamed and not (the text is forced by a regex)."""
+
+    def test_reasoning_content(self):
+        config = write_config("think.toml", 'model_name = "tiny"')
+        with open(config) as f:
+            text = f.read().replace("[server]", "[model]\nchat_template = '''" + THINKING_TEMPLATE + "'''\n\n[server]")
+        with open(config, "w") as f:
+            f.write(text)
+        server = LoomServer(config, MODEL)
+        try:
+            client = openai.OpenAI(base_url=server.base + "/v1", api_key="x", max_retries=0, timeout=60)
+            reply = "Two is even.</think>\n\nYes"
+            kw = dict(model="tiny", messages=[{"role": "user", "content": "Is 2 even?"}], max_tokens=40,
+                      extra_body={"guided_regex": re.escape(reply)})
+            message = client.chat.completions.create(**kw).choices[0].message
+            self.assertEqual(message.content, "Yes")
+            self.assertEqual(message.model_extra["reasoning_content"], "Two is even.")
+            reasoning, content = "", ""
+            for chunk in client.chat.completions.create(stream=True, **kw):
+                if chunk.choices:
+                    delta = chunk.choices[0].delta
+                    content += delta.content or ""
+                    reasoning += (delta.model_extra or {}).get("reasoning_content") or ""
+            self.assertEqual((reasoning, content), ("Two is even.", "Yes"))
+            # chat_template_kwargs reach the template: with thinking off it closes <think> itself, so
+            # the reply is all answer.
+            status, out = server.json("POST", "/v1/chat/completions", {
+                "messages": [{"role": "user", "content": "x"}], "max_tokens": 10, "guided_regex": "Yes",
+                "chat_template_kwargs": {"enable_thinking": False}})
+            self.assertEqual(status, 200, out)
+            self.assertEqual(out["choices"][0]["message"]["content"], "Yes")
+            self.assertIsNone(out["choices"][0]["message"]["reasoning_content"])
+            status, out = server.json("POST", "/v1/chat/completions", {
+                "messages": [{"role": "user", "content": "x"}], "max_tokens": 1, "chat_template_kwargs": [1]})
+            self.assertEqual((status, out["error"]["param"]), (400, "chat_template_kwargs"))
+        finally:
+            self.assertEqual(server.terminate(), 0, server.log())
+
+
 class RealModelParses(unittest.TestCase):
     """The official client's parse() with a Pydantic model, on the default model when installed."""
 

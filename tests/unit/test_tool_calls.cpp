@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "server/api_error.h"
+#include "server/reasoning.h"
 #include "server/tool_calls.h"
 
 using loom::server::ParsedReply;
@@ -83,4 +84,27 @@ TEST_CASE("tool calls: tools and tool_choice are validated by name", "[tools]") 
   CHECK(refused_at(json{{"tool_choice", "required"}}) == "tool_choice");
   CHECK(refused_at(json{{"tools", {{{"type", "retrieval"}}}}}) == "tools[0].type");
   CHECK_FALSE(loom::server::parse_tool_request(json{{"tool_choice", "auto"}}));
+}
+
+TEST_CASE("reasoning: <think> split from the answer, opened by the reply or by the prompt", "[tools][reasoning]") {
+  using loom::server::split_reasoning;
+  auto s = split_reasoning("<think>\nPlan it.\n</think>\n\nThe answer.", false);
+  CHECK(s.reasoning == "Plan it.");
+  CHECK(s.content == "The answer.");
+  CHECK(s.closed);
+  s = split_reasoning("Plan it.</think>The answer.", true);  // DeepSeek-R1: the prompt opened <think>
+  CHECK(s.reasoning == "Plan it.");
+  CHECK(s.content == "The answer.");
+  s = split_reasoning("Still pondering", true);  // cut off by max_tokens
+  CHECK(s.reasoning == "Still pondering");
+  CHECK(s.content.empty());
+  CHECK_FALSE(s.closed);
+  s = split_reasoning("No thinking here.", false);
+  CHECK(s.content == "No thinking here.");
+  CHECK(s.reasoning.empty());
+  CHECK(loom::server::prompt_opens_reasoning("<|im_start|>assistant\n<think>\n"));
+  CHECK_FALSE(loom::server::prompt_opens_reasoning("<think>\n\n</think>\n\n"));
+  CHECK(loom::server::reasoning_safe_length("abc</thi") == 3);
+  CHECK(loom::server::reasoning_safe_length("abc</think>x") == 12);
+  CHECK(loom::server::reasoning_safe_length("abc<") == 3);
 }
