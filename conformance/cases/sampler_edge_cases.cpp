@@ -372,6 +372,44 @@ void config_validation(CaseContext& ctx) {
 
 }  // namespace
 
+// ABI 1.3: allowed_tokens. Greedy picks the best allowed token, draws follow the allowed tokens'
+// renormalised distribution (chi-square), out_probs and top logprobs leave the others out, and a
+// mask that allows nothing is an error, not a crash.
+void allowed_tokens(CaseContext& ctx) {
+  if (ctx.plugin->desc().abi_minor < 3) not_supported("allowed_tokens is ABI 1.3; the plugin speaks 1." + std::to_string(ctx.plugin->desc().abi_minor));
+  Harness h(ctx);
+  const std::vector<float> logits = make_logits(k_vocab, 4242);
+  std::vector<uint32_t> mask((k_vocab + 31) / 32, 0);
+  std::vector<bool> allowed(k_vocab, false);
+  for (uint32_t t = 0; t < k_vocab; t += 3) {  // every third token, the argmax's neighbours decide
+    mask[t / 32] |= 1u << (t % 32);
+    allowed[t] = true;
+  }
+  loom_sampling_params params = h.neutral({LOOM_SAMPLER_STAGE_TOP_K, LOOM_SAMPLER_STAGE_TEMPERATURE});
+  params.allowed_tokens = mask.data();
+  // Greedy: the best allowed token.
+  params.temperature = 0.0f;
+  int32_t best = -1;
+  for (uint32_t t = 0; t < k_vocab; ++t) {
+    if (allowed[t] && (best < 0 || logits[t] > logits[size_t(best)])) best = int32_t(t);
+  }
+  int32_t token = -1;
+  require(h.sample_one(params, h.new_state(1), logits, {}, &token, nullptr, nullptr) == LOOM_STATUS_OK, "sample failed: " + h.last_error());
+  require(token == best, "greedy with a mask drew " + std::to_string(token) + ", the best allowed token is " + std::to_string(best));
+  // Temperature 1: the allowed tokens' softmax, nothing else.
+  params.temperature = 1.0f;
+  std::vector<double> masked(k_vocab);
+  for (uint32_t t = 0; t < k_vocab; ++t) masked[t] = allowed[t] ? logits[t] : -std::numeric_limits<double>::infinity();
+  const std::vector<double> expected = softmax(masked);
+  require_close(h.final_distribution(params, logits), expected, 1e-5, "masked out_probs");
+  require_chi_square_fit(h.draw_counts(params, logits, {}, 20000, 7), expected, "masked draws");
+  // Nothing allowed: an error status with a message.
+  std::vector<uint32_t> none(mask.size(), 0);
+  params.allowed_tokens = none.data();
+  require(h.sample_one(params, h.new_state(2), logits, {}, &token, nullptr, nullptr) != LOOM_STATUS_OK,
+          "a mask that allows no token must be refused");
+}
+
 std::vector<Case> sampler_edge_cases() {
   const loom_plugin_kind kind = LOOM_PLUGIN_KIND_SAMPLER;
   return {
@@ -380,6 +418,7 @@ std::vector<Case> sampler_edge_cases() {
       {"sampler.seeds_reproduce", kind, seeds_reproduce},
       {"sampler.distribution_only", kind, distribution_only},
       {"sampler.masked_tokens", kind, masked_tokens},
+      {"sampler.allowed_tokens", kind, allowed_tokens},
       {"sampler.top_logprobs", kind, top_logprobs},
       {"sampler.batch_mixed_params", kind, batch_mixed_params},
       {"sampler.rejects_bad_logits", kind, rejects_bad_logits},

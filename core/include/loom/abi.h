@@ -26,8 +26,8 @@ extern "C" {
 
 #define LOOM_ABI_MAJOR 1
 /* Minor versions: 1.1 added LOOM_ROPE_FREQ_FACTORS (backend.h), LOOM_DTYPE_IQ4_NL and LOOM_DTYPE_IQ4_XS;
- * 1.2 added LOOM_ROPE_YARN (backend.h). */
-#define LOOM_ABI_MINOR 2
+ * 1.2 added LOOM_ROPE_YARN (backend.h); 1.3 added loom_sampling_params.allowed_tokens (sampler.h). */
+#define LOOM_ABI_MINOR 3
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"
 

@@ -52,6 +52,11 @@ typedef struct loom_sampling_params {
   const float *logit_bias_values;
   uint32_t n_top_logprobs; /* alternatives to report per token (0 = none) */
   uint32_t reserved;
+  /* (ABI 1.3) Structured output: bit t of word t / 32 set = token t may be chosen; NULL = every token.
+   * [ceil(n_vocab / 32)] words, borrowed for the call. A plugin treats the others as -inf logits
+   * (for the draw, out_probs and top logprobs alike). The host sets it only for plugins of 1.3 or
+   * later (struct_size tells); for older ones it writes -inf into the logits itself. */
+  const uint32_t *allowed_tokens;
 } loom_sampling_params;
 
 typedef struct loom_sample_row {

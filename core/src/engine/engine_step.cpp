@@ -143,11 +143,20 @@ void Engine::sample_and_advance(const SchedulerDecision& decision) {
     }
     float* logits = logits_.data() + logit_row * n_vocab;
     ++logit_row;
-    // Structured output: tokens outside the grammar get -inf before any sampler sees the row, so
-    // every sampler plugin, old or new, draws only from what the grammar allows.
-    if (seq.constraint && !seq.constraint->mask_logits(logits, static_cast<int32_t>(n_vocab))) {
-      finish(seq, FinishReason::error, "the output grammar allows no further token");
-      continue;
+    // Structured output: the sampler draws only what the grammar allows. A plugin of ABI 1.3 or
+    // later takes the bitmask; for older ones the engine writes -inf over the other logits.
+    seq.request.sampling.params.allowed_tokens = nullptr;
+    if (seq.constraint) {
+      bool any = true;
+      if (sampler_->takes_token_masks()) {
+        seq.request.sampling.params.allowed_tokens = seq.constraint->allowed_tokens(static_cast<int32_t>(n_vocab), &any);
+      } else {
+        any = seq.constraint->mask_logits(logits, static_cast<int32_t>(n_vocab));
+      }
+      if (!any) {
+        finish(seq, FinishReason::error, "the output grammar allows no further token");
+        continue;
+      }
     }
     loom_sample_row row{};
     row.struct_size = sizeof(row);

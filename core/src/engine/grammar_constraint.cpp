@@ -1,5 +1,6 @@
 #include "engine/grammar_constraint.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "common/error.h"
@@ -120,6 +121,15 @@ ConstraintMatcher::ConstraintMatcher(std::shared_ptr<const CompiledConstraint> g
 ConstraintMatcher::~ConstraintMatcher() = default;
 
 bool ConstraintMatcher::mask_logits(float* logits, int32_t n_vocab) {
+  bool any = false;
+  const uint32_t* allowed = allowed_tokens(n_vocab, &any);
+  for (int32_t token = 0; token < n_vocab; ++token) {
+    if (!((allowed[token / 32] >> (token % 32)) & 1u)) logits[token] = -std::numeric_limits<float>::infinity();
+  }
+  return any;
+}
+
+const uint32_t* ConstraintMatcher::allowed_tokens(int32_t n_vocab, bool* any) {
   const int32_t words = xgrammar::GetBitmaskSize(n_vocab);
   impl_->bitmask.assign(static_cast<size_t>(words), 0);
   int64_t shape[1] = {words};
@@ -130,15 +140,10 @@ bool ConstraintMatcher::mask_logits(float* logits, int32_t n_vocab) {
   tensor.dtype = xgrammar::GetBitmaskDLType();
   tensor.shape = shape;
   impl_->matcher.FillNextTokenBitmask(&tensor);
-  bool any = false;
-  for (int32_t token = 0; token < n_vocab; ++token) {
-    if ((static_cast<uint32_t>(impl_->bitmask[static_cast<size_t>(token / 32)]) >> (token % 32)) & 1u) {
-      any = true;
-    } else {
-      logits[token] = -std::numeric_limits<float>::infinity();
-    }
-  }
-  return any;
+  // Bits past n_vocab (the last word's tail) are cleared so they never read as allowed.
+  if (n_vocab % 32 != 0) impl_->bitmask.back() &= static_cast<int32_t>((1u << (n_vocab % 32)) - 1u);
+  *any = std::any_of(impl_->bitmask.begin(), impl_->bitmask.end(), [](int32_t w) { return w != 0; });
+  return reinterpret_cast<const uint32_t*>(impl_->bitmask.data());
 }
 
 bool ConstraintMatcher::accept(int32_t token) { return impl_->matcher.AcceptToken(token); }
@@ -163,6 +168,10 @@ struct ConstraintMatcher::Impl {};
 ConstraintMatcher::ConstraintMatcher(std::shared_ptr<const CompiledConstraint>) {}
 ConstraintMatcher::~ConstraintMatcher() = default;
 bool ConstraintMatcher::mask_logits(float*, int32_t) { return true; }
+const uint32_t* ConstraintMatcher::allowed_tokens(int32_t, bool* any) {
+  *any = true;
+  return nullptr;
+}
 bool ConstraintMatcher::accept(int32_t) { return true; }
 bool ConstraintMatcher::is_terminated() const { return false; }
 

@@ -56,6 +56,9 @@ class ConstraintMatcher {
   // Sets the logits of tokens the grammar does not allow next to -inf. False when it allows none
   // (the request cannot go on).
   bool mask_logits(float* logits, int32_t n_vocab);
+  // The same as a bitmask (bit t of word t / 32 = token t allowed; [ceil(n_vocab / 32)] words, valid
+  // until the next call), for sampler plugins that take one (ABI 1.3). *any: whether any bit is set.
+  const uint32_t* allowed_tokens(int32_t n_vocab, bool* any);
   // Advances past `token`; false (state unchanged) when the grammar does not allow it.
   bool accept(int32_t token);
   // A stop token was accepted: the output is complete.

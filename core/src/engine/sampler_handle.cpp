@@ -86,4 +86,9 @@ void SamplerHandle::sample(std::vector<loom_sample_row>& rows, uint32_t n_vocab)
   if (status != LOOM_STATUS_OK) fail(status, "sample");
 }
 
+bool SamplerHandle::takes_token_masks() const {
+  const loom_plugin_desc& desc = plugin_->desc();
+  return desc.abi_major == LOOM_ABI_MAJOR && desc.abi_minor >= 3;
+}
+
 }  // namespace loom

@@ -27,6 +27,9 @@ class SamplerHandle {
   loom_sampler_state_t* create_state(uint64_t seed);
   void destroy_state(loom_sampler_state_t* state);
   void sample(std::vector<loom_sample_row>& rows, uint32_t n_vocab);
+  // Whether the plugin reads loom_sampling_params.allowed_tokens (ABI 1.3); for older plugins the
+  // engine masks the logits itself.
+  bool takes_token_masks() const;
 
   // Stage names of the config ("top_k", ...) to ids, loom::Error for an unknown one.
   static loom_sampler_stage stage_from_name(const std::string& name);

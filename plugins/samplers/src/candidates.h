@@ -63,6 +63,7 @@ struct Scratch {
   std::vector<int32_t> touched;       // tokens whose count/bias is non-zero, to clear them in O(touched)
   std::vector<Candidate> top;         // [n_top_logprobs] selection heap
   std::vector<Candidate> heap;        // [top_k] selection heap
+  std::vector<float> masked_logits;   // [n_vocab] the row's logits with disallowed tokens at -inf
 
   void reserve_vocab(uint32_t n_vocab) {
     if (candidates.size() < n_vocab) candidates.resize(n_vocab);

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "sampler_instance.h"
@@ -123,6 +124,28 @@ void sample_row(loom_sampler& sampler, loom_sample_row& row, uint32_t n_vocab, S
   if (is_draw && row.state == nullptr) fail_invalid("state is NULL (needed to draw a token)");
   const loom_sampling_params& params = *row.params;
   validate_params(params, "params");
+  // Structured output (ABI 1.3): disallowed tokens become -inf logits for everything below.
+  if (const uint32_t* allowed = allowed_tokens(params)) {
+    scratch.masked_logits.assign(row.logits, row.logits + n_vocab);
+    bool any = false;
+    for (uint32_t t = 0; t < n_vocab; ++t) {
+      if ((allowed[t / 32] >> (t % 32)) & 1u) {
+        any = true;
+      } else {
+        scratch.masked_logits[t] = -std::numeric_limits<float>::infinity();
+      }
+    }
+    if (!any) fail_invalid("allowed_tokens allows no token");
+    loom_sample_row masked = row;
+    masked.logits = scratch.masked_logits.data();
+    loom_sampling_params unmasked = params;
+    unmasked.allowed_tokens = nullptr;
+    masked.params = &unmasked;
+    sample_row(sampler, masked, n_vocab, scratch);
+    row.token = masked.token;
+    row.logprob = masked.logprob;
+    return;
+  }
 
   const loom_sampling_params& chain_owner = params.n_stages > 0 ? params : sampler.config.defaults;
   // Greedy (temperature 0) picks the best-ranked token. Top-k, top-p and min-p always keep that

@@ -90,9 +90,9 @@ SamplerConfig builtin_config() {
 }
 
 void validate_params(const loom_sampling_params& p, const std::string& what) {
-  if (p.struct_size < sizeof(loom_sampling_params))
+  if (p.struct_size < kParamsSize_1_0)
     fail_invalid(what + ": struct_size = " + std::to_string(p.struct_size) + " is smaller than ABI 1.0's " +
-                 std::to_string(sizeof(loom_sampling_params)));
+                 std::to_string(kParamsSize_1_0));
   if (p.n_stages > LOOM_SAMPLER_MAX_STAGES)
     fail_invalid(what + ": n_stages = " + std::to_string(p.n_stages) + " is out of range; expected [0, " +
                  std::to_string(LOOM_SAMPLER_MAX_STAGES) + "]");

@@ -1,6 +1,7 @@
 // Sampling parameters: stage names, the plugin's defaults, validation and config_json parsing.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -25,6 +26,13 @@ SamplerConfig parse_config(const char* config_json);
 // Throws SamplerError (INVALID_ARGUMENT) naming the first bad field and its allowed range.
 // `what` prefixes the message ("config", "row 3: params").
 void validate_params(const loom_sampling_params& params, const std::string& what);
+
+// loom_sampling_params as ABI 1.0-1.2 laid it out ends before allowed_tokens; hosts of those
+// versions pass that size, and the field reads as NULL for them.
+inline constexpr uint32_t kParamsSize_1_0 = offsetof(loom_sampling_params, allowed_tokens);
+inline const uint32_t* allowed_tokens(const loom_sampling_params& p) {
+  return p.struct_size >= offsetof(loom_sampling_params, allowed_tokens) + sizeof(p.allowed_tokens) ? p.allowed_tokens : nullptr;
+}
 
 const char* stage_name(loom_sampler_stage stage);  // nullptr for an unknown id
 std::optional<loom_sampler_stage> stage_from_name(const std::string& name);
