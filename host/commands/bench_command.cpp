@@ -49,8 +49,10 @@ struct RunResult {
   uint64_t generated = 0;
 };
 
-// Submit `batch` requests together and step the engine until they finish.
-RunResult run_requests(Engine& engine, int batch, int n_prompt, int n_gen, uint32_t seed) {
+// Submit `batch` requests together and step the engine until they finish; with `constraint`, each
+// request's output is held to it (structured output) and ends when the grammar does.
+RunResult run_requests(Engine& engine, int batch, int n_prompt, int n_gen, uint32_t seed,
+                       std::shared_ptr<const CompiledConstraint> constraint = nullptr) {
   RunResult result;
   std::vector<Clock::time_point> first(batch), last(batch);
   std::vector<bool> got(batch, false);
@@ -59,7 +61,8 @@ RunResult run_requests(Engine& engine, int batch, int n_prompt, int n_gen, uint3
     Request request;
     request.prompt = random_prompt(n_prompt, engine.model_info().n_vocab, seed + static_cast<uint32_t>(i));
     request.max_tokens = static_cast<uint32_t>(n_gen);
-    request.ignore_eos = true;
+    request.ignore_eos = constraint == nullptr;
+    request.constraint = constraint;
     request.sampling.params = engine.default_sampling();
     request.sampling.params.temperature = 0;
     request.on_event = [&, i](const RequestEvent& e) {
@@ -221,6 +224,37 @@ int run_bench(const CommandArgs& args) {
     batches.push_back({{"batch", b}, {"decode_tokens_per_s", tps}, {"speedup_vs_batch1", tps / tg_tps}});
   }
 
+  // Structured output: the share of a decode step that grammar masks take, with a JSON schema whose
+  // answer is long (an array of at least 64 strings), at batch 1 and the largest batch asked for.
+  nlohmann::json grammar = nullptr;
+  if (structured_output_available()) {
+    const auto schema = engine.compile_constraint(GrammarSpec{GrammarSpec::Kind::json_schema,
+        R"({"type":"object","properties":{"items":{"type":"array","items":{"type":"string","maxLength":8},"minItems":64}},"required":["items"]})", {}});
+    grammar = nlohmann::json::array();
+    for (int b : {1, max_batch}) {
+      std::cerr << "decode at batch " << b << " with and without a JSON-schema grammar...\n";
+      // The same run (prompt, length, batch) with and without the grammar: wall time per engine step.
+      const auto step_time = [&](std::shared_ptr<const CompiledConstraint> constraint, uint64_t* steps_out) {
+        const EngineStats before = engine.stats();
+        const auto start = Clock::now();
+        run_requests(engine, b, 16, o.n_gen, 500 + static_cast<uint32_t>(b), constraint);
+        const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+        *steps_out = engine.stats().steps - before.steps;
+        return *steps_out ? wall / double(*steps_out) : 0.0;
+      };
+      uint64_t plain_steps = 0, steps = 0;
+      const double plain = step_time(nullptr, &plain_steps);
+      const EngineStats before = engine.stats();
+      const double constrained = step_time(schema, &steps);
+      const EngineStats after = engine.stats();
+      const uint64_t masked_steps = after.grammar_steps - before.grammar_steps;
+      const double mask_ms = masked_steps ? 1e3 * (after.grammar_seconds - before.grammar_seconds) / double(masked_steps) : 0.0;
+      grammar.push_back({{"batch", b}, {"steps", steps}, {"mask_ms_per_step", mask_ms}, {"step_ms", 1e3 * constrained},
+                         {"step_ms_without", 1e3 * plain}, {"step_ratio", plain > 0 ? constrained / plain : 0.0}});
+      if (b == max_batch) break;
+    }
+  }
+
   nlohmann::json reference = nullptr;
   if (o.reference_tokens > 0 && engine.info().backend_name == "cpu") {
     std::cerr << "reference kernels, " << o.reference_tokens << "-token prefill...\n";
@@ -239,7 +273,8 @@ int run_bench(const CommandArgs& args) {
       {"pp", {{"tokens", o.n_prompt}, {"tokens_per_s", pp_tps}}},
       {"tg", {{"tokens", o.n_gen}, {"tokens_per_s", tg_tps}, {"bandwidth_fraction", fraction}, {"rounds", round_list}}},
       {"batched_decode", batches},
-      {"prefill_vs_reference", reference}};
+      {"prefill_vs_reference", reference},
+      {"grammar_masks", grammar}};
   auto stats = engine.stats();
   if (stats.draft_tokens_proposed > 0) {
     report["speculative"] = {{"proposed", stats.draft_tokens_proposed}, {"accepted", stats.draft_tokens_accepted}};
@@ -259,6 +294,13 @@ int run_bench(const CommandArgs& args) {
   for (const auto& b : batches) {
     std::cout << "batch " << std::setw(3) << b["batch"].get<int>() << "  " << b["decode_tokens_per_s"].get<double>()
               << " tokens/s (" << b["speedup_vs_batch1"].get<double>() << "x batch 1)\n";
+  }
+  if (grammar.is_array()) {
+    for (const auto& g : grammar) {
+      std::cout << "grammar    batch " << g["batch"].get<int>() << ": step " << g["step_ms"].get<double>() << " ms with a JSON schema vs "
+                << g["step_ms_without"].get<double>() << " ms without = " << g["step_ratio"].get<double>()
+                << "x (limit 1.10x); masks and matcher " << g["mask_ms_per_step"].get<double>() << " ms of it\n";
+    }
   }
   if (!reference.is_null()) {
     std::cout << "prefill    fast " << reference["fast_tokens_per_s"].get<double>() << " vs reference "

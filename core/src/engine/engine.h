@@ -131,6 +131,7 @@ class Engine {
   std::map<RequestId, std::unique_ptr<Sequence>> sequences_;
   ForwardBatch batch_;
   std::vector<float> logits_;
+  double matcher_seconds_ = 0;  // this step's grammar matcher advances (EngineStats::grammar_seconds)
   std::vector<loom_sample_row> rows_;
   std::vector<float> top_logprobs_;
   std::vector<int32_t> top_tokens_;

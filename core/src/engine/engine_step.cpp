@@ -131,6 +131,8 @@ void Engine::sample_and_advance(const SchedulerDecision& decision) {
 
   size_t logit_row = 0;
   std::vector<std::pair<Sequence*, size_t>> speculative;  // sequence, its first logit row
+  double grammar_seconds = 0;  // masks and matcher advances of this step
+  bool any_constrained = false;
   for (const auto& chunk : decision.chunks) {
     Sequence& seq = *chunk.seq;
     const bool samples = chunk.samples();
@@ -147,12 +149,15 @@ void Engine::sample_and_advance(const SchedulerDecision& decision) {
     // later takes the bitmask; for older ones the engine writes -inf over the other logits.
     seq.request.sampling.params.allowed_tokens = nullptr;
     if (seq.constraint) {
+      const auto mask_start = Clock::now();
+      any_constrained = true;
       bool any = true;
       if (sampler_->takes_token_masks()) {
         seq.request.sampling.params.allowed_tokens = seq.constraint->allowed_tokens(static_cast<int32_t>(n_vocab), &any);
       } else {
         any = seq.constraint->mask_logits(logits, static_cast<int32_t>(n_vocab));
       }
+      grammar_seconds += std::chrono::duration<double>(Clock::now() - mask_start).count();
       if (!any) {
         finish(seq, FinishReason::error, "the output grammar allows no further token");
         continue;
@@ -183,6 +188,13 @@ void Engine::sample_and_advance(const SchedulerDecision& decision) {
     }
     accept_token(*sampled[i], rows_[i].token, std::move(lp));
   }
+  grammar_seconds += matcher_seconds_;
+  matcher_seconds_ = 0;
+  if (any_constrained) {
+    std::lock_guard lock(mutex_);
+    stats_.grammar_seconds += grammar_seconds;
+    ++stats_.grammar_steps;
+  }
   for (const auto& [seq, first_row] : speculative) verify_drafts(*seq, first_row);
 }
 
@@ -203,9 +215,14 @@ void Engine::accept_token(Sequence& seq, int32_t token, TokenLogprob logprob) {
   }
   seq.last_token = now;
   seq.tokens.push_back(token);
-  if (seq.constraint && !seq.constraint->accept(token)) {
-    finish(seq, FinishReason::error, "sampled token " + std::to_string(token) + " is outside the output grammar");
-    return;
+  if (seq.constraint) {
+    const auto start = Clock::now();
+    const bool allowed = seq.constraint->accept(token);
+    matcher_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+    if (!allowed) {
+      finish(seq, FinishReason::error, "sampled token " + std::to_string(token) + " is outside the output grammar");
+      return;
+    }
   }
 
   std::vector<TokenLogprob> logprobs;

@@ -47,6 +47,10 @@ struct EngineStats {
   uint64_t draft_tokens_proposed = 0;
   uint64_t draft_tokens_accepted = 0;
   uint64_t draft_verifications = 0;  // sequence-steps that verified at least one proposal
+  // Structured output: time spent computing and applying grammar masks and advancing matchers, and
+  // the steps that had any constrained sequence (what `loom bench` sets against the step time).
+  double grammar_seconds = 0;
+  uint64_t grammar_steps = 0;
   // Drafts kept per verification (0..k); the mean is the mean accepted length.
   Histogram draft_accepted{{0, 1, 2, 3, 4, 5, 6, 8, 12, 16}};
   Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
