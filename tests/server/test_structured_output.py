@@ -113,6 +113,35 @@ class RandomModelObeysTheGrammar(unittest.TestCase):
         self.assertEqual(SERVER.wait_kv_free()["loom_kv_blocks_used"], 0)
 
 
+class SpeculationKeepsTheOutput(unittest.TestCase):
+    """An n-gram drafter with a grammar: each verified row is masked after the drafts before it and the
+    matcher steps back past rejected drafts, so greedy output is the same as without speculation."""
+
+    def test_same_greedy_output_with_and_without_drafts(self):
+        config = write_config("spec.toml", 'model_name = "tiny"')
+        with open(config, "a") as f:
+            f.write('\n[drafter]\nkind = "ngram"\nk = 4\n')
+        drafting = LoomServer(config, MODEL)
+        try:
+            cases = [
+                {"guided_regex": "(ab|cd|ef){10}"},
+                {"response_format": {"type": "json_schema", "json_schema": {"schema": {
+                    "type": "array", "items": {"type": "string", "enum": ["x", "yy"]}, "minItems": 8, "maxItems": 8}}}},
+                {"structured_outputs": {"grammar": 'root ::= ("la " | "da ")+ "."'}},
+            ]
+            for i, extra in enumerate(cases):
+                for prompt in ("ab ab ab ab", "la la la da la"):
+                    body = {"prompt": prompt, "max_tokens": 60, "temperature": 0, **extra}
+                    status_a, plain = SERVER.json("POST", "/v1/completions", body)
+                    status_b, spec = drafting.json("POST", "/v1/completions", body)
+                    self.assertEqual((status_a, status_b), (200, 200), (plain, spec))
+                    self.assertEqual(spec["choices"][0]["text"], plain["choices"][0]["text"], (i, prompt))
+            self.assertGreater(drafting.metrics()["loom_draft_tokens_proposed_total"], 0)
+            self.assertEqual(drafting.wait_kv_free()["loom_kv_blocks_used"], 0)
+        finally:
+            self.assertEqual(drafting.terminate(), 0, drafting.log())
+
+
 class BadGrammarsAreRefusedByName(unittest.TestCase):
     def refused(self, extra, field, words):
         status, out = SERVER.json("POST", "/v1/completions", {"prompt": "x", "max_tokens": 5, **extra})

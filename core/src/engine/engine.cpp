@@ -166,10 +166,7 @@ RequestId Engine::submit(Request request) {
   }
 
   auto seq = std::make_unique<Sequence>();
-  if (request.constraint) {
-    seq->constraint = std::make_unique<ConstraintMatcher>(request.constraint);
-    request.speculative = false;  // drafts would need the matcher rolled back on rejection
-  }
+  if (request.constraint) seq->constraint = std::make_unique<ConstraintMatcher>(request.constraint);
   seq->tokens = request.prompt;
   seq->n_prompt = static_cast<uint32_t>(n_prompt);
   seq->arrival = Clock::now();

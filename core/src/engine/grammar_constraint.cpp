@@ -150,6 +150,10 @@ bool ConstraintMatcher::accept(int32_t token) { return impl_->matcher.AcceptToke
 
 bool ConstraintMatcher::is_terminated() const { return impl_->matcher.IsTerminated(); }
 
+void ConstraintMatcher::rollback(int n) {
+  if (n > 0) impl_->matcher.Rollback(n);
+}
+
 #else  // built without xgrammar
 
 class CompiledConstraint {};
@@ -174,6 +178,7 @@ const uint32_t* ConstraintMatcher::allowed_tokens(int32_t, bool* any) {
 }
 bool ConstraintMatcher::accept(int32_t) { return true; }
 bool ConstraintMatcher::is_terminated() const { return false; }
+void ConstraintMatcher::rollback(int) {}
 
 #endif
 

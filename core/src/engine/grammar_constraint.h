@@ -63,6 +63,8 @@ class ConstraintMatcher {
   bool accept(int32_t token);
   // A stop token was accepted: the output is complete.
   bool is_terminated() const;
+  // Undoes the last n accepted tokens (speculative drafts the target rejected).
+  void rollback(int n);
 
  private:
   struct Impl;

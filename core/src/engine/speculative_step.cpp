@@ -85,6 +85,26 @@ void Engine::verify_drafts(Sequence& seq, size_t first_logit_row) {
   spec_history_.assign(seq.tokens.begin(), seq.tokens.end());
   spec_history_.insert(spec_history_.end(), seq.draft.begin(), seq.draft.end());
   spec_probs_.resize(n_rows * v);
+  // Structured output: row j continues the drafts before it, so it is masked by the grammar after
+  // them. The matcher walks the drafts to mask each row, then steps back; the tokens the verification
+  // keeps advance it again in accept_token. A draft the grammar refuses gets probability 0 in the row
+  // before it, so the verification rejects it there and the rows after it are never used.
+  seq.request.sampling.params.allowed_tokens = nullptr;  // the rows carry their masks as -inf logits
+  if (seq.constraint) {
+    int advanced = 0;
+    for (uint32_t j = 0; j < n_rows; ++j) {
+      float* logits = logits_.data() + (first_logit_row + j) * v;
+      if (!seq.constraint->mask_logits(logits, static_cast<int32_t>(n_vocab))) {
+        // Nothing allowed: a draft before this row ended the output (a stop token), so the row is
+        // never used; flat logits keep the sampler's distribution defined.
+        std::fill(logits, logits + v, 0.0f);
+        break;
+      }
+      if (j == n_draft || !seq.constraint->accept(seq.draft[j])) break;
+      ++advanced;
+    }
+    seq.constraint->rollback(advanced);
+  }
   std::vector<int32_t> top_tokens(size_t(n_rows) * n_top);
   std::vector<float> top_logprobs(size_t(n_rows) * n_top);
   seq.request.sampling.params.n_top_logprobs = n_top;
