@@ -167,4 +167,41 @@ float fit_scale_symmetric_refined(int n, int nmax, const float* x, int8_t* L) {
   return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
+float fit_k_sub_block(const float* x, int nmax, float rmin, int nstep, uint8_t* L, float* neg_min) {
+  float weights[32];
+  uint8_t L_aux[32];
+  float sum_x2 = 0;
+  for (int l = 0; l < 32; ++l) sum_x2 += x[l] * x[l];
+  const float av_x = std::sqrt(sum_x2 / 32);
+  for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[l]);
+  return fit_scale_min(32, nmax, x, weights, L, neg_min, L_aux, rmin, 0.1f, nstep);
+}
+
+void pack_scale_min_k4(const float* scales, const float* mins, float max_scale, float max_min, uint8_t* packed) {
+  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t ls = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_scale * scales[j])));
+    const uint8_t lm = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_min * mins[j])));
+    if (j < 4) {
+      packed[j] = ls;
+      packed[j + 4] = lm;
+    } else {
+      packed[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+      packed[j - 4] = static_cast<uint8_t>(packed[j - 4] | ((ls >> 4) << 6));
+      packed[j - 0] = static_cast<uint8_t>(packed[j - 0] | ((lm >> 4) << 6));
+    }
+  }
+}
+
+void scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+  }
+}
+
 }  // namespace loom::quant

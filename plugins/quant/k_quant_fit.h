@@ -23,4 +23,13 @@ float fit_scale_symmetric(int n, int nmax, const float* x, int8_t* L);
 // level that most improves the x^2-weighted fit. Writes L offset by nmax, returns the scale.
 float fit_scale_symmetric_refined(int n, int nmax, const float* x, int8_t* L);
 
+// Q4_K and Q5_K share a super-block layout: eight 32-value sub-blocks, each fitted to scale * L - min
+// with weights av(|x|) + |x| (fit_k_sub_block), and the eight (scale, min) pairs as 6-bit integers
+// in 12 bytes: pairs 0..3 in the low 6 bits of bytes 0..3 (scales) and 4..7 (mins), pairs 4..7 as
+// nibbles in bytes 8..11 with their top two bits in the high bits of bytes 0..7.
+float fit_k_sub_block(const float* x, int nmax, float rmin, int nstep, uint8_t* L, float* neg_min);
+// Packs scales[8] and mins[8] against their maxima; `packed` must start zeroed.
+void pack_scale_min_k4(const float* scales, const float* mins, float max_scale, float max_min, uint8_t* packed);
+void scale_min_k4(int j, const uint8_t* packed, uint8_t* d, uint8_t* m);
+
 }  // namespace loom::quant

@@ -13,27 +13,8 @@
 
 namespace loom::quant {
 
-namespace {
-
-// Q4_K's 12 scale bytes hold eight 6-bit (scale, min) pairs: pairs 0..3 in the low 6 bits of
-// bytes 0..3 (scales) and 4..7 (mins); pairs 4..7 as nibbles in bytes 8..11 with their top two
-// bits in the high bits of bytes 0..7.
-void scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
-  }
-}
-
-}  // namespace
-
 bool quantize_row_q4_k(const float* x, uint8_t* dst, int64_t n, const float*) {
   uint8_t L[LOOM_QK_K];
-  uint8_t L_aux[32];
-  float weights[32];
   float mins[LOOM_QK_K / 32];
   float scales[LOOM_QK_K / 32];
   for (int64_t b = 0; b < n / LOOM_QK_K; ++b, x += LOOM_QK_K) {
@@ -42,28 +23,11 @@ bool quantize_row_q4_k(const float* x, uint8_t* dst, int64_t n, const float*) {
     float max_scale = 0;  // scales are positive: the min is subtracted
     float max_min = 0;
     for (int j = 0; j < LOOM_QK_K / 32; ++j) {
-      float sum_x2 = 0;
-      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-      const float av_x = std::sqrt(sum_x2 / 32);
-      for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-      scales[j] = fit_scale_min(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], L_aux, -1.f, 0.1f, 20);
+      scales[j] = fit_k_sub_block(x + 32 * j, 15, -1.f, 20, L + 32 * j, &mins[j]);
       if (scales[j] > max_scale) max_scale = scales[j];
       if (mins[j] > max_min) max_min = mins[j];
     }
-    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-    for (int j = 0; j < LOOM_QK_K / 32; ++j) {
-      const uint8_t ls = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_scale * scales[j])));
-      const uint8_t lm = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_min * mins[j])));
-      if (j < 4) {
-        y.scales[j] = ls;
-        y.scales[j + 4] = lm;
-      } else {
-        y.scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-        y.scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-        y.scales[j - 0] |= static_cast<uint8_t>((lm >> 4) << 6);
-      }
-    }
+    pack_scale_min_k4(scales, mins, max_scale, max_min, y.scales);
     y.d = fp32_to_fp16(max_scale / 63.f);
     y.dmin = fp32_to_fp16(max_min / 63.f);
     if (!is_fp16_finite(y.d) || !is_fp16_finite(y.dmin)) return false;

@@ -34,17 +34,6 @@ int q3_scale(const uint8_t* scales, int j) {
   return (low | (((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
 }
 
-// Q4_K and Q5_K's eight (6-bit scale, 6-bit min) pairs.
-void scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
-  }
-}
-
 }  // namespace
 
 bool quantize_row_q2_k(const float* x, uint8_t* dst, int64_t n, const float*) {
@@ -166,35 +155,18 @@ void dequantize_row_q3_k(const uint8_t* src, float* y, int64_t n) {
 }
 
 bool quantize_row_q5_k(const float* x, uint8_t* dst, int64_t n, const float*) {
-  uint8_t L[LOOM_QK_K], L_aux[32];
-  float weights[32], mins[8], scales[8];
+  uint8_t L[LOOM_QK_K];
+  float mins[8], scales[8];
   for (int64_t b = 0; b < n / LOOM_QK_K; ++b, x += LOOM_QK_K) {
     BlockQ5_K y;
     std::memset(&y, 0, sizeof(y));
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < 8; ++j) {
-      float sum_x2 = 0;
-      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-      const float av_x = std::sqrt(sum_x2 / 32);
-      for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-      scales[j] = fit_scale_min(32, 31, x + 32 * j, weights, L + 32 * j, &mins[j], L_aux, -0.5f, 0.1f, 15);
+      scales[j] = fit_k_sub_block(x + 32 * j, 31, -0.5f, 15, L + 32 * j, &mins[j]);
       if (scales[j] > max_scale) max_scale = scales[j];
       if (mins[j] > max_min) max_min = mins[j];
     }
-    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t ls = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_scale * scales[j])));
-      const uint8_t lm = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_min * mins[j])));
-      if (j < 4) {
-        y.scales[j] = ls;
-        y.scales[j + 4] = lm;
-      } else {
-        y.scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-        y.scales[j - 4] = static_cast<uint8_t>(y.scales[j - 4] | ((ls >> 4) << 6));
-        y.scales[j - 0] = static_cast<uint8_t>(y.scales[j - 0] | ((lm >> 4) << 6));
-      }
-    }
+    pack_scale_min_k4(scales, mins, max_scale, max_min, y.scales);
     y.d = fp32_to_fp16(max_scale / 63.f);
     y.dmin = fp32_to_fp16(max_min / 63.f);
     if (!is_fp16_finite(y.d) || !is_fp16_finite(y.dmin)) return false;
