@@ -96,6 +96,13 @@ SYNTH_SPECS = [
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 29, "type": "Q8_0", "yarn_original_ctx": 16},
     {"name": "synth-qwen2-yarn-f16", "arch": "qwen2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 2048, "seed": 30, "type": "F16", "yarn_original_ctx": 512},
+    # Gemma 4: local layers of head_dim 32 (16 rotary dims) and window 8, every third layer global with
+    # head_dim 64, one KV head, proportional rope and keys as values; layers 3-5 share the KV of layers
+    # 1 and 2 and have a double-width FFN; per-layer embeddings and output scales.
+    {"name": "synth-gemma4-f16", "arch": "gemma4", "layers": 6, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 32, "ff": 256, "vocab": 512, "ctx": 512, "seed": 31, "type": "F16", "sliding_window": 8},
+    {"name": "synth-gemma4-q8_0", "arch": "gemma4", "layers": 6, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 32, "ff": 256, "vocab": 512, "ctx": 512, "seed": 32, "type": "Q8_0", "sliding_window": 8},
     {"name": "synth-olmo2-f16", "arch": "olmo2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 18, "type": "F16"},
     {"name": "synth-olmo2-q8_0", "arch": "olmo2", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,

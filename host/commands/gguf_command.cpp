@@ -29,7 +29,8 @@ constexpr const char* kInfoHelp =
 constexpr const char* kSynthHelp =
     "usage: loom gguf synth [options] -o OUT\n\n"
     "Write a synthetic model with seeded random weights in llama.cpp's GGUF layout.\n"
-    "  --arch A          llama | qwen2 | qwen3 | gemma2 | gemma3 | olmo2 | granite | smollm3 | phi3 | mistral3 (default llama)\n"
+    "  --arch A          llama | qwen2 | qwen3 | gemma2 | gemma3 | gemma4 | olmo2 | granite | smollm3 | phi3 | mistral3\n"
+    "                    (default llama)\n"
     "  --layers N        block count (default 2)\n"
     "  --dim D           embedding length (default 64)\n"
     "  --heads H         attention heads (default 4)\n"
@@ -40,7 +41,7 @@ constexpr const char* kSynthHelp =
     "  --ctx C           context length (default 256)\n"
     "  --type T          matrix type: F32, F16, BF16, Q8_0, Q4_0 (default F32)\n"
     "  --seed S          random seed (default 1)\n"
-    "  --sliding-window N  gemma2/gemma3: tokens a local layer sees (default 512)\n"
+    "  --sliding-window N  gemma2/gemma3/gemma4: tokens a local layer sees (default 512)\n"
     "  --yarn-original-ctx N  YaRN extending context N to --ctx (mistral3: with temperature tuning)\n"
     "  --longrope-original-ctx N  phi3: LongRoPE factors extending context N to --ctx (Phi-3.5 style)\n"
     "  --llama3-rope     llama: Llama 3.1's rope frequency factors (rope_freqs.weight) and base 500000\n"

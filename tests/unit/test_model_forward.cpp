@@ -73,7 +73,7 @@ size_t argmax(const float* a, size_t n) { return static_cast<size_t>(std::max_el
 
 TEST_CASE("model: every supported arch loads and runs a forward with finite logits", "[model]") {
   auto backend = loom::test::cpu_backend();
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "granite", "smollm3", "phi3"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "gemma4", "olmo2", "granite", "smollm3", "phi3"}) {
     for (loom_dtype weights : {LOOM_DTYPE_F32, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0, LOOM_DTYPE_F16}) {
       INFO(arch << " weights " << weights);
       const auto spec = loom::test::small_spec(arch, weights);
@@ -81,7 +81,7 @@ TEST_CASE("model: every supported arch loads and runs a forward with finite logi
       const loom::ModelInfo& info = model->info();
       CHECK(info.n_layers == spec.n_layers);
       CHECK(info.n_vocab == spec.n_vocab);
-      CHECK(info.head_dim == (arch == "gemma3" ? 32 : 16));
+      CHECK(info.head_dim == (arch == "gemma3" || arch == "gemma4" ? 32 : 16));  // gemma4: its global layers'
       loom::Session session(*model, {.n_ctx = 64, .block_size = 4});
       const std::vector<float> logits = session.prefill(random_tokens(1, 12, info.n_vocab));  // a copy: decode reuses the storage
       REQUIRE(logits.size() == static_cast<size_t>(info.n_vocab));
@@ -156,7 +156,7 @@ TEST_CASE("model: hyper-parameters follow llama.cpp per arch", "[model]") {
 
 TEST_CASE("model: a mixed batch over a permuted block layout equals each sequence alone", "[model]") {
   auto backend = loom::test::cpu_backend();
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "granite", "smollm3", "phi3"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "gemma4", "olmo2", "granite", "smollm3", "phi3"}) {
     INFO(arch);
     auto model = Model::load(loom::test::write_small_model(loom::test::small_spec(arch, LOOM_DTYPE_Q8_0), arch + "-q8"),
                              *backend);
@@ -222,7 +222,7 @@ TEST_CASE("model: a mixed batch over a permuted block layout equals each sequenc
 
 TEST_CASE("model: chunked prefill equals one-shot prefill", "[model]") {
   auto backend = loom::test::cpu_backend();
-  for (const std::string arch : {"llama", "gemma2", "gemma3", "olmo2"}) {
+  for (const std::string arch : {"llama", "gemma2", "gemma3", "gemma4", "olmo2"}) {
     INFO(arch);
     auto model = Model::load(loom::test::write_small_model(loom::test::small_spec(arch), arch + "-f32"), *backend);
     const auto prompt = random_tokens(5, 23, model->info().n_vocab);
@@ -243,7 +243,7 @@ TEST_CASE("model: chunked prefill equals one-shot prefill", "[model]") {
 TEST_CASE("model: the CPU reference and fast backends agree on logits", "[model]") {
   auto fast = loom::test::cpu_backend(false);
   auto reference = loom::test::cpu_backend(true);
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "granite", "smollm3", "phi3"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "gemma4", "olmo2", "granite", "smollm3", "phi3"}) {
     for (loom_dtype weights : {LOOM_DTYPE_F32, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0}) {
       INFO(arch << " weights " << weights);
       const auto path = loom::test::write_small_model(loom::test::small_spec(arch, weights), arch + "-ref");

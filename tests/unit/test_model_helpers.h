@@ -29,7 +29,8 @@ inline std::unique_ptr<Backend> cpu_backend(bool reference = false) {
 inline gguf::SynthSpec small_spec(const std::string& arch, loom_dtype weights = LOOM_DTYPE_F32, uint64_t seed = 3) {
   gguf::SynthSpec spec;
   spec.arch = arch;
-  spec.n_layers = arch == "gemma3" ? 6 : 2;  // gemma3: five local layers and one global
+  // gemma3: five local layers and one global; gemma4: two global, the last three sharing KV.
+  spec.n_layers = arch == "gemma3" || arch == "gemma4" ? 6 : 2;
   spec.dim = 64;
   spec.n_heads = 4;
   spec.n_kv_heads = 2;
@@ -39,7 +40,7 @@ inline gguf::SynthSpec small_spec(const std::string& arch, loom_dtype weights = 
   spec.n_ctx = 256;
   spec.weight_type = weights;
   spec.seed = seed;
-  if (arch == "gemma3" || arch == "gemma2") spec.sliding_window = 8;  // small, so short tests cross the window
+  if (arch == "gemma3" || arch == "gemma2" || arch == "gemma4") spec.sliding_window = 8;  // small, so short tests cross the window
   return spec;
 }
 

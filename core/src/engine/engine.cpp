@@ -19,15 +19,21 @@ loom_dtype kv_dtype_from_name(const std::string& name) {
   return LOOM_DTYPE_F16;
 }
 
-// Bytes one token's K and V take over all layers.
+// Bytes one token's K and V take over all layers (layers that share another's KV take none).
 uint64_t kv_bytes_per_token(const ModelInfo& info, loom_dtype dtype) {
-  uint64_t row = 0;  // one kv head's row of head_dim values
-  switch (dtype) {
-    case LOOM_DTYPE_F32: row = 4ull * info.head_dim; break;
-    case LOOM_DTYPE_INT8_KV: row = 4ull + info.head_dim; break;  // f32 scale + int8 values
-    default: row = 2ull * info.head_dim; break;
+  uint64_t total = 0;
+  for (int32_t il = 0; il < info.n_layers; ++il) {
+    if (!info.owns_kv(il)) continue;
+    const uint64_t head_dim = uint64_t(info.layer(il).head_dim);
+    uint64_t row = 0;  // one kv head's row of head_dim values
+    switch (dtype) {
+      case LOOM_DTYPE_F32: row = 4ull * head_dim; break;
+      case LOOM_DTYPE_INT8_KV: row = 4ull + head_dim; break;  // f32 scale + int8 values
+      default: row = 2ull * head_dim; break;
+    }
+    total += 2ull * uint64_t(info.layer(il).n_kv_heads) * row;
   }
-  return 2ull * info.n_layers * info.n_kv_heads * row;
+  return total;
 }
 
 }  // namespace

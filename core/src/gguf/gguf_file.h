@@ -76,6 +76,7 @@ class GgufFile {
   std::vector<std::string> get_string_array(std::string_view key) const;  // empty when absent
   std::vector<float> get_float_array(std::string_view key) const;
   std::vector<int64_t> get_int_array(std::string_view key) const;
+  std::vector<bool> get_bool_array(std::string_view key) const;  // empty when absent
 
   // Render a scalar (or a short preview of an array) for `loom gguf info`.
   std::string value_to_string(const MetadataValue& value, size_t max_array_items = 8) const;

@@ -173,6 +173,18 @@ std::optional<bool> GgufFile::get_bool(std::string_view key) const {
   return value->raw[0] != 0;
 }
 
+std::vector<bool> GgufFile::get_bool_array(std::string_view key) const {
+  const MetadataValue* value = find(key);
+  if (value == nullptr) return {};
+  if (value->type != ValueType::array || value->array_type != ValueType::boolean) {
+    type_error(label(), key, *value, "array of bool");
+  }
+  std::vector<bool> out;
+  out.reserve(value->array_size);
+  for (uint64_t i = 0; i < value->array_size; ++i) out.push_back(value->raw[i] != 0);
+  return out;
+}
+
 std::vector<std::string> GgufFile::get_string_array(std::string_view key) const {
   const MetadataValue* value = find(key);
   if (value == nullptr) return {};

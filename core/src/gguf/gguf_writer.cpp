@@ -122,6 +122,12 @@ void GgufWriter::set_int32_array(std::string key, std::vector<int32_t> values) {
   set_raw(std::move(key), static_cast<uint32_t>(ValueType::array), encode_array(ValueType::int32, values));
 }
 
+void GgufWriter::set_bool_array(std::string key, std::vector<bool> values) {
+  std::vector<uint8_t> bytes;
+  for (bool v : values) bytes.push_back(v ? 1 : 0);
+  set_raw(std::move(key), static_cast<uint32_t>(ValueType::array), encode_array(ValueType::boolean, bytes));
+}
+
 void GgufWriter::add_tensor(std::string name, loom_dtype type, std::vector<int64_t> dims, std::vector<uint8_t> data) {
   const std::string where = "GGUF writer: tensor '" + name + "'";
   if (dtype_traits(type) == nullptr) throw Error(where + ": unknown type id " + std::to_string(type));

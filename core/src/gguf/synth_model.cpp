@@ -13,71 +13,12 @@
 #include "gguf/dtype_traits.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
+#include "gguf/synth_builder.h"
+#include "gguf/synth_gemma4.h"
 
 namespace loom::gguf {
 
 namespace {
-
-// SplitMix64 + Box-Muller: the same numbers on every platform and standard library.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }  // (0, 1)
-  float normal() {
-    const double r = std::sqrt(-2.0 * std::log(uniform()));
-    return static_cast<float>(r * std::cos(2.0 * std::numbers::pi * uniform()));
-  }
-
- private:
-  uint64_t state_;
-};
-
-// Each tensor has its own stream (seed x name), so adding a tensor never changes the others.
-uint64_t tensor_seed(uint64_t seed, std::string_view name) {
-  uint64_t h = 0xcbf29ce484222325ull ^ seed;
-  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return h;
-}
-
-uint32_t llama_file_type(loom_dtype type) {
-  switch (type) {
-    case LOOM_DTYPE_F16: return 1;   // LLAMA_FTYPE_MOSTLY_F16
-    case LOOM_DTYPE_Q4_0: return 2;  // LLAMA_FTYPE_MOSTLY_Q4_0
-    case LOOM_DTYPE_Q8_0: return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
-    case LOOM_DTYPE_BF16: return 32; // LLAMA_FTYPE_MOSTLY_BF16
-    default: return 0;               // LLAMA_FTYPE_ALL_F32
-  }
-}
-
-class ModelBuilder {
- public:
-  ModelBuilder(const SynthSpec& spec, GgufWriter& writer) : spec_(spec), writer_(writer) {}
-
-  // A matrix of n_out rows of n_in (GGUF dims {n_in, n_out}), scaled so x·w keeps x's magnitude.
-  void matrix(const std::string& name, int64_t n_in, int64_t n_out, float scale) {
-    Rng rng(tensor_seed(spec_.seed, name));
-    std::vector<float> values(static_cast<size_t>(n_in * n_out));
-    for (float& v : values) v = rng.normal() * scale;
-    writer_.add_tensor(name, spec_.weight_type, {n_in, n_out}, quantize_rows(spec_.weight_type, values, n_in));
-  }
-  // A norm weight near 1 (gemma's converter already stores 1 + w) or a small bias, always F32.
-  void vector(const std::string& name, int64_t n, float center, float spread) {
-    Rng rng(tensor_seed(spec_.seed, name));
-    std::vector<float> values(static_cast<size_t>(n));
-    for (float& v : values) v = center + spread * rng.normal();
-    writer_.add_tensor(name, LOOM_DTYPE_F32, {n}, quantize_rows(LOOM_DTYPE_F32, values, n));
-  }
-
- private:
-  const SynthSpec& spec_;
-  GgufWriter& writer_;
-};
 
 void copy_vocab(const std::filesystem::path& from, GgufWriter& writer, int& n_vocab) {
   GgufFile vocab = GgufFile::open(from);
@@ -145,10 +86,11 @@ void require(bool ok, const std::string& what) {
 
 SynthSpec resolve_synth_spec(const SynthSpec& in) {
   SynthSpec spec = in;
-  const bool is_llama = spec.arch == "llama" || spec.arch == "smollm3", is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2";
+  const bool is_llama = spec.arch == "llama" || spec.arch == "smollm3";
+  const bool is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2" || spec.arch == "gemma4";
   require(is_llama || is_gemma || spec.arch == "qwen2" || spec.arch == "qwen3" || spec.arch == "olmo2" ||
               spec.arch == "granite" || spec.arch == "phi3" || spec.arch == "mistral3",
-          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3, mistral3)");
+          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen3, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
   require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
   require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
   require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
@@ -198,6 +140,17 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   writer.set_string("general.architecture", a);
   writer.set_string("general.name", spec.name);
   writer.set_uint32("general.file_type", llama_file_type(spec.weight_type));
+  if (a == "gemma4") {
+    build_gemma4_model(spec, writer);
+    if (spec.vocab_from.empty()) {
+      add_synthetic_vocab(writer, spec.n_vocab);
+    } else {
+      copy_vocab(spec.vocab_from, writer, spec.n_vocab);
+    }
+    writer.set_uint32(a + ".vocab_size", static_cast<uint32_t>(spec.n_vocab));
+    add_gemma4_tensors(spec, writer);
+    return;
+  }
   writer.set_uint32(a + ".context_length", static_cast<uint32_t>(spec.n_ctx));
   writer.set_uint32(a + ".embedding_length", static_cast<uint32_t>(spec.dim));
   writer.set_uint32(a + ".block_count", static_cast<uint32_t>(spec.n_layers));

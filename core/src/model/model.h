@@ -1,4 +1,4 @@
-// Model — a decoder-only transformer (llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3, mistral3) whose weights live in backend buffers and
+// Model — a decoder-only transformer (llama, qwen2, qwen3, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3) whose weights live in backend buffers and
 // whose forward pass is a list of ABI ops (GET_ROWS, RMS_NORM, MATMUL, ROPE, STORE_KV,
 // PAGED_ATTENTION, GLU, ADD, ...) run by the backend in one call.
 //
@@ -73,6 +73,7 @@ class Model {
     loom_tensor attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, post_attn_norm;
     loom_tensor ffn_norm, w_gate, w_up, w_down, post_ffn_norm;
     loom_tensor w_qkv, w_gate_up;  // phi3's fused matrices; wq/wk/wv and w_gate/w_up are row views of them
+    loom_tensor ple_gate, ple_proj, ple_post_norm;  // gemma4's per-layer embedding block
   };
   // Shape of the last op list; the same shape with the same buffers means the list is reusable.
   struct GraphKey {
@@ -88,6 +89,7 @@ class Model {
 
   Model(ModelInfo info, Backend& backend, ModelOptions options);
   void load_weights(const gguf::GgufFile& file);
+  void read_layer_scales(const gguf::GgufFile& file);
   void validate(const ForwardBatch& batch, const KvCache& kv) const;
   void ensure_scratch(int64_t n_tok, int64_t n_out);
   void stage_inputs(const ForwardBatch& batch, int64_t max_blocks);
@@ -103,6 +105,10 @@ class Model {
   loom_tensor rope_freqs_{};  // [n_rot / 2] when the model has frequency factors
   loom_tensor rope_long_{}, rope_short_{};  // LongRoPE's two sets, [n_rot / 2] each
   std::vector<LayerWeights> layers_;
+  // gemma4's per-layer embeddings: the table viewed as [per_layer_dim, n_vocab * n_layers] (row
+  // token * n_layers + layer), the projection from the embeddings, and its norm.
+  loom_tensor ple_table_{}, ple_model_proj_{}, ple_proj_norm_{};
+  std::vector<loom_scale_params> layer_scale_;  // gemma4's layer_output_scale, read at load
 
   // Op parameters: the ops point at these, so they live as long as the model.
   loom_norm_params norm_params_{};
@@ -112,17 +118,20 @@ class Model {
   loom_scale_params embd_scale_{};
   loom_scale_params residual_scale_{};  // granite: each block's output before the residual add
   loom_scale_params logit_scale_{};     // granite: the logits
+  loom_scale_params ple_embd_scale_{}, ple_proj_scale_{}, ple_sum_scale_{};  // gemma4's per-layer inputs
 
   // Activations [.., n_tok] sized for cap_tok_ tokens and cap_out_ logit rows.
   Buffer compute_;
   int64_t cap_tok_ = 0, cap_out_ = 0;
   uint64_t off_x_ = 0, off_h_ = 0, off_q_ = 0, off_k_ = 0, off_v_ = 0, off_attn_ = 0, off_g_ = 0, off_u_ = 0;
   uint64_t off_xo_ = 0, off_logits_ = 0;
+  uint64_t off_ple_ = 0, off_ple_proj_ = 0, off_ple_gate_ = 0;  // [per_layer_dim, n_tok, n_layers] x2, [per_layer_dim, n_tok]
 
   // I32 inputs: tokens | positions | slots | logit_rows | seqs [4, n_seqs] | block_tables.
   Buffer inputs_;
   std::vector<int32_t> staging_;
   uint64_t off_tokens_ = 0, off_positions_ = 0, off_slots_ = 0, off_rows_ = 0, off_seqs_ = 0, off_tables_ = 0;
+  uint64_t off_ple_rows_ = 0;  // gemma4: [n_tok, n_layers] rows of ple_table_ (token * n_layers + layer)
   // mistral3's temperature tuning: per-element q multipliers [q_dim, n_tok], staged only for batches
   // that reach past the original context (before it every multiplier is 1).
   uint64_t off_q_temperature_ = 0;

@@ -4,6 +4,8 @@
 //   per layer:
 //     h = rms_norm(x) * attn_norm                                (olmo2: h = x)
 //     q, k, v = h·Wq (+bq), h·Wk (+bk), h·Wv (+bv)              // [head_dim, heads, n_tok]
+//     (gemma4: head size, KV heads and FFN width vary by layer; shared layers skip k, v and the store
+//      and attend over an earlier layer's cache; v = rms_norm per head)
 //     q, k = rms_norm per head (gemma3, qwen3) or over all heads (olmo2); rope(q, k, positions
 //            [, rope_freqs: Llama 3.1+; LongRoPE long/short factors: Phi-3.5; YaRN]; not in smollm3's every
 //            fourth layer); q *= temperature(position) past the original context (mistral3)
@@ -12,6 +14,7 @@
 //     h = a·Wo; h = rms_norm(h) * post_attn_norm (gemma2/3, olmo2); x += h [* residual_scale (granite)]
 //     h = rms_norm(x) * ffn_norm                                 (olmo2: h = x)
 //     h = (act(h·Wgate) * h·Wup)·Wdown; h = rms_norm(h) * post_ffn_norm (gemma2/3, olmo2); x += h [* ...]
+//     gemma4: x += rms_norm((gelu(x·Wgate_ple) * ple_input[layer])·Wproj_ple) * post_norm; x *= layer scale
 //   logits = rms_norm(x[logit_rows]) * output_norm · Woutᵀ         // [n_vocab, n_out]
 //   logits = cap * tanh(logits / cap) (gemma2); logits *= 1 / logit_scale (granite)
 #include <algorithm>
@@ -108,7 +111,12 @@ void Model::ensure_scratch(int64_t n_tok, int64_t n_out) {
     off = align_up(off + floats * 4, 256);
     return at;
   };
-  const uint64_t dim = uint64_t(info_.dim), q_dim = uint64_t(info_.q_dim()), kv_dim = uint64_t(info_.kv_dim());
+  uint64_t q_dim = 0, kv_dim = 0;  // the largest over the layers (gemma4's differ)
+  for (int32_t il = 0; il < info_.n_layers; ++il) {
+    q_dim = std::max<uint64_t>(q_dim, uint64_t(info_.q_dim(il)));
+    kv_dim = std::max<uint64_t>(kv_dim, uint64_t(info_.kv_dim(il)));
+  }
+  const uint64_t dim = uint64_t(info_.dim), ple = uint64_t(info_.per_layer_dim) * uint64_t(info_.n_layers);
   off_x_ = take(dim * t);
   off_h_ = take(dim * t);
   off_q_ = take(q_dim * t);
@@ -119,6 +127,11 @@ void Model::ensure_scratch(int64_t n_tok, int64_t n_out) {
   off_u_ = take(uint64_t(info_.ff_dim) * t);
   off_xo_ = take(dim * r);
   off_logits_ = take(uint64_t(info_.n_vocab) * r);
+  if (ple > 0) {
+    off_ple_ = take(ple * t);
+    off_ple_proj_ = take(ple * t);
+    off_ple_gate_ = take(uint64_t(info_.per_layer_dim) * t);
+  }
   compute_.reset();  // every earlier forward has synchronized, so nothing uses it
   compute_ = backend_.alloc(off, LOOM_BUFFER_USAGE_COMPUTE);
 }
@@ -141,6 +154,8 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks) {
                    std::any_of(b.positions.begin(), b.positions.end(), [&](int32_t p) { return p >= m.n_ctx_original; });
   const size_t q_dim = static_cast<size_t>(m.q_dim());
   const size_t temperature = q_temperature_ ? take(q_dim * n) : 0;
+  const size_t n_layers = static_cast<size_t>(m.n_layers);
+  const size_t ple_rows = m.per_layer_dim > 0 ? take(n * n_layers) : 0;
   staging_.assign(at, 0);  // keeps its capacity: no allocation once the largest batch was seen
   std::copy(b.tokens.begin(), b.tokens.end(), staging_.begin() + static_cast<ptrdiff_t>(tokens));
   std::copy(b.positions.begin(), b.positions.end(), staging_.begin() + static_cast<ptrdiff_t>(positions));
@@ -164,6 +179,15 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks) {
       std::fill_n(staging_.begin() + static_cast<ptrdiff_t>(temperature + q_dim * i), q_dim, bits);
     }
   }
+  if (m.per_layer_dim > 0) {
+    // Layer-major, so each layer's per-layer inputs are one contiguous [per_layer_dim, n_tok] block.
+    for (size_t il = 0; il < n_layers; ++il) {
+      for (size_t i = 0; i < n; ++i) {
+        staging_[ple_rows + il * n + i] = static_cast<int32_t>(static_cast<size_t>(b.tokens[i]) * n_layers + il);
+      }
+    }
+  }
+  off_ple_rows_ = ple_rows * 4;
   off_q_temperature_ = temperature * 4;
   off_tokens_ = tokens * 4;
   off_positions_ = positions * 4;
@@ -181,12 +205,18 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks) {
 
 void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_blocks, const KvCache& kv) {
   const ModelInfo& m = info_;
-  const int64_t dim = m.dim, q_dim = m.q_dim(), kv_dim = m.kv_dim(), hd = m.head_dim, ff = m.ff_dim;
+  const int64_t dim = m.dim, ple = m.per_layer_dim;
   auto f32 = [&](uint64_t off, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
     return tensor_view(compute_, off, LOOM_DTYPE_F32, ne0, ne1, ne2);
   };
   auto i32 = [&](uint64_t off, int64_t ne0, int64_t ne1 = 1) {
     return tensor_view(inputs_, off, LOOM_DTYPE_I32, ne0, ne1);
+  };
+  auto rows_of = [](const loom_tensor& t, int64_t first, int64_t count) {
+    loom_tensor view = t;
+    view.offset += uint64_t(first) * t.nb[1];
+    view.ne[1] = count;
+    return view;
   };
   attn_global_.block_size = kv.block_size();
   attn_local_.block_size = kv.block_size();
@@ -199,51 +229,75 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
   };
 
   const loom_tensor x = f32(off_x_, dim, n), h = f32(off_h_, dim, n);
-  const loom_tensor q = f32(off_q_, q_dim, n), k = f32(off_k_, kv_dim, n), v = f32(off_v_, kv_dim, n);
-  const loom_tensor q3 = f32(off_q_, hd, m.n_heads, n), k3 = f32(off_k_, hd, m.n_kv_heads, n);
-  const loom_tensor v3 = f32(off_v_, hd, m.n_kv_heads, n);
-  const loom_tensor attn3 = f32(off_attn_, hd, m.n_heads, n), attn = f32(off_attn_, q_dim, n);
-  const loom_tensor g = f32(off_g_, ff, n), u = f32(off_u_, ff, n);
   const loom_tensor positions = i32(off_positions_, n), slots = i32(off_slots_, n);
   const loom_tensor seqs = i32(off_seqs_, 4, n_seqs), tables = i32(off_tables_, max_blocks, n_seqs);
 
   op(LOOM_OP_GET_ROWS, x, {tok_embd_, i32(off_tokens_, n)});
   if (m.embedding_scale != 1.0f) op(LOOM_OP_SCALE, x, {x}, &embd_scale_);
+  // gemma4's per-layer inputs, layer-major [ple, n, n_layers]: (norm(x·Pᵀ / sqrt(dim)) +
+  // table[token] * sqrt(ple)) / sqrt(2), P's rows for one layer at a time.
+  auto ple_input = [&](int32_t il) { return f32(off_ple_ + uint64_t(il) * uint64_t(ple * n) * 4, ple, n); };
+  if (ple > 0) {
+    const loom_tensor all = f32(off_ple_, ple, n * m.n_layers), proj = f32(off_ple_proj_, ple, n * m.n_layers);
+    op(LOOM_OP_GET_ROWS, all, {ple_table_, i32(off_ple_rows_, n * m.n_layers)});
+    op(LOOM_OP_SCALE, all, {all}, &ple_embd_scale_);
+    for (int32_t il = 0; il < m.n_layers; ++il) {
+      op(LOOM_OP_MATMUL, f32(off_ple_proj_ + uint64_t(il) * uint64_t(ple * n) * 4, ple, n),
+         {rows_of(ple_model_proj_, int64_t{il} * ple, ple), x});
+    }
+    op(LOOM_OP_SCALE, proj, {proj}, &ple_proj_scale_);
+    norm(proj, proj, ple_proj_norm_);
+    op(LOOM_OP_ADD, all, {all, proj});
+    op(LOOM_OP_SCALE, all, {all}, &ple_sum_scale_);
+  }
   // LongRoPE picks its factor set by the context the model serves, as llama.cpp does (n_ctx_seq).
   const loom_tensor* freq_factors = m.rope_freq_factors ? &rope_freqs_
                                     : m.rope_long_short ? (n_ctx_ > m.n_ctx_original ? &rope_long_ : &rope_short_)
                                                         : nullptr;
   for (int32_t il = 0; il < m.n_layers; ++il) {
     const LayerWeights& l = layers_[static_cast<size_t>(il)];
+    const LayerShape& shape = m.layer(il);
     const bool local = m.layer_is_local[static_cast<size_t>(il)];
+    const int64_t hd = shape.head_dim, q_dim = m.q_dim(il), kv_dim = m.kv_dim(il), ff = shape.ff_dim;
+    const loom_tensor q = f32(off_q_, q_dim, n), k = f32(off_k_, kv_dim, n), v = f32(off_v_, kv_dim, n);
+    const loom_tensor q3 = f32(off_q_, hd, m.n_heads, n), k3 = f32(off_k_, hd, shape.n_kv_heads, n);
+    const loom_tensor v3 = f32(off_v_, hd, shape.n_kv_heads, n);
+    const loom_tensor attn3 = f32(off_attn_, hd, m.n_heads, n), attn = f32(off_attn_, q_dim, n);
+    const loom_tensor g = f32(off_g_, ff, n), u = f32(off_u_, ff, n);
+    const bool owns_kv = m.owns_kv(il);
+
     // Without a pre-norm (olmo2) the block reads the residual stream itself.
     if (m.pre_norms) norm(h, x, l.attn_norm);
     const loom_tensor& attn_in = m.pre_norms ? h : x;
     op(LOOM_OP_MATMUL, q, {l.wq, attn_in});
-    op(LOOM_OP_MATMUL, k, {l.wk, attn_in});
-    op(LOOM_OP_MATMUL, v, {l.wv, attn_in});
+    if (owns_kv) {
+      op(LOOM_OP_MATMUL, k, {l.wk, attn_in});
+      op(LOOM_OP_MATMUL, v, {l.wv, attn_in});
+    }
     if (l.bq.buffer != nullptr) op(LOOM_OP_ADD, q, {q, l.bq});
     if (l.bk.buffer != nullptr) op(LOOM_OP_ADD, k, {k, l.bk});
     if (l.bv.buffer != nullptr) op(LOOM_OP_ADD, v, {v, l.bv});
     if (m.qk_norm) {
       norm(q3, q3, l.q_norm);
-      norm(k3, k3, l.k_norm);
+      if (owns_kv) norm(k3, k3, l.k_norm);
     } else if (m.qk_norm_full) {
       norm(q, q, l.q_norm);
       norm(k, k, l.k_norm);
     }
+    if (m.v_norm && owns_kv) op(LOOM_OP_RMS_NORM, v3, {v3}, &norm_params_);
     const loom_rope_params* rope = local ? &rope_local_ : &rope_global_;
+    const loom_tensor* factors = local && m.freq_factors_global_only ? nullptr : freq_factors;
     if (!m.layer_uses_rope[static_cast<size_t>(il)]) {
       // smollm3's NoPE layers: positions reach them only through the other layers.
-    } else if (freq_factors != nullptr) {
-      op(LOOM_OP_ROPE, q3, {q3, positions, *freq_factors}, rope);
-      op(LOOM_OP_ROPE, k3, {k3, positions, *freq_factors}, rope);
+    } else if (factors != nullptr) {
+      op(LOOM_OP_ROPE, q3, {q3, positions, *factors}, rope);
+      if (owns_kv) op(LOOM_OP_ROPE, k3, {k3, positions, *factors}, rope);
     } else {
       op(LOOM_OP_ROPE, q3, {q3, positions}, rope);
-      op(LOOM_OP_ROPE, k3, {k3, positions}, rope);
+      if (owns_kv) op(LOOM_OP_ROPE, k3, {k3, positions}, rope);
     }
     if (q_temperature_) op(LOOM_OP_MUL, q, {q, tensor_view(inputs_, off_q_temperature_, LOOM_DTYPE_F32, q_dim, n)});
-    op(LOOM_OP_STORE_KV, no_tensor(), {k3, v3, slots, kv.k(il), kv.v(il)});
+    if (owns_kv) op(LOOM_OP_STORE_KV, no_tensor(), {k3, v3, slots, kv.k(il), kv.v(il)});
     op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), tables, seqs}, local ? &attn_local_ : &attn_global_);
     op(LOOM_OP_MATMUL, h, {l.wo, attn});
     if (m.post_norms) norm(h, h, l.post_attn_norm);
@@ -259,6 +313,17 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
     if (m.post_norms) norm(h, h, l.post_ffn_norm);
     if (m.residual_scale != 1.0f) op(LOOM_OP_SCALE, h, {h}, &residual_scale_);
     op(LOOM_OP_ADD, x, {x, h});
+
+    if (ple > 0) {
+      // x += norm((act(x·Gᵀ) * this layer's per-layer input)·Projᵀ)
+      const loom_tensor gate = f32(off_ple_gate_, ple, n);
+      op(LOOM_OP_MATMUL, gate, {l.ple_gate, x});
+      op(LOOM_OP_GLU, gate, {gate, ple_input(il)}, &glu_params_);
+      op(LOOM_OP_MATMUL, h, {l.ple_proj, gate});
+      norm(h, h, l.ple_post_norm);
+      op(LOOM_OP_ADD, x, {x, h});
+    }
+    if (m.layer_output_scale) op(LOOM_OP_SCALE, x, {x}, &layer_scale_[static_cast<size_t>(il)]);
   }
   if (n_out > 0) {
     // Only the wanted rows go through the output projection (the biggest matmul for small models).

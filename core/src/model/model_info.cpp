@@ -6,6 +6,9 @@
 //  - gemma2: swa pattern 2 (even layers local, window 4096 unless given), one rope for all layers,
 //    attention and final logit soft-capping (50 and 30 unless given), scales and norms as gemma3
 //    without the q/k norms.
+//  - gemma4: gemma3's blocks plus a weightless v norm, unscaled q·k, sliding and global layers of
+//    different head sizes / KV heads / rotary dims, proportional rope on global layers (rope_freqs),
+//    shared KV for the last layers, per-layer embeddings and a scalar output scale per layer.
 //  - qwen2: NEOX rope, q/k/v biases.
 //  - qwen3: NEOX rope, an RMS norm of each q and k head before rope, no biases.
 //  - olmo2: NEOX rope, no norms before attention and FFN, norms after them (before the residual
@@ -60,6 +63,30 @@ class Reader {
   int32_t opt_int(const std::string& suffix, int64_t fallback, int64_t lo, int64_t hi) const {
     const auto v = opt_uint(suffix);
     return v ? checked(suffix, *v, lo, hi) : static_cast<int32_t>(fallback);
+  }
+  // A value per layer: an array of n (llama.cpp's get_key_or_arr) or one value for all layers;
+  // `fallback` when absent (< 0: required).
+  std::vector<int32_t> per_layer(const std::string& suffix, int32_t n, int64_t fallback, int64_t lo, int64_t hi) const {
+    const std::string k = key(suffix);
+    const gguf::MetadataValue* value = file_.find(k);
+    if (value != nullptr && value->type == gguf::ValueType::array) {
+      const std::vector<int64_t> values = file_.get_int_array(k);
+      if (values.size() != static_cast<size_t>(n)) {
+        fail(k, "has " + std::to_string(values.size()) + " values for " + std::to_string(n) + " layers");
+      }
+      std::vector<int32_t> out;
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (values[i] < lo || values[i] > hi) {
+          fail(k + "[" + std::to_string(i) + "]", "is " + std::to_string(values[i]) + " (expected " + std::to_string(lo) +
+                                                      ".." + std::to_string(hi) + ")");
+        }
+        out.push_back(static_cast<int32_t>(values[i]));
+      }
+      return out;
+    }
+    if (value == nullptr && fallback < 0) fail(k, "is missing");
+    const int32_t one = value == nullptr ? static_cast<int32_t>(fallback) : need_int(suffix, lo, hi);
+    return std::vector<int32_t>(static_cast<size_t>(n), one);
   }
   std::optional<float> opt_float(const std::string& suffix) const {
     const auto v = file_.get_float(key(suffix));
@@ -128,7 +155,7 @@ void read_rope_scaling(const Reader& r, ModelInfo& info) {
 
 }  // namespace
 
-std::string arch_list() { return "llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3, mistral3"; }
+std::string arch_list() { return "llama, qwen2, qwen3, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
 
 ModelInfo read_model_info(const gguf::GgufFile& file) {
   ModelInfo info;
@@ -145,6 +172,8 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     info.arch = ModelArch::gemma2;
   } else if (*arch == "gemma3") {
     info.arch = ModelArch::gemma3;
+  } else if (*arch == "gemma4") {
+    info.arch = ModelArch::gemma4;
   } else if (*arch == "olmo2") {
     info.arch = ModelArch::olmo2;
   } else if (*arch == "granite") {
@@ -164,11 +193,14 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
   info.n_layers = r.need_int("block_count", 1, 4096);
   info.dim = r.need_int("embedding_length", 1, 1 << 20);
   info.n_heads = r.need_int("attention.head_count", 1, 4096);
-  info.n_kv_heads = r.opt_int("attention.head_count_kv", info.n_heads, 1, info.n_heads);
-  if (info.n_heads % info.n_kv_heads != 0) {
-    r.fail(r.key("attention.head_count_kv"), "(" + std::to_string(info.n_kv_heads) + ") does not divide head_count (" +
-                                                 std::to_string(info.n_heads) + ")");
+  const std::vector<int32_t> kv_heads = r.per_layer("attention.head_count_kv", info.n_layers, info.n_heads, 1, info.n_heads);
+  for (int32_t n_kv : kv_heads) {
+    if (info.n_heads % n_kv != 0) {
+      r.fail(r.key("attention.head_count_kv"), "(" + std::to_string(n_kv) + ") does not divide head_count (" +
+                                                   std::to_string(info.n_heads) + ")");
+    }
   }
+  info.n_kv_heads = *std::max_element(kv_heads.begin(), kv_heads.end());
   const int64_t default_head_dim = info.dim % info.n_heads == 0 ? info.dim / info.n_heads : 0;
   info.head_dim = r.opt_int("attention.key_length", default_head_dim, 1, 4096);
   if (info.head_dim == 0) r.fail(r.key("attention.key_length"), "is missing and dim is not a multiple of head_count");
@@ -178,10 +210,20 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
                                                 std::to_string(info.head_dim) + "), which Loom does not support");
   }
   if (info.head_dim % 2 != 0) r.fail(r.key("attention.key_length"), "must be even for rotary embeddings");
-  info.ff_dim = r.need_int("feed_forward_length", 1, 1 << 22);
+  const std::vector<int32_t> ff = r.per_layer("feed_forward_length", info.n_layers, -1, 1, 1 << 22);
+  info.ff_dim = *std::max_element(ff.begin(), ff.end());
   info.n_ctx_train = r.opt_int("context_length", 2048, 1, 1 << 30);
   info.n_rot = r.opt_int("rope.dimension_count", info.head_dim, 2, info.head_dim);
   if (info.n_rot % 2 != 0) r.fail(r.key("rope.dimension_count"), "must be even");
+  // Sliding-window layers may have their own head size and rotary dims (llama.cpp reads these for
+  // every family; Gemma 4 sets them).
+  const int32_t head_dim_local = r.opt_int("attention.key_length_swa", info.head_dim, 2, 4096);
+  if (r.opt_int("attention.value_length_swa", head_dim_local, 1, 4096) != head_dim_local || head_dim_local % 2 != 0) {
+    r.fail(r.key("attention.value_length_swa"), "must equal key_length_swa, which must be even");
+  }
+  info.n_rot_local = r.opt_int("rope.dimension_count_swa", info.n_rot, 2, head_dim_local);
+  if (info.n_rot_local % 2 != 0) r.fail(r.key("rope.dimension_count_swa"), "must be even");
+  int32_t first_shared_kv = info.n_layers;  // Gemma 4: later layers reuse earlier layers' KV
 
   const bool gemma3 = info.arch == ModelArch::gemma3;
   const bool gemma = gemma3 || info.arch == ModelArch::gemma2;
@@ -266,6 +308,42 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
       info.attention_scale = 1.0f / std::sqrt(pre_attn);
       break;
     }
+    case ModelArch::gemma4: {
+      // llama.cpp's gemma4.cpp: GELU gate, per-head q/k norms and a weightless v norm, post norms,
+      // q·k unscaled (the norms bound it), the layer pattern as a bool array, sliding layers with
+      // their own rope base, global layers with proportional rope (rope_freqs), the last
+      // shared_kv_layers attending over the KV of the last local/global layer before them.
+      info.rope_mode = LOOM_ROPE_NEOX;
+      info.ffn_activation = LOOM_ACTIVATION_GELU_TANH;
+      info.qk_norm = true;
+      info.v_norm = true;
+      info.post_norms = true;
+      info.freq_factors_global_only = true;
+      info.layer_output_scale = file.find_tensor("blk.0.layer_output_scale.weight") != nullptr;
+      info.embedding_scale = std::sqrt(static_cast<float>(info.dim));
+      info.attention_scale = 1.0f;
+      info.sliding_window = static_cast<uint32_t>(r.need_int("attention.sliding_window", 0, 1 << 30));
+      const std::vector<bool> pattern = file.get_bool_array(r.key("attention.sliding_window_pattern"));
+      if (pattern.size() != static_cast<size_t>(info.n_layers)) {
+        r.fail(r.key("attention.sliding_window_pattern"), "must be a bool array of " + std::to_string(info.n_layers) + " layers");
+      }
+      if (info.sliding_window > 0) {
+        for (int32_t il = 0; il < info.n_layers; ++il) info.layer_is_local[static_cast<size_t>(il)] = pattern[static_cast<size_t>(il)];
+      }
+      info.rope_freq_base_local = r.opt_float("rope.freq_base_swa").value_or(10000.0f);
+      info.rope_freq_scale_local = 1.0f;
+      info.final_softcap = r.opt_float("final_logit_softcapping").value_or(30.0f);
+      info.per_layer_dim = r.need_int("embedding_length_per_layer_input", 0, 1 << 16);
+      first_shared_kv = info.n_layers - r.opt_int("attention.shared_kv_layers", 0, 0, info.n_layers);
+      for (int32_t il = 0; il < info.n_layers; ++il) {
+        if (file.find_tensor("blk." + std::to_string(il) + ".ffn_gate_inp.weight") != nullptr) {
+          throw Error(file.label() + ": gemma4 layer " + std::to_string(il) +
+                      " is a mixture-of-experts layer (blk." + std::to_string(il) +
+                      ".ffn_gate_inp.weight), which Loom does not run yet; the dense Gemma 4 models (E2B, E4B, 31B) load");
+        }
+      }
+      break;
+    }
     case ModelArch::gemma3: {
       info.rope_mode = LOOM_ROPE_NEOX;
       info.ffn_activation = LOOM_ACTIVATION_GELU_TANH;
@@ -283,6 +361,24 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
                                                  : static_cast<float>(info.head_dim);
       info.attention_scale = 1.0f / std::sqrt(pre_attn);
       break;
+    }
+  }
+  for (int32_t il = 0; il < info.n_layers; ++il) {
+    const size_t i = static_cast<size_t>(il);
+    const bool local = info.layer_is_local[i];
+    info.layers.push_back({local ? head_dim_local : info.head_dim, kv_heads[i], local ? info.n_rot_local : info.n_rot, ff[i], il});
+  }
+  if (first_shared_kv < info.n_layers) {
+    // llama.cpp's rule: a shared layer reads the last layer with its own KV of the same kind, which
+    // it takes to be first_shared - 1 for global layers and first_shared - 2 for local ones.
+    for (int32_t il = first_shared_kv; il < info.n_layers; ++il) {
+      const int32_t source = first_shared_kv - (info.layer_is_local[static_cast<size_t>(il)] ? 2 : 1);
+      if (source < 0 || info.layer_is_local[static_cast<size_t>(source)] != info.layer_is_local[static_cast<size_t>(il)] ||
+          info.layer(source).head_dim != info.layer(il).head_dim || info.layer(source).n_kv_heads != info.layer(il).n_kv_heads) {
+        r.fail(r.key("attention.shared_kv_layers"), "makes layer " + std::to_string(il) + " share the KV of layer " +
+                                                        std::to_string(source) + ", which is not a layer of the same kind and shape");
+      }
+      info.layers[static_cast<size_t>(il)].kv_source = source;
     }
   }
   if (const auto scale = r.opt_float("attention.scale"); scale && *scale > 0.0f) info.attention_scale = *scale;

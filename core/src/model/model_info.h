@@ -14,7 +14,18 @@ class GgufFile;
 
 namespace loom {
 
-enum class ModelArch { llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3, mistral3 };
+enum class ModelArch { llama, qwen2, qwen3, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3 };
+
+// The attention and FFN geometry of one layer. Most families repeat one shape; Gemma 4 gives its
+// sliding-window and global layers different head sizes, rotary dims and KV heads, widens the FFN
+// of its last layers, and lets those layers attend over an earlier layer's KV cache.
+struct LayerShape {
+  int32_t head_dim = 0;
+  int32_t n_kv_heads = 0;
+  int32_t n_rot = 0;
+  int32_t ff_dim = 0;
+  int32_t kv_source = 0;  // the layer whose K/V this layer attends over: itself unless shared
+};
 
 struct ModelInfo {
   ModelArch arch = ModelArch::llama;
@@ -24,9 +35,12 @@ struct ModelInfo {
   int32_t n_layers = 0;
   int32_t dim = 0;         // embedding_length
   int32_t n_heads = 0;
+  // Global (non-sliding) layers' values; `layers` has each layer's own. n_kv_heads and ff_dim are
+  // the largest over the layers.
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;    // attention.key_length (== value_length)
   int32_t ff_dim = 0;
+  std::vector<LayerShape> layers;  // [n_layers]
   int32_t n_vocab = 0;
   int32_t n_ctx_train = 0;
 
@@ -36,6 +50,7 @@ struct ModelInfo {
   int32_t n_rot = 0;
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
+  int32_t n_rot_local = 0;  // rope.dimension_count_swa (default n_rot)
   float rope_freq_base_local = 10000.0f;
   float rope_freq_scale_local = 1.0f;
   bool rope_freq_factors = false;  // rope_freqs.weight [n_rot / 2] divides each pair's frequency (Llama 3.1+)
@@ -72,9 +87,19 @@ struct ModelInfo {
   bool tied_output = false; // no output.weight: the logits reuse token_embd
   bool fused_qkv = false;   // phi3: one attn_qkv matrix [dim, q_dim + 2 kv_dim] (q, k, v rows in order)
   bool fused_gate_up = false;  // phi3: one ffn_up matrix [dim, 2 ff] (gate rows, then up rows)
+  // gemma4: each v head RMS-normed (no weight); rope_freqs only on global layers; a scalar output
+  // scale per layer (layer_output_scale); per-layer embeddings of this many values per layer (0 = none).
+  bool v_norm = false;
+  bool freq_factors_global_only = false;
+  bool layer_output_scale = false;
+  int32_t per_layer_dim = 0;
 
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
+  const LayerShape& layer(int32_t il) const { return layers[static_cast<size_t>(il)]; }
+  int32_t q_dim(int32_t il) const { return n_heads * layer(il).head_dim; }
+  int32_t kv_dim(int32_t il) const { return layer(il).n_kv_heads * layer(il).head_dim; }
+  bool owns_kv(int32_t il) const { return layer(il).kv_source == il; }
 };
 
 // Read and check the hyper-parameters. loom::Error naming the file and key for an unsupported
@@ -82,6 +107,6 @@ struct ModelInfo {
 // the tensor list.
 ModelInfo read_model_info(const gguf::GgufFile& file);
 
-std::string arch_list();  // "llama, qwen2, qwen3, gemma2, gemma3, olmo2, granite, smollm3, phi3, mistral3"
+std::string arch_list();  // "llama, qwen2, qwen3, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"
 
 }  // namespace loom

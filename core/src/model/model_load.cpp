@@ -1,6 +1,7 @@
 // Model loading: hyper-parameters, the tensor inventory with shape checks, and one upload of every
 // weight into a single backend buffer.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -45,8 +46,10 @@ Model::Model(ModelInfo info, Backend& backend, ModelOptions options) : info_(std
     rope_global_.yarn_corr_dims[1] = info_.yarn_corr_high;
   }
   rope_local_ = rope_global_;
+  rope_local_.n_dims = static_cast<uint32_t>(info_.n_rot_local);
   rope_local_.freq_base = info_.rope_freq_base_local;
   rope_local_.freq_scale = info_.rope_freq_scale_local;
+  if (info_.freq_factors_global_only) rope_local_.mode &= ~LOOM_ROPE_FREQ_FACTORS;
   attn_global_ = {sizeof(loom_attention_params), info_.attention_scale, 0, 0, info_.attn_softcap, 0};
   attn_local_ = attn_global_;
   attn_local_.sliding_window = info_.sliding_window;
@@ -54,6 +57,11 @@ Model::Model(ModelInfo info, Backend& backend, ModelOptions options) : info_(std
   embd_scale_ = {sizeof(loom_scale_params), info_.embedding_scale};
   residual_scale_ = {sizeof(loom_scale_params), info_.residual_scale};
   logit_scale_ = {sizeof(loom_scale_params), info_.logit_scale};
+  if (info_.per_layer_dim > 0) {
+    ple_embd_scale_ = {sizeof(loom_scale_params), std::sqrt(static_cast<float>(info_.per_layer_dim))};
+    ple_proj_scale_ = {sizeof(loom_scale_params), 1.0f / std::sqrt(static_cast<float>(info_.dim))};
+    ple_sum_scale_ = {sizeof(loom_scale_params), 1.0f / std::sqrt(2.0f)};
+  }
 }
 
 Model::~Model() = default;
@@ -65,8 +73,10 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& gguf_path, Backe
 
 std::unique_ptr<Model> Model::load(const gguf::GgufFile& file, Backend& backend, ModelOptions options) {
   std::unique_ptr<Model> model(new Model(read_model_info(file), backend, options));
-  if (model->info_.head_dim > static_cast<int32_t>(backend.caps().max_head_dim) && backend.caps().max_head_dim > 0) {
-    throw Error(file.label() + ": head_dim " + std::to_string(model->info_.head_dim) + " exceeds backend '" +
+  int32_t head_dim = 0;
+  for (const LayerShape& shape : model->info_.layers) head_dim = std::max(head_dim, shape.head_dim);
+  if (head_dim > static_cast<int32_t>(backend.caps().max_head_dim) && backend.caps().max_head_dim > 0) {
+    throw Error(file.label() + ": head_dim " + std::to_string(head_dim) + " exceeds backend '" +
                 backend.name() + "' limit " + std::to_string(backend.caps().max_head_dim));
   }
   model->load_weights(file);
@@ -124,7 +134,7 @@ void Model::load_weights(const gguf::GgufFile& file) {
     plan.push_back(p);
   };
 
-  const int64_t dim = m.dim, q_dim = m.q_dim(), kv_dim = m.kv_dim(), ff = m.ff_dim, hd = m.head_dim;
+  const int64_t dim = m.dim, ple = m.per_layer_dim;
   add("token_embd.weight", {dim, m.n_vocab}, &tok_embd_);
   add("output_norm.weight", {dim}, &output_norm_);
   if (!m.tied_output) add("output.weight", {dim, m.n_vocab}, &output_);
@@ -133,24 +143,37 @@ void Model::load_weights(const gguf::GgufFile& file) {
     add("rope_factors_long.weight", {m.n_rot / 2}, &rope_long_);
     add("rope_factors_short.weight", {m.n_rot / 2}, &rope_short_);
   }
+  if (ple > 0) {
+    add("per_layer_token_embd.weight", {ple * m.n_layers, m.n_vocab}, &ple_table_);
+    add("per_layer_model_proj.weight", {dim, ple * m.n_layers}, &ple_model_proj_);
+    add("per_layer_proj_norm.weight", {ple}, &ple_proj_norm_);
+  }
   layers_.resize(static_cast<size_t>(m.n_layers));
   for (int32_t il = 0; il < m.n_layers; ++il) {
     LayerWeights& l = layers_[static_cast<size_t>(il)];
     const std::string p = "blk." + std::to_string(il) + ".";
+    const int64_t q_dim = m.q_dim(il), kv_dim = m.kv_dim(il), ff = m.layer(il).ff_dim, hd = m.layer(il).head_dim;
+    // A layer that attends over an earlier layer's KV (gemma4) needs no k/v weights of its own.
+    const bool owns_kv = m.owns_kv(il);
     add(p + "attn_norm.weight", {dim}, &l.attn_norm, !m.pre_norms);
     if (m.fused_qkv) {
       add(p + "attn_qkv.weight", {dim, q_dim + 2 * kv_dim}, &l.w_qkv);
     } else {
       add(p + "attn_q.weight", {dim, q_dim}, &l.wq);
-      add(p + "attn_k.weight", {dim, kv_dim}, &l.wk);
-      add(p + "attn_v.weight", {dim, kv_dim}, &l.wv);
+      if (owns_kv) {
+        add(p + "attn_k.weight", {dim, kv_dim}, &l.wk);
+        // Gemma 4's global layers may have no value projection: the keys serve as values.
+        add(p + "attn_v.weight", {dim, kv_dim}, &l.wv, m.v_norm);
+      }
     }
     // Biases are required by qwen2 and used when present elsewhere (some llama fine-tunes have them).
     add(p + "attn_q.bias", {q_dim}, &l.bq, !m.qkv_bias);
-    add(p + "attn_k.bias", {kv_dim}, &l.bk, !m.qkv_bias);
-    add(p + "attn_v.bias", {kv_dim}, &l.bv, !m.qkv_bias);
+    if (owns_kv) {
+      add(p + "attn_k.bias", {kv_dim}, &l.bk, !m.qkv_bias);
+      add(p + "attn_v.bias", {kv_dim}, &l.bv, !m.qkv_bias);
+    }
     add(p + "attn_q_norm.weight", {m.qk_norm_full ? q_dim : hd}, &l.q_norm, !m.qk_norm && !m.qk_norm_full);
-    add(p + "attn_k_norm.weight", {m.qk_norm_full ? kv_dim : hd}, &l.k_norm, !m.qk_norm && !m.qk_norm_full);
+    if (owns_kv) add(p + "attn_k_norm.weight", {m.qk_norm_full ? kv_dim : hd}, &l.k_norm, !m.qk_norm && !m.qk_norm_full);
     add(p + "attn_output.weight", {q_dim, dim}, &l.wo);
     add(p + "post_attention_norm.weight", {dim}, &l.post_attn_norm, !m.post_norms);
     add(p + "ffn_norm.weight", {dim}, &l.ffn_norm, !m.pre_norms);
@@ -162,7 +185,13 @@ void Model::load_weights(const gguf::GgufFile& file) {
     }
     add(p + "ffn_down.weight", {ff, dim}, &l.w_down);
     add(p + "post_ffw_norm.weight", {dim}, &l.post_ffn_norm, !m.post_norms);
+    if (ple > 0) {
+      add(p + "inp_gate.weight", {dim, ple}, &l.ple_gate);
+      add(p + "proj.weight", {ple, dim}, &l.ple_proj);
+      add(p + "post_norm.weight", {dim}, &l.ple_post_norm);
+    }
   }
+  if (m.layer_output_scale) read_layer_scales(file);
   uint64_t total = 0;
   for (PlannedTensor& p : plan) {
     p.offset = total;
@@ -198,7 +227,9 @@ void Model::load_weights(const gguf::GgufFile& file) {
   auto rows_of = [&](const loom_tensor& t, int64_t first, int64_t n) {
     return tensor_view(weights_, t.offset + uint64_t(first) * t.nb[1], t.dtype, t.ne[0], n);
   };
-  for (LayerWeights& l : layers_) {
+  for (int32_t il = 0; il < m.n_layers; ++il) {
+    LayerWeights& l = layers_[static_cast<size_t>(il)];
+    const int64_t q_dim = m.q_dim(il), kv_dim = m.kv_dim(il), ff = m.layer(il).ff_dim;
     if (m.fused_qkv) {
       l.wq = rows_of(l.w_qkv, 0, q_dim);
       l.wk = rows_of(l.w_qkv, q_dim, kv_dim);
@@ -208,9 +239,33 @@ void Model::load_weights(const gguf::GgufFile& file) {
       l.w_gate = rows_of(l.w_gate_up, 0, ff);
       l.w_up = rows_of(l.w_gate_up, ff, ff);
     }
+    if (m.owns_kv(il) && l.wv.buffer == nullptr) l.wv = l.wk;  // values are the (un-normed) keys
+  }
+  if (ple > 0) {
+    // Row `token` of the table holds every layer's per_layer_dim values in turn, so the table is
+    // also n_vocab * n_layers rows of per_layer_dim: row token * n_layers + layer is one layer's.
+    if (dtype_row_bytes(ple_table_.dtype, ple) * uint64_t(m.n_layers) != ple_table_.nb[1]) {
+      throw Error(file.label() + ": tensor 'per_layer_token_embd.weight' of type " + dtype_name(ple_table_.dtype) +
+                  " does not split into rows of " + std::to_string(ple) + " values");
+    }
+    ple_table_ = tensor_view(weights_, ple_table_.offset, ple_table_.dtype, ple, int64_t{m.n_vocab} * m.n_layers);
   }
   report_.weight_bytes = total;
   report_.n_tensors = static_cast<int32_t>(plan.size());
+}
+
+void Model::read_layer_scales(const gguf::GgufFile& file) {
+  layer_scale_.clear();
+  for (int32_t il = 0; il < info_.n_layers; ++il) {
+    const std::string name = "blk." + std::to_string(il) + ".layer_output_scale.weight";
+    const gguf::TensorInfo* t = file.find_tensor(name);
+    if (t == nullptr || t->dims != std::vector<int64_t>{1}) {
+      throw Error(file.label() + ": tensor '" + name + "' is " + (t == nullptr ? "missing" : "not of shape [1]") +
+                  " (gemma4 has one output scale per layer when layer 0 has one)");
+    }
+    const std::vector<float> value = dequantize_rows(t->type, file.tensor_data(*t), 1);
+    layer_scale_.push_back({sizeof(loom_scale_params), value.at(0)});
+  }
 }
 
 KvCache Model::create_kv_cache(uint32_t n_blocks, uint32_t block_size, loom_dtype dtype) {
@@ -228,13 +283,30 @@ KvCache Model::create_kv_cache(uint32_t n_blocks, uint32_t block_size, loom_dtyp
   kv.block_size_ = block_size;
   kv.dtype_ = dtype;
   const uint64_t n_slots = kv.n_slots();
-  const uint64_t per_tensor = align_up(dtype_row_bytes(dtype, info_.head_dim) * uint64_t(info_.n_kv_heads) * n_slots, kAlign);
-  kv.buffer_ = backend_.alloc(per_tensor * 2 * uint64_t(info_.n_layers), LOOM_BUFFER_USAGE_KV);
+  // Each layer's K and V sized by its own geometry; a layer sharing another's KV gets its views.
+  std::vector<uint64_t> base(static_cast<size_t>(info_.n_layers)), per_tensor(base.size());
+  uint64_t total = 0;
   for (int32_t il = 0; il < info_.n_layers; ++il) {
-    const uint64_t base = per_tensor * 2 * uint64_t(il);
-    kv.k_.push_back(tensor_view(kv.buffer_, base, dtype, info_.head_dim, info_.n_kv_heads, static_cast<int64_t>(n_slots)));
+    if (!info_.owns_kv(il)) continue;
+    const LayerShape& shape = info_.layer(il);
+    const size_t i = static_cast<size_t>(il);
+    per_tensor[i] = align_up(dtype_row_bytes(dtype, shape.head_dim) * uint64_t(shape.n_kv_heads) * n_slots, kAlign);
+    base[i] = total;
+    total += 2 * per_tensor[i];
+  }
+  kv.buffer_ = backend_.alloc(total, LOOM_BUFFER_USAGE_KV);
+  for (int32_t il = 0; il < info_.n_layers; ++il) {
+    const int32_t source = info_.layer(il).kv_source;
+    if (source != il) {
+      kv.k_.push_back(kv.k_[static_cast<size_t>(source)]);
+      kv.v_.push_back(kv.v_[static_cast<size_t>(source)]);
+      continue;
+    }
+    const LayerShape& shape = info_.layer(il);
+    const size_t i = static_cast<size_t>(il);
+    kv.k_.push_back(tensor_view(kv.buffer_, base[i], dtype, shape.head_dim, shape.n_kv_heads, static_cast<int64_t>(n_slots)));
     kv.v_.push_back(
-        tensor_view(kv.buffer_, base + per_tensor, dtype, info_.head_dim, info_.n_kv_heads, static_cast<int64_t>(n_slots)));
+        tensor_view(kv.buffer_, base[i] + per_tensor[i], dtype, shape.head_dim, shape.n_kv_heads, static_cast<int64_t>(n_slots)));
   }
   kv.generation_ = next_kv_generation_++;
   return kv;
