@@ -1,6 +1,7 @@
 // Weight decoding, shared by MATMUL and GET_ROWS. Requires `W` (uint[]) declared at binding 0 and
 // exactly one WTYPE_* define. A row is decoded in chunks of 32 consecutive elements: one block for
-// Q4_0 / Q8_0, one eighth of a super-block for Q4_K / Q6_K, 32 plain values otherwise.
+// Q4_0 / Q8_0, one eighth of a super-block for Q4_K / Q6_K, 32 plain values otherwise; the other
+// GGML types are in dequant_more.glsl.
 // Block layouts are GGML's (core/include/loom/dtype.h); arithmetic follows the CPU reference order.
 
 uint w_u8(uint a) { return (W[a >> 2] >> ((a & 3u) << 3)) & 0xffu; }
@@ -35,7 +36,23 @@ void w_u32x4(uint a, out uint q[4]) {
   }
 }
 
-#if defined(WTYPE_Q4_0)
+// Byte k of a Q4_K / Q5_K super-block's 16-byte header (d, dmin, scales), held in four words, and
+// sub-block j's 6-bit scale and min from it.
+uint header_u8(uint hdr[4], uint k) { return (hdr[k >> 2] >> ((k & 3u) << 3)) & 0xffu; }
+void scale_min_k4(uint hdr[4], uint j, out uint sc, out uint m) {
+  if (j < 4u) {
+    sc = header_u8(hdr, 4u + j) & 63u;
+    m = header_u8(hdr, 8u + j) & 63u;
+  } else {
+    sc = (header_u8(hdr, 8u + j) & 0xfu) | ((header_u8(hdr, j) >> 6) << 4);
+    m = (header_u8(hdr, 8u + j) >> 4) | ((header_u8(hdr, 4u + j) >> 6) << 4);
+  }
+}
+
+#include "dequant_more.glsl"
+
+#if defined(DECODED_ELSEWHERE)
+#elif defined(WTYPE_Q4_0)
 const uint CHUNK_BYTES = 18u;  // one block
 void decode_chunk(uint row, uint c, uint n_in, out float v[32]) {
   uint b = row + c * 18u;
@@ -65,17 +82,6 @@ void decode_chunk(uint row, uint c, uint n_in, out float v[32]) {
 }
 #elif defined(WTYPE_Q4_K)
 // 144-byte super-block: d, dmin (f16), 12 bytes of packed 6-bit scales/mins, 128 bytes of nibbles.
-// Byte k of the super-block's 16-byte header (d, dmin, scales), held in four words.
-uint header_u8(uint hdr[4], uint k) { return (hdr[k >> 2] >> ((k & 3u) << 3)) & 0xffu; }
-void scale_min_k4(uint hdr[4], uint j, out uint sc, out uint m) {
-  if (j < 4u) {
-    sc = header_u8(hdr, 4u + j) & 63u;
-    m = header_u8(hdr, 8u + j) & 63u;
-  } else {
-    sc = (header_u8(hdr, 8u + j) & 0xfu) | ((header_u8(hdr, j) >> 6) << 4);
-    m = (header_u8(hdr, 8u + j) >> 4) | ((header_u8(hdr, 4u + j) >> 6) << 4);
-  }
-}
 void decode_chunk(uint row, uint c, uint n_in, out float v[32]) {
   uint b = row + (c >> 3) * 144u;
   uint sub = c & 7u;

@@ -57,8 +57,16 @@ std::string weight_suffix(loom_dtype dtype) {
     case LOOM_DTYPE_BF16: return "bf16";
     case LOOM_DTYPE_Q4_0: return "q4_0";
     case LOOM_DTYPE_Q8_0: return "q8_0";
+    case LOOM_DTYPE_Q4_1: return "q4_1";
+    case LOOM_DTYPE_Q5_0: return "q5_0";
+    case LOOM_DTYPE_Q5_1: return "q5_1";
+    case LOOM_DTYPE_Q2_K: return "q2_k";
+    case LOOM_DTYPE_Q3_K: return "q3_k";
     case LOOM_DTYPE_Q4_K: return "q4_k";
+    case LOOM_DTYPE_Q5_K: return "q5_k";
     case LOOM_DTYPE_Q6_K: return "q6_k";
+    case LOOM_DTYPE_IQ4_NL: return "iq4_nl";
+    case LOOM_DTYPE_IQ4_XS: return "iq4_xs";
     default: unsupported(std::string("no shader for weight dtype ") + dtype_name(dtype));
   }
 }
