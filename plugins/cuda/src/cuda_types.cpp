@@ -38,6 +38,15 @@ TypeLayout type_layout(loom_dtype type) {
     case LOOM_DTYPE_Q8_0: return {LOOM_QK8_0, sizeof(loom_block_q8_0)};
     case LOOM_DTYPE_Q4_K: return {LOOM_QK_K, sizeof(loom_block_q4_k)};
     case LOOM_DTYPE_Q6_K: return {LOOM_QK_K, sizeof(loom_block_q6_k)};
+    // GGML's layouts (ggml-common.h), decoded by dequant_chunk32_more (device_common.cuh).
+    case LOOM_DTYPE_Q4_1: return {32, 20};
+    case LOOM_DTYPE_Q5_0: return {32, 22};
+    case LOOM_DTYPE_Q5_1: return {32, 24};
+    case LOOM_DTYPE_IQ4_NL: return {32, 18};
+    case LOOM_DTYPE_Q2_K: return {LOOM_QK_K, 84};
+    case LOOM_DTYPE_Q3_K: return {LOOM_QK_K, 110};
+    case LOOM_DTYPE_Q5_K: return {LOOM_QK_K, 176};
+    case LOOM_DTYPE_IQ4_XS: return {LOOM_QK_K, 136};
     case LOOM_DTYPE_INT8_KV: return {1, 1};  // int8 elements after a 4-byte scale
     default: return {};
   }
@@ -59,6 +68,8 @@ const char* dtype_name(loom_dtype type) {
     case LOOM_DTYPE_Q4_K: return "Q4_K";
     case LOOM_DTYPE_Q5_K: return "Q5_K";
     case LOOM_DTYPE_Q6_K: return "Q6_K";
+    case LOOM_DTYPE_IQ4_NL: return "IQ4_NL";
+    case LOOM_DTYPE_IQ4_XS: return "IQ4_XS";
     case LOOM_DTYPE_INT8_KV: return "INT8_KV";
     case LOOM_DTYPE_I8_ROW: return "I8_ROW";
     case LOOM_DTYPE_I4_G128: return "I4_G128";
@@ -78,9 +89,17 @@ bool is_weight_dtype(loom_dtype type) {
     case LOOM_DTYPE_F16:
     case LOOM_DTYPE_BF16:
     case LOOM_DTYPE_Q4_0:
+    case LOOM_DTYPE_Q4_1:
+    case LOOM_DTYPE_Q5_0:
+    case LOOM_DTYPE_Q5_1:
     case LOOM_DTYPE_Q8_0:
+    case LOOM_DTYPE_Q2_K:
+    case LOOM_DTYPE_Q3_K:
     case LOOM_DTYPE_Q4_K:
-    case LOOM_DTYPE_Q6_K: return true;
+    case LOOM_DTYPE_Q5_K:
+    case LOOM_DTYPE_Q6_K:
+    case LOOM_DTYPE_IQ4_NL:
+    case LOOM_DTYPE_IQ4_XS: return true;
     default: return false;
   }
 }

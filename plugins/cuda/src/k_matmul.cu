@@ -26,7 +26,11 @@ static_assert(sizeof(Q8Block) == 40, "Q8Block layout");
 constexpr int kRowsPerBlock = 4;  // warps per block, one output row each
 constexpr int kMaxCols = 8;       // token columns per pass
 
-bool is_quantized(loom_dtype t) { return t == LOOM_DTYPE_Q4_0 || t == LOOM_DTYPE_Q8_0 || t == LOOM_DTYPE_Q4_K || t == LOOM_DTYPE_Q6_K; }
+// Types with an int8 (__dp4a) mat-vec kernel; the other quantized types decode chunks to floats.
+bool has_int8_kernel(loom_dtype t) { return t == LOOM_DTYPE_Q4_0 || t == LOOM_DTYPE_Q8_0 || t == LOOM_DTYPE_Q4_K || t == LOOM_DTYPE_Q6_K; }
+bool is_quantized(loom_dtype t) {
+  return t != LOOM_DTYPE_F32 && t != LOOM_DTYPE_F16 && t != LOOM_DTYPE_BF16;
+}
 uint64_t align256(uint64_t n) { return (n + 255) & ~uint64_t(255); }
 
 // ---- activation quantization ----------------------------------------------------------------------
@@ -181,6 +185,37 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) mmv_float_kernel(DevTensor
   }
 }
 
+// Other quantized weights: each lane decodes its chunks to floats (dequant_chunk32) and multiplies
+// them with the fp32 activations; simpler than an int8 path, for the less common types.
+__global__ void __launch_bounds__(kRowsPerBlock * 32) mmv_dequant_kernel(DevTensor w, DevTensor x, DevTensor dst, int64_t n_tok) {
+  const int lane = threadIdx.x % 32;
+  const int64_t o = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  if (o >= w.ne[1]) return;
+  const int64_t t0 = int64_t(blockIdx.y) * kMaxCols;
+  const int n_cols = int(min(int64_t(kMaxCols), n_tok - t0));
+  const uint8_t* row = w.data + o * w.nb[1];
+  float sum[kMaxCols] = {};
+  for (int64_t c = lane; c < w.ne[0] / 32; c += 32) {
+    float v[32];
+    dequant_chunk32(w.dtype, row, c, v);
+#pragma unroll
+    for (int k = 0; k < kMaxCols; k++) {
+      if (k >= n_cols) break;
+      const float* xr = reinterpret_cast<const float*>(row_ptr(x, t0 + k)) + c * 32;
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 32; j++) s += v[j] * xr[j];
+      sum[k] += s;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kMaxCols; k++) {
+    if (k >= n_cols) break;
+    const float s = warp_sum(sum[k]);
+    if (lane == 0) reinterpret_cast<float*>(row_ptr(dst, t0 + k))[o] = s;
+  }
+}
+
 // ---- GEMM path helpers ------------------------------------------------------------------------------
 
 // x (F32, strided rows) -> dense fp16 or bf16 [n_tok][n_in].
@@ -293,7 +328,7 @@ uint64_t matmul_scratch_bytes(const OpArgs& a, const LaunchContext& ctx) {
     if (is_quantized(w.dtype)) bytes += uint64_t(gemm_chunk_rows(a, ctx)) * n_in * 2;
     return bytes;
   }
-  return is_quantized(w.dtype) ? n_tok * (n_in / 32) * sizeof(Q8Block) : 0;
+  return has_int8_kernel(w.dtype) ? n_tok * (n_in / 32) * sizeof(Q8Block) : 0;
 }
 
 void launch_matmul(const OpArgs& a, const LaunchContext& ctx) {
@@ -306,6 +341,19 @@ void launch_matmul(const OpArgs& a, const LaunchContext& ctx) {
     case LOOM_DTYPE_F32: return run_mmv_float<LOOM_DTYPE_F32>(a, ctx);
     case LOOM_DTYPE_F16: return run_mmv_float<LOOM_DTYPE_F16>(a, ctx);
     case LOOM_DTYPE_BF16: return run_mmv_float<LOOM_DTYPE_BF16>(a, ctx);
+    case LOOM_DTYPE_Q4_1:
+    case LOOM_DTYPE_Q5_0:
+    case LOOM_DTYPE_Q5_1:
+    case LOOM_DTYPE_Q2_K:
+    case LOOM_DTYPE_Q3_K:
+    case LOOM_DTYPE_Q5_K:
+    case LOOM_DTYPE_IQ4_NL:
+    case LOOM_DTYPE_IQ4_XS: {
+      const int64_t n_tok = a.src[1].n_rows();
+      const dim3 grid(grid_1d(a.src[0].ne[1], kRowsPerBlock), unsigned((n_tok + kMaxCols - 1) / kMaxCols));
+      mmv_dequant_kernel<<<grid, kRowsPerBlock * 32, 0, ctx.stream>>>(a.src[0], a.src[1], a.dst, n_tok);
+      return check_launch("MATMUL mat-vec kernel (decoded chunks)");
+    }
     default: unsupported(std::string("MATMUL: weight dtype ") + dtype_name(a.src[0].dtype) + " has no cuda kernel");
   }
 }
