@@ -74,14 +74,23 @@ __global__ void rms_norm_kernel(DevTensor x, DevTensor w, DevTensor dst, float e
 
 // x [head_dim, n_heads, n_tok]; one block per (token, head). Angles in double like the reference,
 // so positions in the thousands keep their phase.
-__global__ void rope_kernel(DevTensor x, DevTensor pos, DevTensor dst, OpParams p) {
+// With frequency factors (src2) each pair's angle is divided by its factor; YaRN blends the scaled
+// and original frequencies by a ramp over the pair index (the ABI's formula, as the CPU reference).
+__global__ void rope_kernel(DevTensor x, DevTensor pos, DevTensor factors, DevTensor dst, OpParams p) {
   const int64_t t = blockIdx.x, h = blockIdx.y;
   const float* in = reinterpret_cast<const float*>(x.data + h * x.nb[1] + t * x.nb[2]);
   float* out = reinterpret_cast<float*>(dst.data + h * dst.nb[1] + t * dst.nb[2]);
   const int64_t position = *reinterpret_cast<const int32_t*>(pos.data + t * pos.nb[0]);
   const int64_t half = p.n_dims / 2;
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    const double theta = double(position) * double(p.freq_scale) * pow(double(p.freq_base), -2.0 * double(i) / double(p.n_dims));
+    double theta_extrap = double(position) * pow(double(p.freq_base), -2.0 * double(i) / double(p.n_dims));
+    if (p.rope_freq_factors) theta_extrap /= double(reinterpret_cast<const float*>(factors.data)[i]);
+    double r = 0.0;
+    if (p.yarn_ext_factor != 0.0f) {
+      const double span = fmax(0.001, double(p.yarn_corr_high) - double(p.yarn_corr_low));
+      r = double(p.yarn_ext_factor) * (1.0 - fmin(fmax((double(i) - double(p.yarn_corr_low)) / span, 0.0), 1.0));
+    }
+    const double theta = theta_extrap * (double(p.freq_scale) * (1.0 - r) + r);
     double s, c;
     sincos(theta, &s, &c);
     const float cs = float(c), sn = float(s);
@@ -188,7 +197,7 @@ void launch_rms_norm(const OpArgs& a, const LaunchContext& ctx) {
 
 void launch_rope(const OpArgs& a, const LaunchContext& ctx) {
   const dim3 grid(unsigned(a.src[0].ne[2]), unsigned(a.src[0].ne[1]));
-  rope_kernel<<<grid, 64, 0, ctx.stream>>>(a.src[0], a.src[1], a.dst, a.params);
+  rope_kernel<<<grid, 64, 0, ctx.stream>>>(a.src[0], a.src[1], a.params.rope_freq_factors ? a.src[2] : a.src[0], a.dst, a.params);
   check_launch("ROPE kernel");
 }
 

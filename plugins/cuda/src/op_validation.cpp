@@ -9,6 +9,9 @@ namespace loom::cuda {
 namespace {
 
 struct CudaOpRules : plugin_support::BaseOpRules {
+  // rope_kernel divides by the factors and blends YaRN's frequencies (k_rowops.cu).
+  static constexpr bool kRopeFreqFactors = true;
+  static constexpr bool kRopeYarn = true;
   using Buffer = loom_buffer;
   using Tensor = DevTensor;
   using OpArgs = cuda::OpArgs;

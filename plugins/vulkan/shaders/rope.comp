@@ -1,8 +1,9 @@
 #version 450
 // ROPE over x [head_dim, n_heads, n_tok] with positions [n_tok]. NORMAL rotates pairs (2i, 2i+1),
 // NEOX rotates (i, i + n_dims/2); dims past n_dims pass through. Per-pair inverse frequencies come
-// from the host (computed in double like the reference). With USE_FLOAT64 the angle pos * freq is
-// formed and reduced mod 2π in double, so long contexts keep full phase precision.
+// from the host (computed in double like the reference, YaRN's blend included); with has_factors
+// each is divided by the pair's frequency factor (G, src2). With USE_FLOAT64 the angle pos * freq
+// is formed and reduced mod 2π in double, so long contexts keep full phase precision.
 #ifdef USE_FLOAT64
 #extension GL_ARB_gpu_shader_fp64 : enable
 #endif
@@ -16,11 +17,13 @@ layout(std430, binding = 3) readonly buffer FBuf { double F[]; };
 #else
 layout(std430, binding = 3) readonly buffer FBuf { float F[]; };
 #endif
+layout(std430, binding = 4) readonly buffer GBuf { float G[]; };
 layout(push_constant) uniform Push {
   uint a_off, a_nb1, a_nb2;
   uint p_off, p_nb0;
   uint d_off, d_nb1, d_nb2;
   uint head_dim, n_heads, n_tok, n_dims, neox;
+  uint g_off, has_factors;
 } pc;
 
 void main() {
@@ -36,9 +39,11 @@ void main() {
 #ifdef USE_FLOAT64
       const double two_pi = 6.283185307179586476925286766559LF;
       double theta = double(pos) * F[i];
+      if (pc.has_factors != 0u) theta /= double(G[(pc.g_off >> 2) + i]);
       float angle = float(theta - two_pi * floor(theta / two_pi));
 #else
       float angle = float(pos) * F[i];
+      if (pc.has_factors != 0u) angle /= G[(pc.g_off >> 2) + i];
 #endif
       float c = cos(angle), s = sin(angle);
       uint i0 = pc.neox != 0u ? i : 2u * i;

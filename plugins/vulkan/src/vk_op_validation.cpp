@@ -23,6 +23,9 @@ struct VkOpRules : plugin_support::BaseOpRules {
   // Shaders address operands in bytes with 32-bit arithmetic: supports_op already refuses views
   // whose extent overflows.
   static constexpr bool kExtentInShapeChecks = true;
+  // rope.comp divides by the factors and takes YaRN's blend from the host's frequency table.
+  static constexpr bool kRopeFreqFactors = true;
+  static constexpr bool kRopeYarn = true;
 
   [[noreturn]] static void invalid(const std::string& message) { vk::invalid(message); }
   [[noreturn]] static void unsupported(const std::string& message) { vk::unsupported(message); }

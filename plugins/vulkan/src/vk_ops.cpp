@@ -1,3 +1,4 @@
+#include <algorithm>
 // Recording of validated ops: storage-buffer windows, push constants (layouts mirror the shaders'
 // `Push` blocks) and workgroup counts. Every shader loops over rows past 65535 groups.
 #include <cmath>
@@ -164,11 +165,17 @@ void record_rope(Context& ctx, Stream& s, const OpArgs& a) {
   const Tensor &x = a.src[0], &pos = a.src[1], &d = a.dst;
   const OpParams& pr = a.params;
   const bool f64 = ctx.has_float64();
-  // Inverse frequencies freq_scale * base^(-2i / n_dims), in double like the reference.
+  // Inverse frequencies base^(-2i / n_dims) * (freq_scale (1 - r_i) + r_i), in double like the
+  // reference: r_i is YaRN's ramp toward the original frequency (0 without YaRN).
   const uint32_t half = pr.n_dims / 2;
   std::vector<uint8_t> bytes(std::max<size_t>(1, half) * (f64 ? 8 : 4));
   for (uint32_t i = 0; i < half; i++) {
-    const double v = double(pr.freq_scale) * std::pow(double(pr.freq_base), -2.0 * i / double(pr.n_dims));
+    double r = 0.0;
+    if (pr.yarn_ext_factor != 0.0f) {
+      const double span = std::max(0.001, double(pr.yarn_corr_high) - double(pr.yarn_corr_low));
+      r = double(pr.yarn_ext_factor) * (1.0 - std::clamp((double(i) - double(pr.yarn_corr_low)) / span, 0.0, 1.0));
+    }
+    const double v = std::pow(double(pr.freq_base), -2.0 * i / double(pr.n_dims)) * (double(pr.freq_scale) * (1.0 - r) + r);
     if (f64) std::memcpy(bytes.data() + 8 * i, &v, 8);
     else {
       const float fv = float(v);
@@ -176,7 +183,8 @@ void record_rope(Context& ctx, Stream& s, const OpArgs& a) {
     }
   }
   char key[128];
-  std::snprintf(key, sizeof(key), "rope/%u/%a/%a/%d", pr.n_dims, double(pr.freq_base), double(pr.freq_scale), int(f64));
+  std::snprintf(key, sizeof(key), "rope/%u/%a/%a/%a/%a/%a/%d", pr.n_dims, double(pr.freq_base), double(pr.freq_scale),
+                double(pr.yarn_ext_factor), double(pr.yarn_corr_low), double(pr.yarn_corr_high), int(f64));
   const MemoryBlock& table = ctx.constant_table(key, bytes);
   const Bound bx = bind(ctx, x, "src0 (x)"), bp = bind(ctx, pos, "src1 (positions)"), bd = bind(ctx, d, "dst");
   Binding bindings[kBindings] = {};
@@ -184,9 +192,18 @@ void record_rope(Context& ctx, Stream& s, const OpArgs& a) {
   bindings[1] = bp.binding;
   bindings[2] = bd.binding;
   bindings[3] = {table.buffer, 0, VK_WHOLE_SIZE};
+  uint64_t factors_rel = 0;
+  if (pr.rope_freq_factors) {
+    const Bound bf = bind(ctx, a.src[2], "src2 (freq_factors)");
+    bindings[4] = bf.binding;
+    factors_rel = bf.rel;
+  } else {
+    bindings[4] = bindings[3];  // unread; every binding needs a buffer
+  }
   Push p;
   p.u(bx.rel).u(x.nb[1]).u(x.nb[2]).u(bp.rel).u(pos.nb[0]).u(bd.rel).u(d.nb[1]).u(d.nb[2]);
   p.u(x.ne[0]).u(x.ne[1]).u(x.ne[2]).u(pr.n_dims).u(pr.rope_mode == LOOM_ROPE_NEOX ? 1 : 0);
+  p.u(factors_rel).u(pr.rope_freq_factors ? 1 : 0);
   s.dispatch(f64 ? "rope_f64" : "rope", bindings, p.w, p.bytes(), 1, uint64_t(x.ne[1] * x.ne[2]));
 }
 

@@ -49,6 +49,8 @@ struct OpParams {
   uint32_t n_dims = 0;
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
+  bool rope_freq_factors = false;  // src2 divides each pair's frequency (ABI 1.1)
+  float yarn_ext_factor = 0.0f, yarn_corr_low = 0.0f, yarn_corr_high = 0.0f;  // YaRN (ABI 1.2)
   loom_activation activation = LOOM_ACTIVATION_SILU;
   float attn_scale = 0.0f;
   uint32_t block_size = 0;

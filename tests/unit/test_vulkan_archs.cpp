@@ -1,0 +1,99 @@
+// The Vulkan backend runs the families whose rope needs frequency factors or YaRN (Llama 3.1,
+// Gemma 4, Phi-3.5's LongRoPE, Ministral 3, a YaRN Qwen2) to the
+// same logits as the CPU backend's reference kernels (the same arithmetic up to f32 summation
+// order). Skipped with a message when the Vulkan plugin was not built or no Vulkan device exists
+// (lavapipe, Mesa's CPU Vulkan driver, is enough).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/model.h"
+#include "model/session.h"
+#include "test_model_helpers.h"
+
+namespace {
+
+std::unique_ptr<loom::Backend> vulkan_backend() {
+  try {
+    return loom::Backend::create(loom::find_backend_plugin(loom::test::model_test_config(), "vulkan"), "{}");
+  } catch (const std::exception& e) {
+    WARN("Vulkan backend not available (" << e.what() << "); skipping");
+    return nullptr;
+  }
+}
+
+std::vector<float> prefill(loom::Backend& backend, const std::filesystem::path& path, const std::vector<int32_t>& prompt,
+                           int64_t n_ctx) {
+  auto model = loom::Model::load(path, backend, loom::ModelOptions{n_ctx});
+  loom::Session session(*model, {.n_ctx = n_ctx, .block_size = 16, .kv_dtype = LOOM_DTYPE_F32});
+  return session.prefill(prompt);
+}
+
+// max |a - b| relative to max |b|.
+float relative_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float diff = 0, scale = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    diff = std::max(diff, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return diff / std::max(scale, 1e-6f);
+}
+
+std::vector<int32_t> prompt_of(int n, int32_t n_vocab) {
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < n; ++i) tokens.push_back(1 + (i * 37 + 11) % (n_vocab - 1));
+  return tokens;
+}
+
+}  // namespace
+
+TEST_CASE("vulkan: rope frequency factors and YaRN families match the CPU reference", "[model][vulkan]") {
+  auto vulkan = vulkan_backend();
+  if (!vulkan) return;
+  auto cpu = loom::test::cpu_backend(true);
+  struct Case {
+    const char* name;
+    loom::gguf::SynthSpec spec;
+    int64_t n_ctx;
+  };
+  std::vector<Case> cases;
+  auto base = [](const char* arch) {
+    loom::gguf::SynthSpec s = loom::test::small_spec(arch);
+    s.n_ctx = 256;
+    return s;
+  };
+  {
+    auto s = base("llama");
+    s.llama3_rope = true;
+    s.head_dim = 32;  // spans the three bands of Llama 3.1's factors at base 500000
+    cases.push_back({"llama3-rope", s, 64});
+  }
+  cases.push_back({"gemma4", base("gemma4"), 64});
+  {
+    auto s = base("phi3");
+    s.longrope_original_ctx = 16;  // a 64-token context uses the long factors
+    cases.push_back({"phi3-longrope", s, 64});
+  }
+  {
+    auto s = base("mistral3");
+    s.yarn_original_ctx = 8;  // the 40-token prompt crosses it: temperature tuning and YaRN
+    cases.push_back({"mistral3-yarn", s, 64});
+  }
+  {
+    auto s = base("qwen2");
+    s.yarn_original_ctx = 64;
+    cases.push_back({"qwen2-yarn", s, 64});
+  }
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const auto path = loom::test::write_small_model(c.spec, std::string("vk-") + c.name);
+    const auto prompt = prompt_of(40, c.spec.n_vocab);
+    const auto want = prefill(*cpu, path, prompt, c.n_ctx);
+    const auto got = prefill(*vulkan, path, prompt, c.n_ctx);
+    REQUIRE(got.size() == want.size());
+    const float diff = relative_diff(got, want);
+    INFO("max |logit difference| / max |logit| = " << diff);
+    CHECK(diff <= 1e-4f);  // f32 summation order; a wrong frequency moves logits by their own size
+  }
+}
