@@ -18,6 +18,7 @@
 #include "command.h"
 #include "common/error.h"
 #include "engine/engine.h"
+#include "server/kv_event_publisher.h"
 #include "host_options.h"
 #include "model/default_model.h"
 #include "server/http_server.h"
@@ -199,6 +200,19 @@ int run_serve(const CommandArgs& args) {
   server::ServerState state(engine, config.server, served_name, std::move(chat_template), config.sampler.seed);
   server::HttpServer http(state);
   const int bound = http.bind(config.server.host, static_cast<int>(config.server.port));
+  std::unique_ptr<server::KvEventPublisher> kv_events;
+  if (config.server.kv_events.enabled) {
+    kv_events = std::make_unique<server::KvEventPublisher>(config.server.kv_events, info.kv_block_size);
+    server::KvEventPublisher* publisher = kv_events.get();
+    if (engine.set_kv_event_listener([publisher](const KvEvent& event) { publisher->publish(event); })) {
+      std::fprintf(stderr, "loom serve: KV events on %s%s%s\n", publisher->endpoint().c_str(),
+                   config.server.kv_events.replay_endpoint.empty() ? "" : ", replay on ",
+                   config.server.kv_events.replay_endpoint.c_str());
+    } else {
+      std::fprintf(stderr, "loom serve: KV allocator '%s' publishes no events (built before ABI 1.4); routers fall back "
+                   "to approximate routing\n", config.kv.allocator.c_str());
+    }
+  }
   engine.start();
 
   const uint64_t full_context_seqs = info.n_ctx > 0 ? info.kv_capacity_tokens / static_cast<uint64_t>(info.n_ctx) : 0;
@@ -224,6 +238,10 @@ int run_serve(const CommandArgs& args) {
   done = true;
   waiter.join();
   engine.stop(true);
+  if (kv_events) {
+    engine.set_kv_event_listener(nullptr);  // the engine outlives the publisher
+    kv_events.reset();
+  }
   std::fprintf(stderr, "loom serve: stopped\n");
   return 0;
 }

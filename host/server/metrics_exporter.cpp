@@ -45,6 +45,32 @@ class Writer {
   std::ostringstream out_;
 };
 
+// The same figures under vLLM's names, which routers and Kubernetes inference gateways read
+// (vllm-router's load figures, the Gateway API inference extension's endpoint picker): queue
+// depth, running batch and KV-cache utilisation, labelled with the served model as vLLM does.
+void render_vllm_compatible(Writer& w, const EngineStats& s, const ServerState& state) {
+  std::string model = state.model_name;
+  for (char& c : model) {
+    if (c == '"' || c == '\\' || c == '\n') c = '_';
+  }
+  const std::string label = "model_name=\"" + model + "\"";
+  const double usage = s.kv_blocks_total ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0.0;
+  auto gauge = [&](const char* name, const char* help, double value, const char* type = "gauge") {
+    w.header(name, type, help);
+    w.sample(name, value, label);
+  };
+  gauge("vllm:num_requests_running", "Requests in the running batch (loom_num_requests_running).",
+        static_cast<double>(s.running));
+  gauge("vllm:num_requests_waiting", "Requests waiting to be scheduled (loom_num_requests_waiting).",
+        static_cast<double>(s.waiting));
+  gauge("vllm:kv_cache_usage_perc", "KV-cache usage, 1 = full (loom_kv_cache_usage_ratio).", usage);
+  gauge("vllm:gpu_cache_usage_perc", "Older name of vllm:kv_cache_usage_perc, still read by some gateways.", usage);
+  gauge("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+        static_cast<double>(s.prefix_queries) * s.kv_block_size, "counter");
+  gauge("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
+        static_cast<double>(s.prefix_hits) * s.kv_block_size, "counter");
+}
+
 }  // namespace
 
 std::string render_metrics(const EngineStats& s, const ServerState& state) {
@@ -127,6 +153,7 @@ std::string render_metrics(const EngineStats& s, const ServerState& state) {
   w.histogram("loom_time_to_first_token_seconds", "Time from arrival to the first generated token.", s.ttft);
   w.histogram("loom_time_per_output_token_seconds", "Time between generated tokens.", s.tpot);
   w.histogram("loom_request_queue_time_seconds", "Time from arrival to first scheduling.", s.queue_time);
+  render_vllm_compatible(w, s, state);
   return w.str();
 }
 

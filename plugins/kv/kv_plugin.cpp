@@ -174,6 +174,13 @@ loom_status kv_take_pending_copies(loom_kv_t* kv, loom_kv_block_copy* out, uint3
   return guarded(kv, [&] { return kv->allocator.take_pending_copies(out, cap, out_n); });
 }
 
+loom_status kv_set_event_sink(loom_kv_t* kv, loom_kv_event_fn fn, void* user) {
+  return guarded(kv, [&] {
+    kv->allocator.set_event_sink(fn, user);
+    return Outcome::ok();
+  });
+}
+
 const loom_kv_i kTable = {
     sizeof(loom_kv_i),      0,
     kv_create,              kv_destroy,
@@ -182,7 +189,7 @@ const loom_kv_i kTable = {
     kv_seq_append,          kv_seq_truncate,
     kv_seq_fork,            kv_seq_free,
     kv_seq_block_table,     kv_seq_length,
-    kv_take_pending_copies,
+    kv_take_pending_copies, kv_set_event_sink,
 };
 
 const loom_plugin_desc kDesc = {

@@ -11,7 +11,7 @@ Outcome fail(loom_status status, std::string message) { return {status, std::mov
 PagedAllocator::PagedAllocator(const AllocatorConfig& config)
     : config_(config), pool_(config.n_blocks), cache_(config.n_blocks, config.block_size) {
   // Reusing a cached block for new content drops its old registration first.
-  pool_.on_evict = [this](int32_t block_id) { cache_.remove(block_id); };
+  pool_.on_evict = [this](int32_t block_id) { unregister(block_id); };
 }
 
 loom_kv_stats PagedAllocator::stats() const {
@@ -69,7 +69,53 @@ void PagedAllocator::on_block_full(Sequence& seq, size_t index) {
   if (parent_block != kNoBlock && (!cache_.contains(parent_block) || cache_.hash_of(parent_block) != parent_hash)) {
     return;
   }
-  cache_.add(seq.blocks[index], hash, parent_block, block_tokens);
+  const bool is_new = !cache_.contains(seq.blocks[index]);
+  if (cache_.add(seq.blocks[index], hash, parent_block, block_tokens) && is_new) emit_stored(seq.blocks[index]);
+}
+
+void PagedAllocator::emit_stored(int32_t block_id) {
+  if (event_fn_ == nullptr) return;
+  const int32_t parent = cache_.parent_of(block_id);
+  loom_kv_event event{};
+  event.struct_size = sizeof(loom_kv_event);
+  event.type = LOOM_KV_EVENT_BLOCK_STORED;
+  event.block_hash = cache_.hash_of(block_id);
+  event.has_parent = parent != kNoBlock ? 1u : 0u;
+  event.parent_hash = parent != kNoBlock ? cache_.hash_of(parent) : 0;
+  event.n_tokens = static_cast<uint32_t>(cache_.tokens_of(block_id).size());
+  event.tokens = cache_.tokens_of(block_id).data();
+  event_fn_(event_user_, &event, 1);
+}
+
+void PagedAllocator::unregister(int32_t block_id) {
+  if (!cache_.contains(block_id)) return;
+  if (event_fn_ != nullptr) {
+    loom_kv_event event{};
+    event.struct_size = sizeof(loom_kv_event);
+    event.type = LOOM_KV_EVENT_BLOCK_REMOVED;
+    event.block_hash = cache_.hash_of(block_id);
+    event_fn_(event_user_, &event, 1);
+  }
+  cache_.remove(block_id);
+}
+
+void PagedAllocator::set_event_sink(loom_kv_event_fn fn, void* user) {
+  event_fn_ = fn;
+  event_user_ = user;
+  if (fn == nullptr) return;
+  // Announce what is already cached, each block after its parent (a registered block's parent is
+  // registered: removing a parent never leaves a reachable child, but its entry may linger, so
+  // every block is visited once and parents first).
+  std::vector<uint8_t> announced(cache_.n_blocks(), 0);
+  std::vector<int32_t> chain;
+  for (int32_t id = 0; id < static_cast<int32_t>(cache_.n_blocks()); ++id) {
+    for (int32_t b = id; b != kNoBlock && cache_.contains(b) && !announced[static_cast<size_t>(b)]; b = cache_.parent_of(b)) {
+      chain.push_back(b);
+      announced[static_cast<size_t>(b)] = 1;
+    }
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) emit_stored(*it);
+    chain.clear();
+  }
 }
 
 void PagedAllocator::release(int32_t block_id) {
@@ -149,7 +195,7 @@ Outcome PagedAllocator::seq_append(uint64_t seq_id, const int32_t* tokens, uint3
     seq.blocks.back() = dst;
   } else if (is_partial_tail && cache_.contains(seq.blocks.back())) {
     // Only we hold it and we are about to overwrite its tail: its registered content goes stale.
-    cache_.remove(seq.blocks.back());
+    unregister(seq.blocks.back());
   }
   for (uint32_t i = 0; i < n_tokens; ++i) {
     if (seq.tokens.size() % bs == 0) seq.blocks.push_back(pool_.allocate());
@@ -182,7 +228,7 @@ Outcome PagedAllocator::seq_truncate(uint64_t seq_id, uint32_t n_keep) {
     // A full block that became partial will be overwritten by this sequence; when nobody else holds
     // it, its cache entry must go now (a shared one stays: the sharers still hold the full content,
     // and our next append copies on write).
-    if (cache_.contains(tail) && pool_.ref_count(tail) == 1) cache_.remove(tail);
+    if (cache_.contains(tail) && pool_.ref_count(tail) == 1) unregister(tail);
   }
   return Outcome::ok();
 }

@@ -50,6 +50,9 @@ class PagedAllocator {
   Outcome seq_block_table(uint64_t seq_id, int32_t* out, uint32_t cap, uint32_t* out_n) const;
   Outcome seq_length(uint64_t seq_id, uint32_t* out_n_tokens) const;
   Outcome take_pending_copies(loom_kv_block_copy* out, uint32_t cap, uint32_t* out_n);
+  // Prefix-cache events (ABI 1.4): every registration and removal from now on, after announcing the
+  // blocks already registered (parents first).
+  void set_event_sink(loom_kv_event_fn fn, void* user);
 
  private:
   struct Sequence {
@@ -71,6 +74,9 @@ class PagedAllocator {
   // under this chain, register it.
   void on_block_full(Sequence& seq, size_t index);
   void release(int32_t block_id);
+  // Drop a block's registration (eviction, truncation), telling the event sink.
+  void unregister(int32_t block_id);
+  void emit_stored(int32_t block_id);
   Outcome not_found(uint64_t seq_id) const;
 
   AllocatorConfig config_;
@@ -81,6 +87,8 @@ class PagedAllocator {
   uint64_t n_prefix_queries_ = 0;
   uint64_t n_prefix_hits_ = 0;
   uint64_t n_tokens_reused_ = 0;
+  loom_kv_event_fn event_fn_ = nullptr;
+  void* event_user_ = nullptr;
 };
 
 }  // namespace loom::kv

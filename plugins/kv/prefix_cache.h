@@ -33,6 +33,10 @@ class PrefixCache {
   void remove(int32_t block_id);
   bool contains(int32_t block_id) const { return entries_[static_cast<size_t>(block_id)].is_registered; }
   uint64_t hash_of(int32_t block_id) const { return entries_[static_cast<size_t>(block_id)].hash; }
+  // A registered block's parent (kNoBlock for a first block) and tokens.
+  int32_t parent_of(int32_t block_id) const { return entries_[static_cast<size_t>(block_id)].parent_block; }
+  const std::vector<int32_t>& tokens_of(int32_t block_id) const { return entries_[static_cast<size_t>(block_id)].tokens; }
+  uint32_t n_blocks() const { return static_cast<uint32_t>(entries_.size()); }
 
  private:
   struct Entry {

@@ -26,8 +26,9 @@ extern "C" {
 
 #define LOOM_ABI_MAJOR 1
 /* Minor versions: 1.1 added LOOM_ROPE_FREQ_FACTORS (backend.h), LOOM_DTYPE_IQ4_NL and LOOM_DTYPE_IQ4_XS;
- * 1.2 added LOOM_ROPE_YARN (backend.h); 1.3 added loom_sampling_params.allowed_tokens (sampler.h). */
-#define LOOM_ABI_MINOR 3
+ * 1.2 added LOOM_ROPE_YARN (backend.h); 1.3 added loom_sampling_params.allowed_tokens (sampler.h);
+ * 1.4 added loom_kv_i.set_event_sink and loom_kv_event (kv.h). */
+#define LOOM_ABI_MINOR 4
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"
 

@@ -40,6 +40,29 @@ typedef struct loom_kv_block_copy {
   uint32_t n_tokens; /* tokens of the block to copy (from its start) */
 } loom_kv_block_copy;
 
+/* (ABI 1.4) Prefix-cache events, as vLLM publishes them for KV-aware routers: a full block became
+ * reusable (registered under its chained hash) or stopped being reusable (evicted), or the whole
+ * cache was dropped. Hashes are the allocator's own chained block hashes: equal hashes mean equal
+ * token prefixes. */
+typedef int32_t loom_kv_event_type;
+#define LOOM_KV_EVENT_BLOCK_STORED 1
+#define LOOM_KV_EVENT_BLOCK_REMOVED 2
+#define LOOM_KV_EVENT_ALL_BLOCKS_CLEARED 3
+
+typedef struct loom_kv_event {
+  uint32_t struct_size;
+  loom_kv_event_type type;
+  uint64_t block_hash;    /* STORED, REMOVED */
+  uint64_t parent_hash;   /* STORED: the previous block's hash; meaningful when has_parent */
+  uint32_t has_parent;    /* STORED: 0 for a sequence's first block */
+  uint32_t n_tokens;      /* STORED: the block's tokens (block_size) */
+  const int32_t *tokens;  /* STORED: borrowed for the duration of the callback */
+} loom_kv_event;
+
+/* Called synchronously from inside the allocator's own calls (seq_create, seq_append, seq_free,
+ * ...), on the thread that made them; must not call back into the allocator. */
+typedef void (*loom_kv_event_fn)(void *user, const loom_kv_event *events, uint32_t n_events);
+
 /* config_json: {"n_blocks": N, "block_size": 16, "prefix_caching": true} */
 typedef struct loom_kv_i {
   uint32_t struct_size;
@@ -74,6 +97,11 @@ typedef struct loom_kv_i {
   loom_status (*seq_length)(loom_kv_t *kv, uint64_t seq_id, uint32_t *out_n_tokens);
   /* Copies the core must perform before the next forward pass (copy-on-write), then forgotten. */
   loom_status (*take_pending_copies)(loom_kv_t *kv, loom_kv_block_copy *out, uint32_t cap, uint32_t *out_n);
+
+  /* ---- ABI 1.4 (present when struct_size covers it; NULL = the allocator publishes no events) ---- */
+  /* Deliver prefix-cache events to `fn` (NULL stops them). Blocks registered before the call are
+   * announced at once as BLOCK_STORED, so a subscriber starts from the allocator's real state. */
+  loom_status (*set_event_sink)(loom_kv_t *kv, loom_kv_event_fn fn, void *user);
 } loom_kv_i;
 
 #ifdef __cplusplus

@@ -78,8 +78,14 @@ void apply_free_form_table(Config& config, const std::filesystem::path& file, co
 
 void apply_section(Config& config, const std::filesystem::path& file, const std::string& section,
                    const toml::table& table, ConfigErrors& errors) {
+  const auto sections = section_names();
   for (const auto& [key_view, node] : table) {
     const std::string key(key_view.str());
+    const std::string nested = section + "." + key;
+    if (node.is_table() && std::find(sections.begin(), sections.end(), nested) != sections.end()) {
+      apply_section(config, file, nested, *node.as_table(), errors);  // [server.kv_events]
+      continue;
+    }
     const KeySpec* spec = find_spec(section, key);
     if (spec == nullptr) {
       errors.add(node, location(file, node) + ": unknown key '" + section + "." + key + "' (keys of [" + section +
@@ -134,7 +140,8 @@ Config parse_config(const std::string& toml_text, const std::filesystem::path& l
   ConfigErrors errors;
   for (const auto& [name_view, node] : root) {
     const std::string name(name_view.str());
-    if (std::find(sections.begin(), sections.end(), name) == sections.end()) {
+    // Nested sections ([server.kv_events]) are reached through their parent table.
+    if (name.find('.') != std::string::npos || std::find(sections.begin(), sections.end(), name) == sections.end()) {
       std::string all;
       for (const auto& s : sections) all += (all.empty() ? "" : ", ") + s;
       errors.add(node, location(label, node) + ": unknown section '" + name + "' (sections: " + all + ")");

@@ -70,6 +70,16 @@ struct QuantSettings {
   std::string plugin = "quant";
 };
 
+// [server.kv_events]: publish the prefix cache's block events in vLLM's wire format (msgpack
+// batches on a ZMQ PUB socket, a ROUTER socket for replay), for KV-aware routers.
+struct KvEventsSettings {
+  bool enabled = false;
+  std::string endpoint = "tcp://*:5557";  // PUB: bound when it has a wildcard, else connected (as vLLM)
+  std::string replay_endpoint;            // ROUTER for missed batches; empty = no replay
+  std::string topic;                      // first frame of every message
+  int64_t buffer_steps = 10000;           // batches kept for replay
+};
+
 struct ServerSettings {
   std::string host = "127.0.0.1";
   int64_t port = 8080;
@@ -83,6 +93,7 @@ struct ServerSettings {
   double keep_alive_timeout = 5.0;     // seconds an idle keep-alive connection is kept
   int64_t keep_alive_max_requests = 100;
   double request_read_timeout = 10.0;  // seconds for a request's headers and body to arrive
+  KvEventsSettings kv_events;
 };
 
 struct PluginSettings {

@@ -290,6 +290,12 @@ std::vector<KeySpec> build_schema() {
       integer_key("server", "keep_alive_max_requests", LOOM_FIELD(server, keep_alive_max_requests), 1, 1 << 30),
       number_key("server", "request_read_timeout", LOOM_FIELD(server, request_read_timeout), 0.01, 3600.0),
 
+      bool_key("server.kv_events", "enabled", LOOM_FIELD(server, kv_events.enabled)),
+      string_key("server.kv_events", "endpoint", LOOM_FIELD(server, kv_events.endpoint)),
+      string_key("server.kv_events", "replay_endpoint", LOOM_FIELD(server, kv_events.replay_endpoint)),
+      string_key("server.kv_events", "topic", LOOM_FIELD(server, kv_events.topic)),
+      integer_key("server.kv_events", "buffer_steps", LOOM_FIELD(server, kv_events.buffer_steps), 1, 1 << 24),
+
       string_list_key("plugins", "search_path", LOOM_FIELD(plugins, search_path)),
   };
 }

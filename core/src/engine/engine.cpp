@@ -207,6 +207,11 @@ size_t Engine::n_unfinished() const {
   return n_unfinished_;
 }
 
+bool Engine::set_kv_event_listener(KvEventListener listener) {
+  std::lock_guard step_lock(step_mutex_);  // no step runs while the allocator's sink changes
+  return kv_->set_event_listener(std::move(listener));
+}
+
 EngineStats Engine::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;

@@ -85,6 +85,11 @@ class Engine {
 
   EngineStats stats() const;
 
+  // Prefix-cache events of the KV allocator (KV-aware routing), delivered on the engine's thread
+  // as blocks are registered and evicted. Call before start(). False when the allocator plugin
+  // publishes no events.
+  bool set_kv_event_listener(KvEventListener listener);
+
   // Speculative decoding. The configured drafter ([drafter] kind) is made at construction;
   // set_drafter replaces it (tests, benchmarks; nullptr turns speculation off) and proposes at most
   // k tokens per sequence-step. Call only while no request is in flight.

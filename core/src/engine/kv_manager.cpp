@@ -22,6 +22,30 @@ KvManager::~KvManager() {
   if (kv_ != nullptr) table_->destroy(kv_);
 }
 
+bool KvManager::set_event_listener(KvEventListener listener) {
+  if (!LOOM_HAS_MEMBER(table_, loom_kv_i, set_event_sink) || table_->set_event_sink == nullptr) return false;
+  listener_ = std::move(listener);
+  const loom_status status = table_->set_event_sink(kv_, listener_ ? &KvManager::on_events : nullptr, this);
+  if (status != LOOM_STATUS_OK) fail(status, "set_event_sink");
+  return true;
+}
+
+void KvManager::on_events(void* user, const loom_kv_event* events, uint32_t n_events) {
+  auto* self = static_cast<KvManager*>(user);
+  if (!self->listener_ || events == nullptr) return;
+  for (uint32_t i = 0; i < n_events; ++i) {
+    const loom_kv_event& e = events[i];
+    KvEvent event;
+    event.type = e.type;
+    event.block_hash = e.block_hash;
+    if (e.type == LOOM_KV_EVENT_BLOCK_STORED) {
+      if (e.has_parent != 0) event.parent_hash = e.parent_hash;
+      if (e.tokens != nullptr) event.tokens.assign(e.tokens, e.tokens + e.n_tokens);
+    }
+    self->listener_(event);
+  }
+}
+
 void KvManager::fail(loom_status status, const char* what) const {
   const char* message = table_->last_error(kv_);
   throw Error(std::string("KV allocator: ") + what + " failed (status " + std::to_string(status) +

@@ -2,6 +2,7 @@
 // it hands out block tables; the KV memory itself lives in the backend's KvCache.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +13,15 @@
 namespace loom {
 
 class LoadedPlugin;
+
+// One prefix-cache event of the allocator (loom_kv_event, ABI 1.4), owning its tokens.
+struct KvEvent {
+  loom_kv_event_type type = LOOM_KV_EVENT_BLOCK_STORED;
+  uint64_t block_hash = 0;
+  std::optional<uint64_t> parent_hash;  // stored blocks after the first of their sequence
+  std::vector<int32_t> tokens;          // stored blocks
+};
+using KvEventListener = std::function<void(const KvEvent&)>;
 
 class KvManager {
  public:
@@ -34,11 +44,18 @@ class KvManager {
   void free(uint64_t seq_id);
   std::vector<int32_t> block_table(uint64_t seq_id) const;
   std::vector<loom_kv_block_copy> take_pending_copies();
+  // Receive the allocator's prefix-cache events (called from inside the calls above, on their
+  // thread). False when the plugin has no set_event_sink (built before ABI 1.4, or it publishes
+  // none): the caller then runs without events.
+  bool set_event_listener(KvEventListener listener);
 
  private:
   [[noreturn]] void fail(loom_status status, const char* what) const;
 
+  static void on_events(void* user, const loom_kv_event* events, uint32_t n_events);
+
   std::shared_ptr<LoadedPlugin> plugin_;
+  KvEventListener listener_;
   const loom_kv_i* table_ = nullptr;
   loom_kv_t* kv_ = nullptr;
   uint32_t n_blocks_ = 0;

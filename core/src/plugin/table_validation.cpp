@@ -1,6 +1,7 @@
 #include "plugin/table_validation.h"
 
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 namespace loom {
@@ -12,14 +13,21 @@ struct SlotCheck {
   bool present;
 };
 
+// The size of each table at ABI 1.0: every 1.x plugin's table is at least this big. Members
+// appended later are read only when the plugin's struct_size covers them (LOOM_HAS_MEMBER).
+template <class Table>
+constexpr size_t abi_1_0_size() {
+  if constexpr (std::is_same_v<Table, loom_kv_i>) return offsetof(loom_kv_i, set_event_sink);
+  return sizeof(Table);
+}
+
 template <class Table>
 std::optional<std::string> check_table(const void* raw, const char* table_name, std::vector<SlotCheck> (*slots)(const Table&)) {
   const auto* table = static_cast<const Table*>(raw);
-  // Every member of ABI 1.0 is in the 1.0 table, so a 1.x plugin's table is at least this big;
-  // a newer plugin's larger table is fine: we read only the members we know.
-  if (table->struct_size < sizeof(Table)) {
+  // A newer plugin's larger table is fine: we read only the members we know.
+  if (table->struct_size < abi_1_0_size<Table>()) {
     return std::string(table_name) + " struct_size is " + std::to_string(table->struct_size) +
-           " bytes, smaller than the " + std::to_string(sizeof(Table)) + " bytes of ABI 1.0";
+           " bytes, smaller than the " + std::to_string(abi_1_0_size<Table>()) + " bytes of ABI 1.0";
   }
   for (const auto& slot : slots(*table)) {
     if (!slot.present) return std::string(table_name) + " has no '" + slot.name + "' slot, which is mandatory";
