@@ -164,6 +164,11 @@ Request GenerationJob::make_request(size_t choice) {
   return r;
 }
 
+const std::vector<PreparedPrompt>& GenerationJob::render() {
+  if (prompts_.empty()) prepare_prompts();
+  return prompts_;
+}
+
 void GenerationJob::submit() {
   if (state_.stopping) throw ApiError(503, "the server is shutting down", std::nullopt, "server_error", "shutting_down");
   prepare_prompts();

@@ -51,6 +51,9 @@ class GenerationJob {
   // Tokenise and check the prompts, admit (429 when the queue is full, 503 while shutting down) and
   // submit every choice. ApiError on refusal; nothing stays queued then.
   void submit();
+  // The prompts' token ids exactly as submit() would run them (chat template applied), without
+  // submitting anything: vLLM's /render endpoints, which KV-aware routers call to match prefixes.
+  const std::vector<PreparedPrompt>& render();
 
   // Events since the last call, waiting up to `timeout` for the first; applied to the choices.
   std::vector<ChoiceEvent> poll(std::chrono::milliseconds timeout);

@@ -25,8 +25,9 @@ constexpr int kListenBacklog = 1024;
 
 // Route label for /metrics: known paths as they are, anything else as "other" (bounded cardinality).
 std::string route_label(const std::string& path) {
-  for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/tokenize",
-                            "/detokenize", "/metrics"}) {
+  for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/completions/render",
+                            "/v1/chat/completions/render", "/v1/models", "/health", "/tokenize", "/detokenize", "/metrics",
+                            "/get_load"}) {
     if (path == known) return known;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
@@ -57,11 +58,11 @@ void check_model_name(const ServerState& state, const std::string& requested) {
                  "invalid_request_error", "model_not_found");
 }
 
-void handle_generation(ServerState& state, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
-  ActiveGuard active(state);
-  const json body = parse_json_body(req.body);
+// A completion or chat request's parameters, as both generation and /render read them.
+GenerationParams generation_params(const std::string& raw_body, Endpoint endpoint) {
+  const json body = parse_json_body(raw_body);
   GenerationParams params = endpoint == Endpoint::chat ? parse_chat_request(body) : parse_completion_request(body);
-  const auto ordered = nlohmann::ordered_json::parse(req.body);
+  const auto ordered = nlohmann::ordered_json::parse(raw_body);
   params.structured = parse_structured_output(ordered);
   if (endpoint == Endpoint::chat) {
     params.tools = parse_tool_request(ordered);
@@ -77,6 +78,12 @@ void handle_generation(ServerState& state, const httplib::Request& req, httplib:
   } else if (ordered.contains("tools") && !ordered["tools"].is_null()) {
     throw invalid_param("tools", "'tools' belongs to /v1/chat/completions");
   }
+  return params;
+}
+
+void handle_generation(ServerState& state, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+  ActiveGuard active(state);
+  GenerationParams params = generation_params(req.body, endpoint);
   check_model_name(state, params.model);
   auto job = std::make_shared<GenerationJob>(state, std::move(params));
   job->submit();
@@ -114,8 +121,28 @@ json model_card(const ServerState& state, const std::string& name) {
           {"max_model_len", state.engine.info().n_ctx}};
 }
 
+// vLLM's POST /v1/completions/render and /v1/chat/completions/render: the prompt's token ids, as
+// generation would run them. vllm-router's kv_aware policy asks every candidate worker for them
+// and matches the ids against the blocks each worker published. A request's "model" may be absent.
+void handle_render(ServerState& state, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+  GenerationParams params = generation_params(req.body, endpoint);
+  if (!params.model.empty()) check_model_name(state, params.model);
+  GenerationJob job(state, std::move(params));
+  const auto& prompts = job.render();
+  send_json(res, 200, {{"token_ids", prompts.front().tokens}, {"count", prompts.front().tokens.size()}});
+}
+
 void handle_tokenize(ServerState& state, const httplib::Request& req, httplib::Response& res) {
-  const TokenizeParams p = parse_tokenize_request(parse_json_body(req.body));
+  // vLLM's forms, {"prompt"} and {"messages"}: the ids generation would run, with vLLM's reply.
+  const json body = parse_json_body(req.body);
+  if (body.is_object() && !body.contains("content") && (body.contains("prompt") || body.contains("messages"))) {
+    GenerationParams params = generation_params(req.body, body.contains("messages") ? Endpoint::chat : Endpoint::completions);
+    GenerationJob job(state, std::move(params));
+    const auto& tokens = job.render().front().tokens;
+    send_json(res, 200, {{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", state.engine.info().n_ctx}});
+    return;
+  }
+  const TokenizeParams p = parse_tokenize_request(body);
   const Tokenizer& tok = state.engine.tokenizer();
   const std::vector<int32_t> ids = tok.encode(p.content, p.add_special, true);
   json tokens = json::array();
@@ -257,6 +284,12 @@ void HttpServer::install_routes() {
   http_->Post("/v1/chat/completions", guarded([&state](const httplib::Request& req, httplib::Response& res) {
                 handle_generation(state, req, res, Endpoint::chat);
               }));
+  http_->Post("/v1/completions/render", guarded([&state](const httplib::Request& req, httplib::Response& res) {
+    handle_render(state, req, res, Endpoint::completions);
+  }));
+  http_->Post("/v1/chat/completions/render", guarded([&state](const httplib::Request& req, httplib::Response& res) {
+    handle_render(state, req, res, Endpoint::chat);
+  }));
   http_->Get("/v1/models", guarded([&state](const httplib::Request&, httplib::Response& res) {
                json cards = json::array();
                for (const auto& name : served_names(state)) cards.push_back(model_card(state, name));
@@ -274,6 +307,11 @@ void HttpServer::install_routes() {
                  send_json(res, 200, {{"status", "ok"}});
                }
              }));
+  // vllm-router's load figure for a worker (its /get_loads): requests admitted and not finished.
+  http_->Get("/get_load", guarded([&state](const httplib::Request&, httplib::Response& res) {
+    const EngineStats stats = state.engine.stats();
+    send_json(res, 200, {{"load", stats.running + stats.waiting}});
+  }));
   http_->Post("/tokenize", guarded([&state](const httplib::Request& req, httplib::Response& res) {
                 handle_tokenize(state, req, res);
               }));

@@ -34,10 +34,13 @@ int64_t from_big_endian(const zmq::message_t& m) {
   return static_cast<int64_t>(v);
 }
 
-// vLLM binds when the endpoint has a wildcard or is ipc/inproc, and connects otherwise.
-bool should_bind(const std::string& endpoint) {
-  return endpoint.find('*') != std::string::npos || endpoint.find("::") != std::string::npos ||
-         endpoint.rfind("ipc://", 0) == 0 || endpoint.rfind("inproc://", 0) == 0;
+// mode "auto" is vLLM's rule: bind when the endpoint has a wildcard or is ipc/inproc, else connect
+// (to a relay that binds). Routers that subscribe to workers (vllm-router) need "bind".
+bool should_bind(const KvEventsSettings& settings) {
+  if (settings.mode != "auto") return settings.mode == "bind";
+  const std::string& e = settings.endpoint;
+  return e.find('*') != std::string::npos || e.find("::") != std::string::npos || e.rfind("ipc://", 0) == 0 ||
+         e.rfind("inproc://", 0) == 0;
 }
 
 double unix_seconds() {
@@ -55,12 +58,11 @@ struct KvEventPublisher::Sockets {
 std::string KvEventPublisher::encode_batch(const std::vector<KvEvent>& events, uint32_t block_size, double timestamp) {
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> pk(buffer);
-  // msgspec encodes these Structs as maps (no array_like) and omits defaulted fields; fields
-  // without a default (lora_id, medium, lora_name) are always written, as nil when unset.
-  pk.pack_map(3);
-  pk.pack("ts");
+  // The batch is an array [ts, events, data_parallel_rank] (vLLM's array_like EventBatch, the only
+  // form vllm-router decodes); each event is a map tagged by "type" with every field that has no
+  // default in vLLM's Struct (lora_id, medium, lora_name are written as nil when unset).
+  pk.pack_array(3);
   pk.pack_double(timestamp);
-  pk.pack("events");
   pk.pack_array(static_cast<uint32_t>(events.size()));
   for (const KvEvent& e : events) {
     switch (e.type) {
@@ -103,8 +105,7 @@ std::string KvEventPublisher::encode_batch(const std::vector<KvEvent>& events, u
         break;
     }
   }
-  pk.pack("data_parallel_rank");
-  pk.pack_int32(0);
+  pk.pack_int32(0);  // data_parallel_rank
   return std::string(buffer.data(), buffer.size());
 }
 
@@ -112,7 +113,7 @@ KvEventPublisher::KvEventPublisher(const KvEventsSettings& settings, uint32_t bl
     : settings_(settings), block_size_(block_size), sockets_(std::make_unique<Sockets>()) {
   try {
     sockets_->pub.set(zmq::sockopt::sndhwm, 100000);
-    if (should_bind(settings.endpoint)) {
+    if (should_bind(settings)) {
       sockets_->pub.bind(settings.endpoint);
       bound_endpoint_ = sockets_->pub.get(zmq::sockopt::last_endpoint);
     } else {
@@ -190,21 +191,23 @@ void KvEventPublisher::serve_replay() {
       (void)replay.recv(more, zmq::recv_flags::none);
       frames.push_back(std::move(more));
     }
-    // [client identity, empty delimiter, start sequence]
+    // Request: [client identity, empty delimiter, start sequence]. Each reply repeats the live
+    // stream's frames (topic, sequence, payload) after the identity and delimiter, as vllm-router
+    // reads them; the end marker is sequence -1 with an empty payload.
     if (frames.size() != 3) continue;
     const int64_t start = from_big_endian(frames[2]);
     const std::string client = frames[0].to_string();
-    for (const auto& [seq, payload] : replay_buffer_) {
-      if (static_cast<int64_t>(seq) < start) continue;
+    auto reply = [&](int64_t seq, const std::string& payload) {
       replay.send(zmq::buffer(client), zmq::send_flags::sndmore);
       replay.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
-      replay.send(zmq::buffer(big_endian(static_cast<int64_t>(seq))), zmq::send_flags::sndmore);
+      replay.send(zmq::buffer(settings_.topic), zmq::send_flags::sndmore);
+      replay.send(zmq::buffer(big_endian(seq)), zmq::send_flags::sndmore);
       replay.send(zmq::buffer(payload), zmq::send_flags::none);
+    };
+    for (const auto& [seq, payload] : replay_buffer_) {
+      if (static_cast<int64_t>(seq) >= start) reply(static_cast<int64_t>(seq), payload);
     }
-    replay.send(zmq::buffer(client), zmq::send_flags::sndmore);
-    replay.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
-    replay.send(zmq::buffer(big_endian(-1)), zmq::send_flags::sndmore);
-    replay.send(zmq::str_buffer(""), zmq::send_flags::none);
+    reply(-1, "");
   }
 }
 

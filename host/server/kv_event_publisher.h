@@ -1,9 +1,10 @@
 // KvEventPublisher — the engine's prefix-cache events in vLLM's wire format, for KV-aware routers
-// (vllm-router's kv_aware policy, Dynamo, llm-d): each batch is a msgpack map
-// {ts, events, data_parallel_rank} whose events are BlockStored / BlockRemoved / AllBlocksCleared
+// (vllm-router's kv_aware policy, Dynamo, llm-d): each batch is a msgpack array
+// [ts, events, data_parallel_rank] whose events are BlockStored / BlockRemoved / AllBlocksCleared
 // maps tagged by "type" (vllm/distributed/kv_events.py), sent on a ZMQ PUB socket as the frames
 // (topic, 8-byte big-endian sequence number, payload). A ROUTER socket answers replay requests (a
-// start sequence number, 8 bytes big-endian) with every buffered batch from there, then (-1, "").
+// start sequence number, 8 bytes big-endian) with every buffered batch from there as (topic,
+// sequence, payload), then (topic, -1, "").
 //
 // The engine thread only appends to a queue; one publisher thread owns both sockets, flushes the
 // queue as one batch every few milliseconds and serves replays.

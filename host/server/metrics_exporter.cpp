@@ -65,10 +65,11 @@ void render_vllm_compatible(Writer& w, const EngineStats& s, const ServerState& 
         static_cast<double>(s.waiting));
   gauge("vllm:kv_cache_usage_perc", "KV-cache usage, 1 = full (loom_kv_cache_usage_ratio).", usage);
   gauge("vllm:gpu_cache_usage_perc", "Older name of vllm:kv_cache_usage_perc, still read by some gateways.", usage);
-  gauge("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
-        static_cast<double>(s.prefix_queries) * s.kv_block_size, "counter");
-  gauge("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
-        static_cast<double>(s.prefix_hits) * s.kv_block_size, "counter");
+  // vLLM counts tokens: every prompt token is queried, the cached ones hit.
+  gauge("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache (loom_prompt_tokens_total).",
+        static_cast<double>(s.prompt_tokens), "counter");
+  gauge("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache (loom_cached_prompt_tokens_total).",
+        static_cast<double>(s.cached_prompt_tokens), "counter");
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Issue 22: `loom serve` publishes its prefix cache's block events in vLLM's wire format.
 
-A subscriber built from vLLM's published event schema (vllm/distributed/kv_events.py: msgspec
-Structs encoded as maps, events tagged by "type") decodes every batch strictly, so a field of the
-wrong name or type fails here before it fails in a router. Checked on a synthetic model:
+A subscriber built from vLLM's published event schema (vllm/distributed/kv_events.py: the batch an
+array [ts, events, data_parallel_rank], events maps tagged by "type") decodes every batch strictly,
+so a field of the wrong name or type fails here before it fails in a router. Checked on a
+synthetic model:
   - a prompt of five full blocks yields five BlockStored events whose token_ids are the prompt's
     tokens block by block, chained by parent_block_hash, block_size 16;
   - the same prompt again stores nothing new (its blocks are reused);
@@ -50,7 +51,9 @@ class AllBlocksCleared(msgspec.Struct, tag=True, omit_defaults=True):
     pass
 
 
-class KVEventBatch(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
+# vllm-router (the consumer that matters) decodes only the array form of the batch: vLLM's
+# array_like EventBatch.
+class KVEventBatch(msgspec.Struct, array_like=True, omit_defaults=True):
     ts: float
     events: list[BlockStored | BlockRemoved | AllBlocksCleared]
     data_parallel_rank: int | None = None
@@ -135,8 +138,9 @@ model_name = "m"
 
 [server.kv_events]
 enabled = true
-endpoint = "tcp://*:{pub_port}"
-replay_endpoint = "tcp://*:{replay_port}"
+endpoint = "tcp://127.0.0.1:{pub_port}"
+mode = "bind"
+replay_endpoint = "tcp://127.0.0.1:{replay_port}"
 topic = "loom"
 """, kv_memory="1MiB")
     server = h.LoomServer(config, model)
@@ -188,7 +192,8 @@ topic = "loom"
         replayed = []
         while True:
             assert dealer.poll(5000), "replay did not answer"
-            _, seq, payload = dealer.recv_multipart()
+            _, topic, seq, payload = dealer.recv_multipart()
+            assert topic == b"loom", topic
             seq = int.from_bytes(seq, "big", signed=True)
             if seq == -1:
                 assert payload == b""

@@ -74,7 +74,8 @@ struct QuantSettings {
 // batches on a ZMQ PUB socket, a ROUTER socket for replay), for KV-aware routers.
 struct KvEventsSettings {
   bool enabled = false;
-  std::string endpoint = "tcp://*:5557";  // PUB: bound when it has a wildcard, else connected (as vLLM)
+  std::string endpoint = "tcp://*:5557";  // the PUB socket's address
+  std::string mode = "auto";              // bind | connect | auto (vLLM's rule: bind when it has a wildcard)
   std::string replay_endpoint;            // ROUTER for missed batches; empty = no replay
   std::string topic;                      // first frame of every message
   int64_t buffer_steps = 10000;           // batches kept for replay

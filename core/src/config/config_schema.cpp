@@ -292,6 +292,7 @@ std::vector<KeySpec> build_schema() {
 
       bool_key("server.kv_events", "enabled", LOOM_FIELD(server, kv_events.enabled)),
       string_key("server.kv_events", "endpoint", LOOM_FIELD(server, kv_events.endpoint)),
+      string_key("server.kv_events", "mode", LOOM_FIELD(server, kv_events.mode), {"auto", "bind", "connect"}),
       string_key("server.kv_events", "replay_endpoint", LOOM_FIELD(server, kv_events.replay_endpoint)),
       string_key("server.kv_events", "topic", LOOM_FIELD(server, kv_events.topic)),
       integer_key("server.kv_events", "buffer_steps", LOOM_FIELD(server, kv_events.buffer_steps), 1, 1 << 24),
