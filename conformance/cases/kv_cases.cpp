@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -470,6 +471,114 @@ void random_run(CaseContext& ctx, const RandomRunConfig& rc) {
   require(n_cow > 0, "the random run never copied on write (case is not exercising it)");
 }
 
+// ABI 1.4 events: a subscriber that only sees the events must know the prefix cache exactly. The
+// mirror is rebuilt from BlockStored/BlockRemoved; before every seq_create it predicts how many
+// leading tokens the allocator will reuse (the chain of announced blocks equal to the prompt), and
+// the allocator must reuse exactly that. A second sink set mid-run must be told every cached block.
+struct EventMirror {
+  struct Block {
+    std::optional<uint64_t> parent;
+    std::vector<int32_t> tokens;
+  };
+  std::map<uint64_t, Block> blocks;
+  uint64_t n_removed = 0;
+  std::string error;
+  static void on_events(void* user, const loom_kv_event* events, uint32_t n) {
+    auto* self = static_cast<EventMirror*>(user);
+    for (uint32_t i = 0; i < n; ++i) self->apply(events[i]);
+  }
+  void apply(const loom_kv_event& e) {
+    if (!error.empty()) return;
+    if (e.type == LOOM_KV_EVENT_BLOCK_STORED) {
+      if (blocks.count(e.block_hash)) error = "BlockStored for a hash already stored";
+      else if (e.has_parent && !blocks.count(e.parent_hash)) error = "BlockStored whose parent was never stored";
+      else blocks[e.block_hash] = {e.has_parent ? std::optional<uint64_t>(e.parent_hash) : std::nullopt,
+                                   std::vector<int32_t>(e.tokens, e.tokens + e.n_tokens)};
+    } else if (e.type == LOOM_KV_EVENT_BLOCK_REMOVED) {
+      if (!blocks.erase(e.block_hash)) error = "BlockRemoved for a hash not stored";
+      ++n_removed;
+    } else if (e.type == LOOM_KV_EVENT_ALL_BLOCKS_CLEARED) {
+      blocks.clear();
+    } else {
+      error = "unknown event type " + std::to_string(e.type);
+    }
+  }
+  // Leading blocks of `prompt` (at most `limit`) that the announced blocks chain up to.
+  uint32_t cached_blocks(const std::vector<int32_t>& prompt, uint32_t bs, uint32_t limit) const {
+    std::optional<uint64_t> parent;
+    uint32_t n = 0;
+    while (n < limit) {
+      const std::vector<int32_t> want(prompt.begin() + n * bs, prompt.begin() + (n + 1) * bs);
+      auto it = std::find_if(blocks.begin(), blocks.end(),
+                             [&](const auto& b) { return b.second.parent == parent && b.second.tokens == want; });
+      if (it == blocks.end()) break;
+      parent = it->first;
+      ++n;
+    }
+    return n;
+  }
+};
+
+void case_events_mirror_prefix_cache(CaseContext& ctx) {
+  const loom_kv_i* table = ctx.plugin->kv();
+  if (!LOOM_HAS_MEMBER(table, loom_kv_i, set_event_sink) || table->set_event_sink == nullptr) {
+    not_supported("no set_event_sink: the allocator publishes no prefix-cache events (ABI < 1.4)");
+  }
+  const uint32_t bs = 4;
+  KvInstance kv(ctx, R"({"n_blocks": 24, "block_size": 4, "prefix_caching": true})");
+  EventMirror mirror;
+  kv.ok(kv->set_event_sink(kv.get(), &EventMirror::on_events, &mirror), "set_event_sink");
+  std::mt19937 rng(2204);
+  // Prompts drawn from a few shared beginnings so the cache is hit, filled and evicted.
+  std::vector<std::vector<int32_t>> stems;
+  for (int s = 0; s < 4; ++s) {
+    std::vector<int32_t> stem;
+    for (int i = 0; i < 12; ++i) stem.push_back(int32_t(rng() % 50));
+    stems.push_back(stem);
+  }
+  std::vector<uint64_t> live;
+  uint32_t n_hits = 0;
+  for (uint64_t op = 0; op < 400; ++op) {
+    if (live.size() >= 3 || (!live.empty() && rng() % 3 == 0)) {
+      const size_t i = rng() % live.size();
+      kv.ok(kv->seq_free(kv.get(), live[i]), "seq_free");
+      live.erase(live.begin() + static_cast<ptrdiff_t>(i));
+      continue;
+    }
+    std::vector<int32_t> prompt = stems[rng() % stems.size()];
+    prompt.resize(4 + rng() % 12);
+    for (int i = 0, extra = int(rng() % 9); i < extra; ++i) prompt.push_back(int32_t(50 + rng() % 200));
+    const uint32_t predicted = mirror.cached_blocks(prompt, bs, (uint32_t(prompt.size()) - 1) / bs) * bs;
+    uint32_t n_cached = 0;
+    const loom_status status = kv->seq_create(kv.get(), op, prompt.data(), uint32_t(prompt.size()), &n_cached);
+    if (status == LOOM_STATUS_OUT_OF_MEMORY) continue;
+    kv.ok(status, "seq_create");
+    require(mirror.error.empty(), "events: " + mirror.error);
+    require(n_cached == predicted, "seq_create reused " + std::to_string(n_cached) + " tokens; the events announced " +
+                                       std::to_string(predicted) + " cached for this prompt");
+    if (n_cached > 0) ++n_hits;
+    live.push_back(op);
+    if (op == 200) {
+      // A late subscriber is told the whole cache.
+      EventMirror late;
+      kv.ok(kv->set_event_sink(kv.get(), &EventMirror::on_events, &late), "set_event_sink (again)");
+      require(late.error.empty(), "announcement: " + late.error);
+      require(late.blocks.size() == mirror.blocks.size(), "a new sink was told " + std::to_string(late.blocks.size()) +
+                                                              " cached blocks, the first one knows " +
+                                                              std::to_string(mirror.blocks.size()));
+      // Back to the first mirror, rebuilt from the announcement alone.
+      mirror.blocks.clear();
+      kv.ok(kv->set_event_sink(kv.get(), &EventMirror::on_events, &mirror), "set_event_sink (back)");
+      require(mirror.blocks.size() == late.blocks.size(), "the announcement differs between two sinks");
+    }
+  }
+  require(mirror.error.empty(), "events: " + mirror.error);
+  require(n_hits > 0, "the run never reused a prefix (case is not exercising it)");
+  require(mirror.n_removed > 0, "the run never evicted a cached block (case is not exercising it)");
+  kv.ok(kv->set_event_sink(kv.get(), nullptr, nullptr), "set_event_sink(NULL)");
+  for (uint64_t id : live) kv.ok(kv->seq_free(kv.get(), id), "seq_free");
+}
+
 }  // namespace
 
 std::vector<Case> kv_cases() {
@@ -485,6 +594,7 @@ std::vector<Case> kv_cases() {
   add("kv.fork_copy_on_write", case_fork_copy_on_write);
   add("kv.random_ops_small_blocks", [](CaseContext& ctx) { random_run(ctx, {48, 4, true, 6000, 1234}); });
   add("kv.random_ops_block16", [](CaseContext& ctx) { random_run(ctx, {40, 16, true, 4000, 99}); });
+  add("kv.events_mirror_prefix_cache", case_events_mirror_prefix_cache);
   add("kv.random_ops_no_prefix_cache", [](CaseContext& ctx) { random_run(ctx, {32, 8, false, 3000, 7}); });
   return cases;
 }

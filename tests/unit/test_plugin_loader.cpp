@@ -3,6 +3,7 @@
 #include "common/error.h"
 #include "plugin/host_services.h"
 #include "plugin/plugin_registry.h"
+#include "plugin/table_validation.h"
 #include "test_paths.h"
 
 using loom::PluginLoader;
@@ -129,4 +130,36 @@ TEST_CASE("LOOM_PLUGIN_PATH extends the search path after the configured folders
   CHECK(path[0] == "/etc/loom");
   CHECK(path[1] == "/opt/a");
   CHECK(path[2] == "/opt/b");
+}
+
+namespace {
+loom_status kv_stub_create(const loom_host_services*, const char*, loom_kv_t**, char*, uint32_t) { return LOOM_STATUS_OK; }
+void kv_stub_destroy(loom_kv_t*) {}
+const char* kv_stub_last_error(loom_kv_t*) { return ""; }
+loom_status kv_stub_stats(loom_kv_t*, loom_kv_stats*) { return LOOM_STATUS_OK; }
+loom_status kv_stub_create_seq(loom_kv_t*, uint64_t, const int32_t*, uint32_t, uint32_t*) { return LOOM_STATUS_OK; }
+loom_status kv_stub_append(loom_kv_t*, uint64_t, const int32_t*, uint32_t) { return LOOM_STATUS_OK; }
+loom_status kv_stub_free(loom_kv_t*, uint64_t) { return LOOM_STATUS_OK; }
+loom_status kv_stub_table(loom_kv_t*, uint64_t, int32_t*, uint32_t, uint32_t*) { return LOOM_STATUS_OK; }
+}  // namespace
+
+TEST_CASE("a KV allocator table from before ABI 1.4 (no set_event_sink) still validates", "[loader]") {
+  loom_kv_i table{};
+  table.create = kv_stub_create;
+  table.destroy = kv_stub_destroy;
+  table.last_error = kv_stub_last_error;
+  table.get_stats = kv_stub_stats;
+  table.seq_create = kv_stub_create_seq;
+  table.seq_append = kv_stub_append;
+  table.seq_free = kv_stub_free;
+  table.seq_block_table = kv_stub_table;
+  // The 1.0-1.3 table ends just before the 1.4 slot: accepted, and the slot reads as absent.
+  table.struct_size = static_cast<uint32_t>(offsetof(loom_kv_i, set_event_sink));
+  CHECK_FALSE(loom::validate_plugin_table(LOOM_PLUGIN_KIND_KV, &table).has_value());
+  CHECK(LOOM_SLOT(&table, loom_kv_i, set_event_sink) == nullptr);
+  // Smaller than the 1.0 table is refused with the sizes named.
+  table.struct_size -= 8;
+  const auto error = loom::validate_plugin_table(LOOM_PLUGIN_KIND_KV, &table);
+  REQUIRE(error.has_value());
+  CHECK_THAT(*error, Catch::Contains("loom_kv_i struct_size is") && Catch::Contains("bytes of ABI 1.0"));
 }
