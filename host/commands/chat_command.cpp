@@ -15,6 +15,7 @@
 #include "gguf/gguf_file.h"
 #include "model/default_model.h"
 #include "tokenizer/tokenizer.h"
+#include "progress_bar.h"
 
 namespace loom::host {
 
@@ -133,7 +134,9 @@ int run_chat(const CommandArgs& args) {
   // One engine, one conversation: every turn resubmits the whole conversation and the prefix cache
   // finds the blocks of the turns before it, so only the new turn is prefilled.
   config.kv.prefix_caching = true;
-  Engine engine(config, path);
+  ProgressBar load_bar("loading model", "MiB", 1 << 20);
+  Engine engine(config, path, [&load_bar](uint64_t done, uint64_t total) { load_bar.update(done, total); });
+  load_bar.finish();
   const Tokenizer& tokenizer = engine.tokenizer();
   std::string note;
   const chat::ChatTemplate chat_template = config.model.chat_template.empty()

@@ -10,6 +10,7 @@
 #include "host_options.h"
 #include "model/default_model.h"
 #include "tokenizer/tokenizer.h"
+#include "progress_bar.h"
 
 namespace loom::host {
 
@@ -158,7 +159,9 @@ int run_generate(const CommandArgs& args) {
       config.model.path.empty() ? default_model_path() : std::filesystem::path(config.model.path);
   std::fprintf(stderr, "loading %s...\n", model_path.string().c_str());
   const auto load_start = Clock::now();
-  Engine engine(config, model_path);
+  ProgressBar load_bar("loading model", "MiB", 1 << 20);
+  Engine engine(config, model_path, [&load_bar](uint64_t done, uint64_t total) { load_bar.update(done, total); });
+  load_bar.finish();
   const double load_seconds = std::chrono::duration<double>(Clock::now() - load_start).count();
   const EngineInfo& info = engine.info();
   std::fprintf(stderr, "%s on %s: KV cache %llu tokens (%u blocks of %u, %.1f MiB), context %lld\n",

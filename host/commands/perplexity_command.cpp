@@ -13,6 +13,7 @@
 #include "gguf/dtype_traits.h"
 #include "host_options.h"
 #include "model/loaded_model.h"
+#include "progress_bar.h"
 
 namespace loom::host {
 
@@ -110,7 +111,9 @@ int run_perplexity(const CommandArgs& args) {
   if (!backend.empty()) config.backend.name = backend;
   if (threads) config.backend.threads = *threads;
   const std::string text = read_file(text_path);
-  LoadedModel loaded = load_model(config);
+  ProgressBar load_bar("loading model", "MiB", 1 << 20);
+  LoadedModel loaded = load_model(config, [&load_bar](uint64_t done, uint64_t total) { load_bar.update(done, total); });
+  load_bar.finish();
   // The text starts with BOS when the model adds one, as llama.cpp's tokenization does.
   const std::vector<int32_t> tokens = loaded.tokenizer->encode(text, true, false);
   if (loaded.tokenizer->add_bos()) options.bos_id = loaded.tokenizer->bos_id();
@@ -126,13 +129,16 @@ int run_perplexity(const CommandArgs& args) {
   std::fflush(stdout);
 
   const auto start = std::chrono::steady_clock::now();
+  ProgressBar window_bar("perplexity", "windows");
   const PerplexityResult result =
-      compute_perplexity(*loaded.model, tokens, options, [](const PerplexityWindowReport& w) {
+      compute_perplexity(*loaded.model, tokens, options, [&window_bar](const PerplexityWindowReport& w) {
+        window_bar.update(static_cast<uint64_t>(w.index + 1), static_cast<uint64_t>(w.n_windows));
         std::printf("[%lld/%lld] %lld scored, running PPL = %.4f +/- %.4f\n", static_cast<long long>(w.index + 1),
                     static_cast<long long>(w.n_windows), static_cast<long long>(w.running.n), w.running.ppl,
                     w.running.ppl_stderr);
         std::fflush(stdout);
       });
+  window_bar.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const auto& s = result.summary;
   std::printf("Final estimate: PPL = %.4f +/- %.4f (mean NLL %.5f +/- %.5f over %lld tokens; %.1f s, %.1f tok/s)\n",

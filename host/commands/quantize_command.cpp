@@ -14,6 +14,7 @@
 #include "plugin/plugin_registry.h"
 #include "quantize/quantize_model.h"
 #include "quantize/quantizer.h"
+#include "progress_bar.h"
 
 namespace loom::host {
 
@@ -62,17 +63,6 @@ std::string dims_text(const std::vector<int64_t>& dims) {
   std::string s;
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? " x " : "") + std::to_string(dims[i]);
   return s;
-}
-
-void draw_progress(size_t done, size_t total, const std::string& what) {
-  constexpr int kWidth = 30;
-  const int filled = total ? static_cast<int>(kWidth * done / total) : kWidth;
-  std::string bar(static_cast<size_t>(filled), '#');
-  bar.resize(kWidth, '.');
-  std::string label = what.size() > 40 ? what.substr(0, 37) + "..." : what;
-  std::fprintf(stderr, "\r[%s] %4zu/%zu %-40s", bar.c_str(), done, total, label.c_str());
-  if (done == total) std::fputc('\n', stderr);
-  std::fflush(stderr);
 }
 
 void print_report(const QuantizeReport& report, bool per_tensor) {
@@ -176,7 +166,11 @@ int run_quantize(const CommandArgs& args) {
     std::fprintf(stderr, "note: %s is a Loom-only format; llama.cpp cannot read the output\n",
                  dtype_name(options.target).c_str());
   }
-  const QuantizeReport report = quantize_model(options, *quantizer, draw_progress);
+  ProgressBar bar("quantize", "tensors");
+  const QuantizeReport report = quantize_model(options, *quantizer, [&bar](size_t done, size_t total, const std::string& tensor) {
+    bar.update(done, total, tensor);
+  });
+  bar.finish();
   print_report(report, !quiet);
   std::printf("wrote %s\n", options.output.string().c_str());
   return 0;

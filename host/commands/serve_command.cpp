@@ -23,6 +23,7 @@
 #include "model/default_model.h"
 #include "server/http_server.h"
 #include "server/server_state.h"
+#include "progress_bar.h"
 
 namespace loom::host {
 
@@ -180,7 +181,9 @@ int run_serve(const CommandArgs& args) {
   const std::filesystem::path model_path = config.model.path.empty() ? default_model_path() : std::filesystem::path(config.model.path);
   std::fprintf(stderr, "loom serve: loading %s on backend '%s'...\n", model_path.string().c_str(), config.backend.name.c_str());
   const auto load_start = std::chrono::steady_clock::now();
-  Engine engine(config, model_path);
+  ProgressBar load_bar("loading model", "MiB", 1 << 20);
+  Engine engine(config, model_path, [&load_bar](uint64_t done, uint64_t total) { load_bar.update(done, total); });
+  load_bar.finish();
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   const EngineInfo& info = engine.info();
   std::fprintf(stderr, "loom serve: loaded in %.2f s\n", load_seconds);

@@ -14,6 +14,8 @@
 #include "server/openai_parse.h"
 #include "server/sse_stream.h"
 #include "tokenizer/tokenizer.h"
+#include "server/engine_state.h"
+#include "server/web_assets.h"
 
 namespace loom::server {
 
@@ -27,7 +29,7 @@ constexpr int kListenBacklog = 1024;
 std::string route_label(const std::string& path) {
   for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/completions/render",
                             "/v1/chat/completions/render", "/v1/models", "/health", "/tokenize", "/detokenize", "/metrics",
-                            "/get_load"}) {
+                            "/get_load", "/", "/engine", "/v1/engine/state"}) {
     if (path == known) return known;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
@@ -245,7 +247,10 @@ void HttpServer::stop() { http_->shut_down(); }
 void HttpServer::install_routes() {
   ServerState& state = state_;
   http_->set_pre_routing_handler([&state](const httplib::Request& req, httplib::Response& res) {
-    if (state.settings.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    // The pages themselves carry no data: they load without the key and ask for it on a 401.
+    if (state.settings.api_key.empty() || req.path == "/health" || req.path == "/" || req.path == "/engine") {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
     const std::string expected = "Bearer " + state.settings.api_key;
     if (req.get_header_value("Authorization") == expected) return httplib::Server::HandlerResponse::Unhandled;
     res.set_header("WWW-Authenticate", "Bearer");
@@ -307,6 +312,15 @@ void HttpServer::install_routes() {
                  send_json(res, 200, {{"status", "ok"}});
                }
              }));
+  http_->Get("/", guarded([](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::string(web::chat_page()), "text/html; charset=utf-8");
+  }));
+  http_->Get("/engine", guarded([](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::string(web::engine_page()), "text/html; charset=utf-8");
+  }));
+  http_->Get("/v1/engine/state", guarded([&state](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, engine_state(state));
+  }));
   // vllm-router's load figure for a worker (its /get_loads): requests admitted and not finished.
   http_->Get("/get_load", guarded([&state](const httplib::Request&, httplib::Response& res) {
     const EngineStats stats = state.engine.stats();

@@ -49,11 +49,17 @@ const char* finish_reason_name(FinishReason reason) {
   return "none";
 }
 
-Engine::Engine(const Config& config, const std::filesystem::path& model_path) : config_(config) {
+Engine::Engine(const Config& config, const std::filesystem::path& model_path, LoadProgress on_load_progress)
+    : config_(config) {
   gguf_ = std::make_unique<gguf::GgufFile>(gguf::GgufFile::open(model_path));
   tokenizer_ = Tokenizer::from_gguf(*gguf_);
-  backend_ = Backend::create(find_backend_plugin(config, config.backend.name), backend_config_json(config));
-  model_ = Model::load(*gguf_, *backend_, ModelOptions{config.model.n_ctx});
+  auto remember = [this](std::shared_ptr<LoadedPlugin> plugin) {
+    const loom_plugin_desc& d = plugin->desc();
+    info_.plugins.push_back({plugin_kind_name(d.kind), plugin->name(), d.version ? d.version : ""});
+    return plugin;
+  };
+  backend_ = Backend::create(remember(find_backend_plugin(config, config.backend.name)), backend_config_json(config));
+  model_ = Model::load(*gguf_, *backend_, ModelOptions{config.model.n_ctx, std::move(on_load_progress)});
 
   const loom_dtype kv_dtype = kv_dtype_from_name(config.kv.dtype);
   const uint64_t per_token = kv_bytes_per_token(model_->info(), kv_dtype);
@@ -69,9 +75,9 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path) : 
   }
   fit_context_to_pool(config, n_blocks * block_size, budget);
   kv_cache_ = model_->create_kv_cache(static_cast<uint32_t>(n_blocks), block_size, kv_dtype);
-  kv_ = std::make_unique<KvManager>(find_plugin(config, LOOM_PLUGIN_KIND_KV, config.kv.allocator),
+  kv_ = std::make_unique<KvManager>(remember(find_plugin(config, LOOM_PLUGIN_KIND_KV, config.kv.allocator)),
                                     static_cast<uint32_t>(n_blocks), block_size, config.kv.prefix_caching);
-  sampler_ = std::make_unique<SamplerHandle>(find_plugin(config, LOOM_PLUGIN_KIND_SAMPLER, config.sampler.plugin),
+  sampler_ = std::make_unique<SamplerHandle>(remember(find_plugin(config, LOOM_PLUGIN_KIND_SAMPLER, config.sampler.plugin)),
                                              config.sampler);
   scheduler_ = std::make_unique<Scheduler>(config.scheduler, *kv_);
 
@@ -101,7 +107,7 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path) : 
   draft_options.kv_dtype = kv_dtype;
   host_models_ = std::make_unique<DrafterHostModels>(*backend_, draft_options);
   if (config.drafter.kind != "none") {
-    drafter_ = std::make_unique<PluginDrafter>(find_plugin(config, LOOM_PLUGIN_KIND_DRAFTER, config.drafter.kind),
+    drafter_ = std::make_unique<PluginDrafter>(remember(find_plugin(config, LOOM_PLUGIN_KIND_DRAFTER, config.drafter.kind)),
                                                host_models_->services(), drafter_config_json(config));
     draft_k_ = static_cast<uint32_t>(config.drafter.k);
   }

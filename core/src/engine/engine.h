@@ -34,7 +34,12 @@ class Tokenizer;
 class Backend;
 class LoadedPlugin;
 
+struct PluginSummary {
+  std::string kind, name, version;
+};
+
 struct EngineInfo {
+  std::vector<PluginSummary> plugins;  // backend, KV allocator, sampler (and drafter) in use
   std::string model_path;
   std::string model_name;
   std::string backend_name;
@@ -54,7 +59,8 @@ class Engine {
  public:
   // Loads the backend, sampler and KV plugins the config names and the model at `model_path`.
   // loom::Error naming what is missing or invalid.
-  Engine(const Config& config, const std::filesystem::path& model_path);
+  // `on_load_progress` sees the weight bytes uploaded (a progress bar while a large model loads).
+  Engine(const Config& config, const std::filesystem::path& model_path, LoadProgress on_load_progress = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -65,6 +65,7 @@ void Engine::update_stats(bool stepped) {
   stats_.waiting = scheduler_->n_waiting() + inbox_.size();
   stats_.kv_blocks_used = kv.n_used;
   stats_.kv_blocks_free = kv.n_free;
+  stats_.kv_blocks_cached = kv.n_cached;
   stats_.prefix_queries = kv.prefix_queries;
   stats_.prefix_hits = kv.prefix_hits;
 }

@@ -41,6 +41,7 @@ struct EngineStats {
   uint32_t kv_blocks_total = 0;
   uint32_t kv_blocks_used = 0;
   uint32_t kv_blocks_free = 0;
+  uint32_t kv_blocks_cached = 0;  // unreferenced blocks kept for prefix reuse (counted in kv_blocks_free)
   uint32_t kv_block_size = 0;
   uint64_t prefix_queries = 0;
   uint64_t prefix_hits = 0;

@@ -23,6 +23,6 @@ struct LoadedModel {
 };
 
 // config.model.path (or the default model when empty) on config.backend. loom::Error on failure.
-LoadedModel load_model(const Config& config);
+LoadedModel load_model(const Config& config, LoadProgress on_progress = {});
 
 }  // namespace loom

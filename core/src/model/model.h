@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,8 +31,12 @@ namespace gguf {
 class GgufFile;
 }
 
+// Weight bytes uploaded so far and in all, after each tensor (for a progress bar).
+using LoadProgress = std::function<void(uint64_t done_bytes, uint64_t total_bytes)>;
+
 struct ModelOptions {
   int64_t n_ctx = 0;  // positions allowed per sequence; 0 = the model's training context
+  LoadProgress on_progress;
 };
 
 struct LoadReport {
@@ -88,7 +93,7 @@ class Model {
   };
 
   Model(ModelInfo info, Backend& backend, ModelOptions options);
-  void load_weights(const gguf::GgufFile& file);
+  void load_weights(const gguf::GgufFile& file, const LoadProgress& progress);
   void read_layer_scales(const gguf::GgufFile& file);
   void validate(const ForwardBatch& batch, const KvCache& kv) const;
   void ensure_scratch(int64_t n_tok, int64_t n_out);

@@ -79,11 +79,11 @@ std::unique_ptr<Model> Model::load(const gguf::GgufFile& file, Backend& backend,
     throw Error(file.label() + ": head_dim " + std::to_string(head_dim) + " exceeds backend '" +
                 backend.name() + "' limit " + std::to_string(backend.caps().max_head_dim));
   }
-  model->load_weights(file);
+  model->load_weights(file, options.on_progress);
   return model;
 }
 
-void Model::load_weights(const gguf::GgufFile& file) {
+void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progress) {
   const ModelInfo& m = info_;
   std::vector<PlannedTensor> plan;
   auto supported_list = [&] {
@@ -199,7 +199,10 @@ void Model::load_weights(const gguf::GgufFile& file) {
   }
   weights_ = backend_.alloc(total, LOOM_BUFFER_USAGE_WEIGHTS);
   std::vector<uint8_t> converted;
+  uint64_t done = 0;
   for (const PlannedTensor& p : plan) {
+    if (progress) progress(done, total);
+    done += p.bytes;
     const std::span<const uint8_t> data = file.tensor_data(*p.source);
     const auto& d = p.source->dims;
     *p.target = tensor_view(weights_, p.offset, p.dtype, d[0], d.size() > 1 ? d[1] : 1);
@@ -222,6 +225,7 @@ void Model::load_weights(const gguf::GgufFile& file) {
     backend_.synchronize();  // `converted` is reused for the next tensor
   }
   backend_.synchronize();  // the file's mapping may go away after load
+  if (progress) progress(total, total);
   if (m.tied_output) output_ = tok_embd_;
   // Fused matrices: each part is a run of whole rows, so a view of those rows is that part's matrix.
   auto rows_of = [&](const loom_tensor& t, int64_t first, int64_t n) {

@@ -1,0 +1,36 @@
+#include "server/engine_state.h"
+
+#include <chrono>
+
+namespace loom::server {
+
+nlohmann::json engine_state(const ServerState& state) {
+  const EngineStats s = state.engine.stats();
+  const EngineInfo& info = state.engine.info();
+  const ModelInfo& model = state.engine.model_info();
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  nlohmann::json plugins = nlohmann::json::array();
+  for (const PluginSummary& p : info.plugins) plugins.push_back({{"kind", p.kind}, {"name", p.name}, {"version", p.version}});
+  return {
+      {"time", now},
+      {"uptime_seconds", now - static_cast<double>(state.created)},
+      {"model",
+       {{"name", state.model_name}, {"architecture", model.arch_name}, {"n_ctx", info.n_ctx}, {"file", info.model_path}}},
+      {"backend", {{"name", info.backend_name}, {"device", info.device_name}}},
+      {"plugins", plugins},
+      {"requests", {{"running", s.running}, {"waiting", s.waiting}, {"finished_total", s.requests_finished}}},
+      {"kv",
+       {{"block_size", s.kv_block_size},
+        {"blocks_total", s.kv_blocks_total},
+        {"blocks_used", s.kv_blocks_used},
+        {"blocks_cached", s.kv_blocks_cached},  // also counted as free: evicted on demand
+        {"blocks_free", s.kv_blocks_free}}},
+      {"prefix_cache",
+       {{"hit_rate", s.prompt_tokens ? double(s.cached_prompt_tokens) / double(s.prompt_tokens) : 0.0},
+        {"prompt_tokens", s.prompt_tokens},
+        {"cached_prompt_tokens", s.cached_prompt_tokens}}},
+      {"tokens", {{"generated_total", s.generated_tokens}, {"prompt_total", s.prompt_tokens}}},
+  };
+}
+
+}  // namespace loom::server
