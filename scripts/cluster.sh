@@ -6,8 +6,8 @@
 #                      [--router-port P] [--worker-port P] [--event-port P] [--config loom.toml]
 #                      [--loom build/bin/loom] [--block-size 16]
 #
-# Replica i listens on worker-port + i and, with --policy kv_aware, publishes its prefix-cache events
-# on event-port + 2i (replay on event-port + 2i + 1), which the router subscribes to. The script
+# Replica i listens on worker-port + i and publishes its prefix-cache events on event-port + 2i
+# (replay on event-port + 2i + 1), which the router subscribes to with --policy kv_aware. The script
 # prints "cluster: ready <router url>" once the router answers, and stops everything on Ctrl-C or
 # SIGTERM. Logs go to a temporary folder it prints. Needs `pip install vllm-router` (scripts/setup.sh).
 set -euo pipefail
@@ -57,9 +57,9 @@ for ((i = 0; i < replicas; i++)); do
   url="http://127.0.0.1:$port"
   cfg="$logs/replica-$i.toml"
   { [[ -n "$config" ]] && cat "$config"; echo; } > "$cfg"
-  if [[ "$policy" == kv_aware ]]; then
-    pub=$((event_port + 2 * i))
-    cat >> "$cfg" <<EOF
+  # Every replica publishes its KV events (a router can subscribe later); kv_aware subscribes now.
+  pub=$((event_port + 2 * i))
+  cat >> "$cfg" <<EOF
 
 [server.kv_events]
 enabled = true
@@ -67,6 +67,7 @@ mode = "bind"
 endpoint = "tcp://127.0.0.1:$pub"
 replay_endpoint = "tcp://127.0.0.1:$((pub + 1))"
 EOF
+  if [[ "$policy" == kv_aware ]]; then
     router_args+=(--kv-event-source "$url=tcp://127.0.0.1:$pub" --kv-event-replay-source "$url=tcp://127.0.0.1:$((pub + 1))")
   fi
   model_args=()
@@ -90,8 +91,11 @@ echo "cluster: ${replicas} replicas up (logs in $logs)"
 if [[ "$policy" == kv_aware ]]; then
   router_args+=(--kv-event-block-size "$block_size" --kv-event-model loom)
 fi
+# Health checks every 2 s, one failure marks a replica down and one success brings it back, so a
+# restarted replica rejoins within seconds (the router's defaults: 60 s, 3 and 2).
 vllm-router --host 127.0.0.1 --port "$router_port" --worker-urls "${worker_urls[@]}" --policy "$policy" \
-  --worker-startup-check-interval 1 "${router_args[@]}" > "$logs/router.out" 2>&1 &
+  --worker-startup-check-interval 1 --health-check-interval-secs 2 --health-failure-threshold 1 \
+  --health-success-threshold 1 --cb-timeout-duration-secs 2 "${router_args[@]}" > "$logs/router.out" 2>&1 &
 pids+=($!)
 for _ in $(seq 600); do
   if python3 - "$router_port" <<'PY' 2>/dev/null; then break; fi
@@ -102,5 +106,7 @@ PY
   sleep 0.1
 done
 echo "cluster: ready http://127.0.0.1:$router_port (policy $policy)"
-wait -n "${pids[@]}" || true
-echo "cluster: a process exited; stopping" >&2
+# A replica may die and be restarted by hand (the router retries elsewhere meanwhile); the
+# cluster stops when the router does.
+wait "${pids[-1]}" || true
+echo "cluster: the router exited; stopping" >&2

@@ -131,6 +131,11 @@ KvEventPublisher::KvEventPublisher(const KvEventsSettings& settings, uint32_t bl
       throw Error("[server.kv_events] replay_endpoint \"" + settings.replay_endpoint + "\": " + e.what());
     }
   }
+  // A (re)started replica holds nothing: the first batch says so, and a router that knew this
+  // worker's blocks from before a crash drops them.
+  KvEvent cleared;
+  cleared.type = LOOM_KV_EVENT_ALL_BLOCKS_CLEARED;
+  queue_.push_back(cleared);
   thread_ = std::thread([this] { run(); });
 }
 

@@ -11,7 +11,10 @@ prompt tokens, summed) and compared with the same 60 requests sent to one replic
   - kv_aware (fed by the replicas' ZMQ KV events) and cache_aware must reach >= 80% of it;
   - kv_aware must also send every routed request of a group to the replica holding its prefix,
     which only the events can tell it (the warm-up requests never went through the router);
-  - round_robin is reported beside them for contrast.
+  - round_robin is reported beside them for contrast;
+  - a replica killed mid-run (SIGKILL, 12 requests in flight): every request is answered or refused
+    with an error body, none hangs; restarted, its first event batch is AllBlocksCleared and the
+    router sends it requests again.
 Bounded: 60 requests per policy, one token each, each with a 60 s timeout. Skips (77) when
 vllm-router is not installed (pip install vllm-router; scripts/setup.sh does).
 """
@@ -26,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 GROUPS, PER_GROUP, PREFIX, TAIL, BLOCK = 6, 10, 256, 16, 16
@@ -76,13 +80,13 @@ def complete(port, tokens):
 
 
 class Cluster:
-    def __init__(self, script, loom, model, policy, scratch):
+    def __init__(self, script, loom, model, policy, scratch, tag=""):
         self.router = free_ports(1)[0]
         # Consecutive worker ports and event ports, as cluster.sh numbers them.
         self.worker_base = self._free_run(REPLICAS)
         self.event_base = self._free_run(2 * REPLICAS)
         self.workers = [self.worker_base + i for i in range(REPLICAS)]
-        self.log = open(os.path.join(scratch, f"cluster-{policy}.log"), "w+")
+        self.log = open(os.path.join(scratch, f"cluster-{policy}{tag}.log"), "w+")
         self.proc = subprocess.Popen(
             ["bash", script, "--replicas", str(REPLICAS), "--model", model, "--policy", policy, "--loom", loom,
              "--router-port", str(self.router), "--worker-port", str(self.worker_base),
@@ -146,6 +150,75 @@ def run_policy(args, policy, scratch, requests):
     return sum(hits) / sum(queries), hits
 
 
+def status_of(port, tokens, timeout=60):
+    """HTTP status of one completion through the router (an error status counts as an answer)."""
+    try:
+        post(port, "/v1/completions", {"prompt": tokens, "max_tokens": 32, "temperature": 0}, timeout=timeout)
+        return 200
+    except urllib.error.HTTPError as e:
+        body = e.read()
+        assert body, f"error {e.code} without a body"
+        return e.code
+
+
+def run_failover(args, scratch):
+    """A replica killed mid-run: every in-flight request is answered or refused with an error, none
+    hangs; the restarted replica clears its blocks (AllBlocksCleared first) and rejoins."""
+    import threading
+    import zmq
+    import msgspec
+    # round_robin: every healthy replica gets its turn, so rejoining is visible within a few requests.
+    cluster = Cluster(args.script, args.loom, args.model, "round_robin", scratch, tag="failover")
+    try:
+        cluster.log.seek(0)
+        logs = cluster.log.read().split("logs in ")[1].split(")")[0]
+        victim = cluster.workers[1]
+        rng = random.Random(7)
+        results = []
+        def client(k):
+            tokens = [rng.randrange(3, 500) for _ in range(64 + k)]
+            results.append(status_of(cluster.router, tokens))
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(12)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)
+        pid = subprocess.run(["pgrep", "-f", f"serve .*--port {victim}"], capture_output=True, text=True).stdout.split()
+        assert pid, "replica 1 not found"
+        os.kill(int(pid[0]), signal.SIGKILL)
+        for t in threads:
+            t.join(120)
+        assert not any(t.is_alive() for t in threads), "a request hung after a replica was killed"
+        print(f"replica killed mid-run: {len(results)} of 12 answered, statuses {sorted(results)}")
+        assert len(results) == 12
+
+        replica = subprocess.Popen([args.loom, "serve", "--config", os.path.join(logs, "replica-1.toml"), "--model",
+                                    args.model, "--host", "127.0.0.1", "--port", str(victim)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        try:
+            assert "listening on" in replica.stdout.readline()
+            dealer = zmq.Context.instance().socket(zmq.DEALER)
+            dealer.connect(f"tcp://127.0.0.1:{cluster.event_base + 3}")
+            dealer.send_multipart([b"", (0).to_bytes(8, "big")])
+            assert dealer.poll(5000), "the restarted replica's replay did not answer"
+            _, _, seq, payload = dealer.recv_multipart()
+            first = msgspec.msgpack.decode(payload)
+            assert int.from_bytes(seq, "big") == 0 and first[1] == [{"type": "AllBlocksCleared"}], first
+            dealer.close(0)
+            print("restarted replica: batch 0 is AllBlocksCleared")
+            # Rejoins: fresh prompts through the router until one is served there.
+            deadline, served = time.time() + 60, 0
+            while time.time() < deadline and served == 0:
+                status_of(cluster.router, [rng.randrange(3, 500) for _ in range(40)])
+                served = prefix_counters(victim)[1]
+            assert served > 0, "the restarted replica got no request within 60 s"
+            print("restarted replica rejoined: it serves requests again")
+        finally:
+            os.killpg(replica.pid, signal.SIGTERM)
+            replica.wait(30)
+    finally:
+        cluster.stop()
+
+
 def run_single(args, scratch, requests):
     port = free_ports(1)[0]
     proc = subprocess.Popen([args.loom, "serve", "--config", os.path.join(scratch, "replica.toml"), "--model", args.model,
@@ -203,6 +276,7 @@ def main():
     print(f"round_robin for contrast: {results['round_robin'] / single:.2f} of one replica")
     if not ok:
         sys.exit(1)
+    run_failover(args, scratch)
     print("PASS")
 
 

@@ -10,6 +10,7 @@ synthetic model:
   - the same prompt again stores nothing new (its blocks are reused);
   - a KV pool too small for both of two long prompts evicts blocks: BlockRemoved names hashes that
     were stored before;
+  - the first batch a fresh server sends is AllBlocksCleared (a router drops what it knew of it);
   - the replay socket returns every batch from a given sequence number, then the end marker (-1);
   - /metrics carries vLLM's gauge names (vllm:num_requests_running, ..., vllm:kv_cache_usage_perc).
 Skips (77) without pyzmq or msgspec.
@@ -147,6 +148,17 @@ topic = "loom"
     try:
         sub = Subscriber(pub_port, "loom")
         time.sleep(0.5)  # PUB/SUB: a subscription made after a send misses it
+
+        # Replay from 0 first: a fresh server's first batch clears whatever a router knew before.
+        dealer0 = zmq.Context.instance().socket(zmq.DEALER)
+        dealer0.connect(f"tcp://127.0.0.1:{replay_port}")
+        dealer0.send_multipart([b"", (0).to_bytes(8, "big")])
+        assert dealer0.poll(5000), "replay did not answer"
+        _, _, seq, payload = dealer0.recv_multipart()
+        assert int.from_bytes(seq, "big") == 0 and DECODER.decode(payload).events == [AllBlocksCleared()], payload
+        dealer0.close(0)
+        sub.drain(settle=0.3)  # the same batch, live (when the subscription was in time)
+        print("startup: batch 0 is AllBlocksCleared")
 
         prompt_a = " ".join(f"alpha{i}" for i in range(40))
         tokens_a = tokens_of(server, prompt_a)
