@@ -3,6 +3,7 @@
 #include <random>
 
 #include "server/api_error.h"
+#include "server/tool_calls_gemma4.h"
 
 namespace loom::server {
 
@@ -210,6 +211,7 @@ json template_context(const json& body, const std::optional<ToolRequest>& tools)
 }
 
 ToolCallFormat tool_call_format(const std::string& source) {
+  if (source.find("<|tool_call>") != std::string::npos) return ToolCallFormat::gemma4;
   if (source.find("[TOOL_CALLS]") != std::string::npos) return ToolCallFormat::mistral;
   if (source.find("<tool_call>") != std::string::npos) return ToolCallFormat::hermes;
   if (source.find("<|python_tag|>") != std::string::npos || source.find("ipython") != std::string::npos) return ToolCallFormat::llama3;
@@ -220,6 +222,13 @@ ParsedReply parse_tool_calls(const std::string& text, ToolCallFormat format) {
   switch (format) {
     case ToolCallFormat::mistral: return parse_mistral(text);
     case ToolCallFormat::llama3: return parse_llama3(text);
+    case ToolCallFormat::gemma4: {
+      const auto parsed = parse_gemma4_tool_calls(text);
+      if (!parsed) return {trim(text), {}};
+      ParsedReply reply{trim(parsed->content), {}};
+      for (const auto& call : parsed->calls) reply.calls.push_back({call_id(), call.name, call.arguments.dump()});
+      return reply;
+    }
     case ToolCallFormat::hermes: break;
   }
   return parse_hermes(text);

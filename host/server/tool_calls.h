@@ -4,6 +4,7 @@
 //   hermes  <tool_call>{"name": ..., "arguments": {...}}</tool_call>   (Qwen 2.5/3, Hermes, SmolLM3)
 //   llama3  {"name": ..., "parameters": {...}}, optionally after <|python_tag|>  (Llama 3.1+)
 //   mistral [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]         (Mistral, Ministral)
+//   gemma4  <|tool_call>call:NAME{key:<|"|>text<|"|>,n:1}<tool_call|>     (Gemma 4; tool_calls_gemma4.h)
 // tool_choice "required" or a named function is enforced by a grammar instead (vLLM's way): the
 // model writes a JSON array of {"name", "parameters"} objects that always parses, whatever its family.
 #pragma once
@@ -19,7 +20,7 @@
 namespace loom::server {
 
 enum class ToolChoice { none, automatic, required, named };
-enum class ToolCallFormat { hermes, llama3, mistral };
+enum class ToolCallFormat { hermes, llama3, mistral, gemma4 };
 
 struct ToolRequest {
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // as sent (function tools only)

@@ -1,6 +1,10 @@
 // Tool calls read back out of model text in each family's format, and the tool fields' validation.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+
+#include "chat/chat_template.h"
 #include "server/api_error.h"
 #include "server/reasoning.h"
 #include "server/tool_calls.h"
@@ -107,4 +111,53 @@ TEST_CASE("reasoning: <think> split from the answer, opened by the reply or by t
   CHECK(loom::server::reasoning_safe_length("abc</thi") == 3);
   CHECK(loom::server::reasoning_safe_length("abc</think>x") == 12);
   CHECK(loom::server::reasoning_safe_length("abc<") == 3);
+}
+
+TEST_CASE("tool calls: Gemma 4 <|tool_call>call:NAME{...} blocks, strings in <|\"|>", "[tools]") {
+  const std::string text =
+      "Let me check.<|tool_call>call:get_weather{city:<|\"|>Paris, France<|\"|>,days:3,metric:true,"
+      "extra:null,spots:[<|\"|>a{b}<|\"|>,2.5],filter:{min:-1}}<tool_call|><|tool_call>call:ping{}<tool_call|>";
+  const auto reply = loom::server::parse_tool_calls(text, ToolCallFormat::gemma4);
+  REQUIRE(reply.calls.size() == 2);
+  CHECK(reply.calls[0].name == "get_weather");
+  CHECK(args_of(reply, 0) == json::parse(R"({"city": "Paris, France", "days": 3, "metric": true, "extra": null,
+                                               "spots": ["a{b}", 2.5], "filter": {"min": -1}})"));
+  CHECK(reply.calls[1].name == "ping");
+  CHECK(args_of(reply, 1) == json::object());
+  CHECK(reply.content == "Let me check.");
+  // A block that does not parse leaves the text as content.
+  const auto broken = loom::server::parse_tool_calls("<|tool_call>call:f{a:<|\"|>open}<tool_call|>", ToolCallFormat::gemma4);
+  CHECK(broken.calls.empty());
+  CHECK(loom::server::tool_call_format("{{- '<|tool_call>call:' + function['name'] + '{' -}}") == ToolCallFormat::gemma4);
+}
+
+TEST_CASE("tool calls: what Gemma 4's published template writes for a call parses back to the same arguments", "[tools]") {
+  const auto path = std::filesystem::path(std::getenv("HOME") ? std::getenv("HOME") : "") / ".cache/loom/templates" /
+                    "google-gemma-4-31B-it.jinja";
+  if (!std::filesystem::exists(path)) {
+    WARN(path.string() << " is absent (scripts/setup.sh fetches llama.cpp's templates); skipping");
+    return;
+  }
+  std::ifstream in(path);
+  const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto tmpl = loom::chat::ChatTemplate::parse(source);
+  const json arguments = json::parse(R"({"city": "Paris, France", "days": 3, "metric": true, "ratio": 0.5,
+                                        "spots": ["a{b}", "c"], "filter": {"min": -1, "tags": ["x"]}})");
+  json context = {{"messages", json::array({{{"role", "user"}, {"content", "Weather?"}},
+                                            {{"role", "assistant"},
+                                             {"tool_calls", json::array({{{"id", "call_1"}, {"type", "function"},
+                                                                          {"function", {{"name", "get_weather"},
+                                                                                        {"arguments", arguments}}}}})}}})},
+                  {"bos_token", "<bos>"}, {"add_generation_prompt", false}};
+  const std::string rendered = tmpl.render(context);
+  const size_t start = rendered.find("<|tool_call>");
+  REQUIRE(start != std::string::npos);
+  const size_t end = rendered.find("<tool_call|>", start);
+  REQUIRE(end != std::string::npos);
+  const std::string block = rendered.substr(start, end + 12 - start);
+  INFO("template wrote: " << block);
+  const auto reply = loom::server::parse_tool_calls(block, ToolCallFormat::gemma4);
+  REQUIRE(reply.calls.size() == 1);
+  CHECK(reply.calls[0].name == "get_weather");
+  CHECK(nlohmann::json::parse(reply.calls[0].arguments) == nlohmann::json::parse(arguments.dump()));
 }
