@@ -61,7 +61,8 @@ void GenerationJob::prepare_prompts() {
       context["eos_token"] = eos;
       text = state_.chat_template.render(context);
       reasoning_ = template_reasons(state_.chat_template.source());
-      reasoning_starts_inside_ = reasoning_ && prompt_opens_reasoning(text);
+      reasoning_tags_ = server::reasoning_tags(state_.chat_template.source());
+      reasoning_starts_inside_ = reasoning_ && prompt_opens_reasoning(text, reasoning_tags_);
     } catch (const Error& e) {
       throw invalid_param("messages", std::string("the chat template refused the messages: ") + e.what());
     }

@@ -12,6 +12,7 @@
 #include "engine/request.h"
 #include "server/event_channel.h"
 #include "server/openai_parse.h"
+#include "server/reasoning.h"
 #include "server/server_state.h"
 
 namespace loom::server {
@@ -73,6 +74,7 @@ class GenerationJob {
   // A reasoning model's chat reply: its <think> part goes out as reasoning_content.
   bool reasoning() const { return reasoning_; }
   bool reasoning_starts_inside() const { return reasoning_starts_inside_; }
+  const ReasoningTags& reasoning_tags() const { return reasoning_tags_; }
 
  private:
   void prepare_prompts();
@@ -85,7 +87,8 @@ class GenerationJob {
   std::vector<PreparedPrompt> prompts_;
   std::vector<ChoiceProgress> choices_;
   std::shared_ptr<const CompiledConstraint> constraint_;
-  bool reasoning_ = false, reasoning_starts_inside_ = false;  // structured output, compiled once for every choice
+  bool reasoning_ = false, reasoning_starts_inside_ = false;
+  ReasoningTags reasoning_tags_ = kThinkTags;  // structured output, compiled once for every choice
   size_t n_finished_ = 0;
   int64_t n_admitted_ = 0;  // counted in state_.n_unfinished, returned by the engine's final events
   std::shared_ptr<EventChannel> channel_ = std::make_shared<EventChannel>();

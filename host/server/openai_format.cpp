@@ -78,7 +78,7 @@ bool tools_active(const GenerationJob& job) { return job.params().tools && job.p
 // A reasoning model's reply split at </think>; other replies are all content.
 SplitReply split_reply(const GenerationJob& job, const std::string& text) {
   if (!job.reasoning()) return {"", text, true};
-  return split_reasoning(text, job.reasoning_starts_inside());
+  return split_reasoning(text, job.reasoning_starts_inside(), job.reasoning_tags());
 }
 
 // The reply read for tool calls: forced ones are a JSON list; otherwise the family's own format.
@@ -196,8 +196,9 @@ std::vector<json> stream_chunks(GenerationJob& job, const ChoiceEvent& ce) {
     }
     if (job.reasoning()) {
       // What is safe to send (not a partial </think>), split, and the new part of each side.
-      const std::string ready = e.finish == FinishReason::none ? c.text.substr(0, reasoning_safe_length(c.text)) : c.text;
-      const SplitReply split = split_reasoning(ready, job.reasoning_starts_inside());
+      const std::string ready =
+          e.finish == FinishReason::none ? c.text.substr(0, reasoning_safe_length(c.text, job.reasoning_tags())) : c.text;
+      const SplitReply split = split_reasoning(ready, job.reasoning_starts_inside(), job.reasoning_tags());
       json delta = json::object();
       if (split.reasoning.size() > c.sent_reasoning) delta["reasoning_content"] = split.reasoning.substr(c.sent_reasoning);
       if (split.content.size() > c.sent_content) delta["content"] = split.content.substr(c.sent_content);

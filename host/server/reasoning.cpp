@@ -6,8 +6,6 @@ namespace loom::server {
 
 namespace {
 
-constexpr std::string_view kOpen = "<think>", kClose = "</think>";
-
 std::string trim_newlines(std::string s) {
   const size_t a = s.find_first_not_of('\n');
   if (a == std::string::npos) return "";
@@ -17,17 +15,24 @@ std::string trim_newlines(std::string s) {
 
 }  // namespace
 
-bool template_reasons(const std::string& source) {
-  return source.find(kOpen) != std::string::npos || source.find(kClose) != std::string::npos;
+ReasoningTags reasoning_tags(const std::string& source) {
+  return source.find(kGemma4Tags.close) != std::string::npos ? kGemma4Tags : kThinkTags;
 }
 
-bool prompt_opens_reasoning(const std::string& prompt) {
+bool template_reasons(const std::string& source) {
+  const ReasoningTags tags = reasoning_tags(source);
+  return source.find(tags.open) != std::string::npos || source.find(tags.close) != std::string::npos;
+}
+
+bool prompt_opens_reasoning(const std::string& prompt, const ReasoningTags& tags) {
+  const std::string_view kOpen = tags.open;
   const size_t end = prompt.find_last_not_of(" \n");
   if (end == std::string::npos || end + 1 < kOpen.size()) return false;
   return prompt.compare(end + 1 - kOpen.size(), kOpen.size(), kOpen) == 0;
 }
 
-SplitReply split_reasoning(const std::string& text, bool starts_inside) {
+SplitReply split_reasoning(const std::string& text, bool starts_inside, const ReasoningTags& tags) {
+  const std::string_view kOpen = tags.open, kClose = tags.close;
   std::string body = text;
   const size_t lead = body.find_first_not_of(" \n");
   const bool opens = lead != std::string::npos && body.compare(lead, kOpen.size(), kOpen) == 0;
@@ -40,9 +45,10 @@ SplitReply split_reasoning(const std::string& text, bool starts_inside) {
   return {"", text, true};
 }
 
-size_t reasoning_safe_length(const std::string& text) {
+size_t reasoning_safe_length(const std::string& text, const ReasoningTags& tags) {
+  const std::string_view kClose = tags.close;
   if (text.find(kClose) != std::string::npos) return text.size();
-  // Hold back a suffix that could be the start of "</think>".
+  // Hold back a suffix that could be the start of the closing tag.
   for (size_t keep = std::min(text.size(), kClose.size() - 1); keep > 0; --keep) {
     if (text.compare(text.size() - keep, keep, kClose.substr(0, keep)) == 0) return text.size() - keep;
   }

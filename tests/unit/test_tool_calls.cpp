@@ -161,3 +161,14 @@ TEST_CASE("tool calls: what Gemma 4's published template writes for a call parse
   CHECK(reply.calls[0].name == "get_weather");
   CHECK(nlohmann::json::parse(reply.calls[0].arguments) == nlohmann::json::parse(arguments.dump()));
 }
+
+TEST_CASE("reasoning: Gemma 4's <|channel>thought block, tags chosen by the template", "[tools][reasoning]") {
+  using loom::server::kGemma4Tags;
+  CHECK(loom::server::reasoning_tags("{{- '<|channel>thought\\n' + t + '\\n<channel|>' -}}").close == kGemma4Tags.close);
+  CHECK(loom::server::reasoning_tags("<think>").close == loom::server::kThinkTags.close);
+  auto s = loom::server::split_reasoning("<|channel>thought\nCheck units.<channel|>It is 4 km.", false, kGemma4Tags);
+  CHECK(s.reasoning == "Check units.");
+  CHECK(s.content == "It is 4 km.");
+  CHECK(loom::server::reasoning_safe_length("Hmm<chan", kGemma4Tags) == 3);  // a partial closing tag is held back
+  CHECK(loom::server::split_reasoning("Plain answer.", false, kGemma4Tags).content == "Plain answer.");
+}
