@@ -29,7 +29,7 @@ constexpr int kListenBacklog = 1024;
 std::string route_label(const std::string& path) {
   for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/completions/render",
                             "/v1/chat/completions/render", "/v1/models", "/health", "/tokenize", "/detokenize", "/metrics",
-                            "/get_load", "/", "/engine", "/v1/engine/state"}) {
+                            "/get_load", "/get_server_info", "/", "/engine", "/v1/engine/state"}) {
     if (path == known) return known;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
@@ -320,6 +320,14 @@ void HttpServer::install_routes() {
   }));
   http_->Get("/v1/engine/state", guarded([&state](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, engine_state(state));
+  }));
+  // SGLang/vllm-router's worker description (the router proxies it and reads the block size).
+  http_->Get("/get_server_info", guarded([&state](const httplib::Request&, httplib::Response& res) {
+    const EngineInfo& info = state.engine.info();
+    send_json(res, 200, {{"model_path", info.model_path}, {"served_model_name", state.model_name},
+                         {"max_model_len", info.n_ctx}, {"kv_block_size", info.kv_block_size},
+                         {"max_num_seqs", info.max_num_seqs}, {"backend", info.backend_name},
+                         {"kv_events", state.settings.kv_events.enabled}});
   }));
   // vllm-router's load figure for a worker (its /get_loads): requests admitted and not finished.
   http_->Get("/get_load", guarded([&state](const httplib::Request&, httplib::Response& res) {

@@ -175,6 +175,10 @@ topic = "loom"
         assert not [e for e in events if isinstance(e, BlockStored)], f"cached prompt stored again: {events}"
         print("same prompt again: no new blocks")
 
+        status, info = server.json("GET", "/get_server_info")
+        assert status == 200 and info["kv_block_size"] == BLOCK and info["kv_events"] is True, info
+        status, load = server.json("GET", "/get_load")
+        assert status == 200 and load == {"load": 0}, load
         metrics = server.metrics()
         for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
                      "vllm:prefix_cache_hits_total"):
