@@ -39,13 +39,16 @@ MatmulPlan plan_for(loom_dtype type, int64_t n_in, const Kernels& k) {
     default: {
       // Types whose integer kernels only some tables have.
       const WeightKernels* integer = type == LOOM_DTYPE_Q5_K     ? &k.q5_k
+                                     : type == LOOM_DTYPE_Q2_K   ? &k.q2_k
+                                     : type == LOOM_DTYPE_Q3_K   ? &k.q3_k
                                      : type == LOOM_DTYPE_IQ4_XS ? &k.iq4_xs
                                      : type == LOOM_DTYPE_Q4_1   ? &k.q4_1
                                      : type == LOOM_DTYPE_Q5_1   ? &k.q5_1
                                      : type == LOOM_DTYPE_IQ4_NL ? &k.iq4_nl
                                                                  : nullptr;
       if (integer != nullptr && integer->tile != nullptr) {
-        const bool super_blocks = type == LOOM_DTYPE_Q5_K || type == LOOM_DTYPE_IQ4_XS;
+        const bool super_blocks = type == LOOM_DTYPE_Q5_K || type == LOOM_DTYPE_IQ4_XS || type == LOOM_DTYPE_Q2_K ||
+                                  type == LOOM_DTYPE_Q3_K;
         return super_blocks ? MatmulPlan{ActFormat::q8k, *integer, size_t(n_in / 256) * sizeof(BlockQ8K)}
                             : MatmulPlan{ActFormat::q8, *integer, size_t(n_in / 32) * sizeof(BlockQ8)};
       }

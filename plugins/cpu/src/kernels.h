@@ -67,6 +67,8 @@ struct Kernels {
   WeightKernels q5_k{nullptr, nullptr}, iq4_xs{nullptr, nullptr};
   // The same for BlockQ8 rows.
   WeightKernels q4_1{nullptr, nullptr}, q5_1{nullptr, nullptr}, iq4_nl{nullptr, nullptr};
+  // The 2- and 3-bit K-quants on BlockQ8K rows.
+  WeightKernels q2_k{nullptr, nullptr}, q3_k{nullptr, nullptr};
 };
 
 const Kernels& scalar_kernels();

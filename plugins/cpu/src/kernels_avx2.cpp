@@ -304,7 +304,9 @@ const Kernels kAvx2 = {"avx2",
                        avx2_iq4_xs_kernels(),
                        avx2_q4_1_kernels(),
                        avx2_q5_1_kernels(),
-                       avx2_iq4_nl_kernels()};
+                       avx2_iq4_nl_kernels(),
+                       avx2_q2_k_kernels(),
+                       avx2_q3_k_kernels()};
 
 }  // namespace
 

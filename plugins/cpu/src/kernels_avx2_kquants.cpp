@@ -1,4 +1,4 @@
-// AVX2 kernels for Q5_K, IQ4_XS (on BlockQ8K rows), Q4_1, Q5_1 and IQ4_NL (on BlockQ8 rows): one weight row x up to kMaxTile BlockQ8K activation rows, and
+// AVX2 kernels for Q2_K, Q3_K, Q5_K, IQ4_XS (on BlockQ8K rows), Q4_1, Q5_1 and IQ4_NL (on BlockQ8 rows): one weight row x up to kMaxTile BlockQ8K activation rows, and
 // the decode loop over many rows. Each 256-value block is unpacked once per tile; the integer dot
 // products are exact, so results differ from the reference only in float summation order and the
 // activations' int8 rounding. This file is compiled with -mavx2 -mfma -mf16c.
@@ -34,6 +34,18 @@ struct BlockQ5_1 {
   uint16_t d, m;
   uint8_t qh[4];
   uint8_t qs[16];
+};
+
+struct BlockQ2K {  // GGML's block_q2_K: x = d * (scale nibble) * q - dmin * (min nibble)
+  uint8_t scales[16];
+  uint8_t qs[64];
+  uint16_t d, dmin;
+};
+struct BlockQ3K {  // GGML's block_q3_K: x = d * (6-bit scale - 32) * (q - 4 * !hbit)
+  uint8_t hmask[32];
+  uint8_t qs[64];
+  uint8_t scales[12];
+  uint16_t d;
 };
 
 constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
@@ -80,6 +92,108 @@ void dot_q5_k_t(int64_t n, const void* w, const void* x, size_t xs, float* out) 
     for (int j = 0; j < NX; j++) acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * act_row<BlockQ8K>(x, xs, j)[b].d), sum_i32(sumi[j]), acc[j]);
   }
   for (int j = 0; j < NX; j++) out[j] = hsum(acc[j]) - mins[j];
+}
+
+// Both 2-bit K-quants store value 128h + 32j + l (l < 32) in bits 2j of qs[32h + l], and give
+// each 16 values (sub-block 8h + 2j + l / 16) its own scale, so one 32-byte load and shift yields
+// two sub-blocks in activation order. vpmaddubsw (unsigned weight x signed activation) pairs them;
+// vpmaddwd with the two sub-blocks' scales, one per 128-bit lane, sums them.
+inline __m256i two_scales(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16(int16_t(hi)), _mm_set1_epi16(int16_t(lo))); }
+
+// Q2_K: q in 0..3 with a 4-bit scale and a 4-bit min per sub-block; the mins apply through the
+// activations' 16-value sums (bsums).
+template <int NX>
+void dot_q2_k_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
+  const auto* wb = static_cast<const BlockQ2K*>(w);
+  const __m256i bits2 = _mm256_set1_epi8(0x03);
+  __m256 acc[NX];
+  float mins[NX];
+  for (int j = 0; j < NX; j++) acc[j] = _mm256_setzero_ps(), mins[j] = 0.0f;
+  for (int64_t b = 0; b < n / 256; b++) {
+    const BlockQ2K& blk = wb[b];
+    const float d = h2f(blk.d), dmin = h2f(blk.dmin);
+    __m256i sumi[NX];
+    for (int j = 0; j < NX; j++) {
+      sumi[j] = _mm256_setzero_si256();
+      const BlockQ8K& yb = act_row<BlockQ8K>(x, xs, j)[b];
+      int summ = 0;
+      for (int k = 0; k < 16; k++) summ += (blk.scales[k] >> 4) * yb.bsums[k];
+      mins[j] += yb.d * dmin * float(summ);
+    }
+    for (int h = 0; h < 2; h++) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * h));
+      for (int s = 0; s < 4; s++) {
+        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * s), bits2);
+        const int k = 8 * h + 2 * s;
+        const __m256i sc = two_scales(blk.scales[k] & 0xF, blk.scales[k + 1] & 0xF);
+        for (int j = 0; j < NX; j++) {
+          const int8_t* y = act_row<BlockQ8K>(x, xs, j)[b].qs + 128 * h + 32 * s;
+          const __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y)));
+          sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(p, sc));
+        }
+      }
+    }
+    for (int j = 0; j < NX; j++) acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * act_row<BlockQ8K>(x, xs, j)[b].d), sum_i32(sumi[j]), acc[j]);
+  }
+  for (int j = 0; j < NX; j++) out[j] = hsum(acc[j]) - mins[j];
+}
+
+// Q3_K's 16 signed 6-bit scales: low nibbles in bytes 0-7 (sub-blocks 0-7 low, 8-15 high nibble),
+// high bit pairs in bytes 8-11 (sub-block k: byte 8 + k % 4, bits 2 (k / 4)).
+inline void q3_k_scales(const uint8_t* packed, int* out) {
+  for (int k = 0; k < 16; k++) {
+    const int low = k < 8 ? packed[k] & 0xF : packed[k - 8] >> 4;
+    const int high = (packed[8 + k % 4] >> (2 * (k / 4))) & 3;
+    out[k] = (low | (high << 4)) - 32;
+  }
+}
+
+// Q3_K: q = (2 low bits) - 4 unless the value's hmask bit is set. vpmaddubsw takes u = q + 4 =
+// low | hbit << 2 (0..7); the -4 comes back through the activations' 16-value sums.
+template <int NX>
+void dot_q3_k_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
+  const auto* wb = static_cast<const BlockQ3K*>(w);
+  const __m256i bits2 = _mm256_set1_epi8(0x03), bit0 = _mm256_set1_epi8(0x01);
+  __m256 acc[NX];
+  for (int j = 0; j < NX; j++) acc[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; b++) {
+    const BlockQ3K& blk = wb[b];
+    int sc[16];
+    q3_k_scales(blk.scales, sc);
+    const __m256i hmask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.hmask));
+    __m256i sumi[NX];
+    int offset[NX];  // 4 * sum over sub-blocks of scale * activation sum
+    for (int j = 0; j < NX; j++) {
+      sumi[j] = _mm256_setzero_si256();
+      const BlockQ8K& yb = act_row<BlockQ8K>(x, xs, j)[b];
+      int o = 0;
+      for (int k = 0; k < 16; k++) o += sc[k] * yb.bsums[k];
+      offset[j] = 4 * o;
+    }
+    for (int h = 0; h < 2; h++) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * h));
+      for (int s = 0; s < 4; s++) {
+        // Shifting 16-bit lanes moves bits across the two bytes of a lane, but only into bits the
+        // masks drop (shifts < 8).
+        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * s), bits2);
+        const __m256i hbit = _mm256_and_si256(_mm256_srli_epi16(hmask, 4 * h + s), bit0);
+        const __m256i u = _mm256_or_si256(low, _mm256_slli_epi16(hbit, 2));
+        const int k = 8 * h + 2 * s;
+        const __m256i scv = two_scales(sc[k], sc[k + 1]);
+        for (int j = 0; j < NX; j++) {
+          const int8_t* y = act_row<BlockQ8K>(x, xs, j)[b].qs + 128 * h + 32 * s;
+          const __m256i p = _mm256_maddubs_epi16(u, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y)));
+          sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(p, scv));
+        }
+      }
+    }
+    for (int j = 0; j < NX; j++) {
+      const BlockQ8K& yb = act_row<BlockQ8K>(x, xs, j)[b];
+      const __m256i total = _mm256_sub_epi32(sumi[j], _mm256_setr_epi32(offset[j], 0, 0, 0, 0, 0, 0, 0));
+      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(blk.d) * yb.d), sum_i32(total), acc[j]);
+    }
+  }
+  for (int j = 0; j < NX; j++) out[j] = hsum(acc[j]);
 }
 
 // IQ4_XS: each nibble indexes one of 16 signed levels (vpshufb from a table in both 128-bit lanes).
@@ -222,6 +336,12 @@ WeightKernels avx2_iq4_nl_kernels() {
 WeightKernels avx2_q5_k_kernels() {
   return {tile_dispatch<dot_q5_k_t<1>, dot_q5_k_t<2>, dot_q5_k_t<3>, dot_q5_k_t<4>>, rows_dot<dot_q5_k_t<1>>};
 }
+WeightKernels avx2_q2_k_kernels() {
+  return {tile_dispatch<dot_q2_k_t<1>, dot_q2_k_t<2>, dot_q2_k_t<3>, dot_q2_k_t<4>>, rows_dot<dot_q2_k_t<1>>};
+}
+WeightKernels avx2_q3_k_kernels() {
+  return {tile_dispatch<dot_q3_k_t<1>, dot_q3_k_t<2>, dot_q3_k_t<3>, dot_q3_k_t<4>>, rows_dot<dot_q3_k_t<1>>};
+}
 WeightKernels avx2_iq4_xs_kernels() {
   return {tile_dispatch<dot_iq4_xs_t<1>, dot_iq4_xs_t<2>, dot_iq4_xs_t<3>, dot_iq4_xs_t<4>>, rows_dot<dot_iq4_xs_t<1>>};
 }
@@ -232,6 +352,8 @@ WeightKernels avx2_iq4_xs_kernels() {
 
 namespace loom::cpu {
 WeightKernels avx2_q5_k_kernels() { return {nullptr, nullptr}; }
+WeightKernels avx2_q2_k_kernels() { return {nullptr, nullptr}; }
+WeightKernels avx2_q3_k_kernels() { return {nullptr, nullptr}; }
 WeightKernels avx2_iq4_xs_kernels() { return {nullptr, nullptr}; }
 WeightKernels avx2_q4_1_kernels() { return {nullptr, nullptr}; }
 WeightKernels avx2_q5_1_kernels() { return {nullptr, nullptr}; }

@@ -8,6 +8,8 @@
 namespace loom::cpu {
 
 WeightKernels avx2_q5_k_kernels();
+WeightKernels avx2_q2_k_kernels();
+WeightKernels avx2_q3_k_kernels();
 WeightKernels avx2_iq4_xs_kernels();
 // On BlockQ8 rows.
 WeightKernels avx2_q4_1_kernels();
