@@ -165,6 +165,10 @@ loom_tensor reshape(const loom_tensor& t, int64_t ne0, int64_t ne1, int64_t ne2,
   return tensor_view_raw(t.buffer, t.offset, t.dtype, ne0, ne1, ne2, ne3);
 }
 
+loom_tensor row_range(const loom_tensor& t, int64_t first, int64_t count) {
+  return tensor_view_raw(t.buffer, t.offset + uint64_t(first) * t.nb[1], t.dtype, t.ne[0], count);
+}
+
 loom_tensor no_tensor() {
   loom_tensor t{};
   t.struct_size = sizeof(loom_tensor);

@@ -99,6 +99,8 @@ loom_tensor tensor_view_raw(loom_buffer_t* buffer, uint64_t offset, loom_dtype d
                             int64_t ne2 = 1, int64_t ne3 = 1);
 // The same bytes seen with another shape (element count must match; contiguous only).
 loom_tensor reshape(const loom_tensor& t, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1);
+// Rows [first, first + count) of a 2-D tensor, as a view of the same bytes (a fused weight's parts).
+loom_tensor row_range(const loom_tensor& t, int64_t first, int64_t count);
 // An absent optional operand.
 loom_tensor no_tensor();
 

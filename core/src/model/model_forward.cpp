@@ -212,12 +212,6 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
   auto i32 = [&](uint64_t off, int64_t ne0, int64_t ne1 = 1) {
     return tensor_view(inputs_, off, LOOM_DTYPE_I32, ne0, ne1);
   };
-  auto rows_of = [](const loom_tensor& t, int64_t first, int64_t count) {
-    loom_tensor view = t;
-    view.offset += uint64_t(first) * t.nb[1];
-    view.ne[1] = count;
-    return view;
-  };
   attn_global_.block_size = kv.block_size();
   attn_local_.block_size = kv.block_size();
 
@@ -243,7 +237,7 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
     op(LOOM_OP_SCALE, all, {all}, &ple_embd_scale_);
     for (int32_t il = 0; il < m.n_layers; ++il) {
       op(LOOM_OP_MATMUL, f32(off_ple_proj_ + uint64_t(il) * uint64_t(ple * n) * 4, ple, n),
-         {rows_of(ple_model_proj_, int64_t{il} * ple, ple), x});
+         {row_range(ple_model_proj_, int64_t{il} * ple, ple), x});
     }
     op(LOOM_OP_SCALE, proj, {proj}, &ple_proj_scale_);
     norm(proj, proj, ple_proj_norm_);

@@ -228,20 +228,17 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
   if (progress) progress(total, total);
   if (m.tied_output) output_ = tok_embd_;
   // Fused matrices: each part is a run of whole rows, so a view of those rows is that part's matrix.
-  auto rows_of = [&](const loom_tensor& t, int64_t first, int64_t n) {
-    return tensor_view(weights_, t.offset + uint64_t(first) * t.nb[1], t.dtype, t.ne[0], n);
-  };
   for (int32_t il = 0; il < m.n_layers; ++il) {
     LayerWeights& l = layers_[static_cast<size_t>(il)];
     const int64_t q_dim = m.q_dim(il), kv_dim = m.kv_dim(il), ff = m.layer(il).ff_dim;
     if (m.fused_qkv) {
-      l.wq = rows_of(l.w_qkv, 0, q_dim);
-      l.wk = rows_of(l.w_qkv, q_dim, kv_dim);
-      l.wv = rows_of(l.w_qkv, q_dim + kv_dim, kv_dim);
+      l.wq = row_range(l.w_qkv, 0, q_dim);
+      l.wk = row_range(l.w_qkv, q_dim, kv_dim);
+      l.wv = row_range(l.w_qkv, q_dim + kv_dim, kv_dim);
     }
     if (m.fused_gate_up) {
-      l.w_gate = rows_of(l.w_gate_up, 0, ff);
-      l.w_up = rows_of(l.w_gate_up, ff, ff);
+      l.w_gate = row_range(l.w_gate_up, 0, ff);
+      l.w_up = row_range(l.w_gate_up, ff, ff);
     }
     if (m.owns_kv(il) && l.wv.buffer == nullptr) l.wv = l.wk;  // values are the (un-normed) keys
   }
