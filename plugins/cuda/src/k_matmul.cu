@@ -54,6 +54,18 @@ __global__ void quantize_q8_kernel(DevTensor x, Q8Block* out, int64_t n_chunks, 
   }
 }
 
+// The mat-vec kernels' last step: each token column's per-lane partial sums, reduced over the warp,
+// into output row o.
+__device__ __forceinline__ void store_row_sums(const float (&sum)[kMaxCols], int n_cols, int lane, DevTensor& dst, int64_t t0,
+                                               int64_t o) {
+#pragma unroll
+  for (int k = 0; k < kMaxCols; k++) {
+    if (k >= n_cols) break;
+    const float s = warp_sum(sum[k]);
+    if (lane == 0) reinterpret_cast<float*>(row_ptr(dst, t0 + k))[o] = s;
+  }
+}
+
 // ---- quantized chunk x q8 dot products ------------------------------------------------------------
 
 __device__ __forceinline__ int load_b2(const uint8_t* p, int i) {  // 4 bytes at p + 4i, 2-byte aligned
@@ -150,12 +162,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) mmvq_kernel(DevTensor w, c
     for (int k = 0; k < kMaxCols; k++)
       if (k < n_cols) sum[k] += chunk_dot<T>(wc, xq[(t0 + k) * n_chunks + c]);
   }
-#pragma unroll
-  for (int k = 0; k < kMaxCols; k++) {
-    if (k >= n_cols) break;
-    const float s = warp_sum(sum[k]);
-    if (lane == 0) reinterpret_cast<float*>(row_ptr(dst, t0 + k))[o] = s;
-  }
+  store_row_sums(sum, n_cols, lane, dst, t0, o);
 }
 
 // Float weights: fp32 FMA, lanes read consecutive elements (coalesced).
@@ -177,12 +184,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) mmv_float_kernel(DevTensor
     for (int k = 0; k < kMaxCols; k++)
       if (k < n_cols) sum[k] += wv * xr[k][i];
   }
-#pragma unroll
-  for (int k = 0; k < kMaxCols; k++) {
-    if (k >= n_cols) break;
-    const float s = warp_sum(sum[k]);
-    if (lane == 0) reinterpret_cast<float*>(row_ptr(dst, t0 + k))[o] = s;
-  }
+  store_row_sums(sum, n_cols, lane, dst, t0, o);
 }
 
 // Other quantized weights: each lane decodes its chunks to floats (dequant_chunk32) and multiplies
@@ -208,12 +210,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) mmv_dequant_kernel(DevTens
       sum[k] += s;
     }
   }
-#pragma unroll
-  for (int k = 0; k < kMaxCols; k++) {
-    if (k >= n_cols) break;
-    const float s = warp_sum(sum[k]);
-    if (lane == 0) reinterpret_cast<float*>(row_ptr(dst, t0 + k))[o] = s;
-  }
+  store_row_sums(sum, n_cols, lane, dst, t0, o);
 }
 
 // ---- GEMM path helpers ------------------------------------------------------------------------------

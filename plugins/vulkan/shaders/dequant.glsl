@@ -48,6 +48,15 @@ void scale_min_k4(uint hdr[4], uint j, out uint sc, out uint m) {
     m = (header_u8(hdr, 8u + j) >> 4) | ((header_u8(hdr, 4u + j) >> 6) << 4);
   }
 }
+// Sub-block `sub` of the Q4_K / Q5_K super-block at byte b: x = d1 * q - m1.
+void k4_sub_block(uint b, uint sub, out float d1, out float m1) {
+  uint hdr[4];
+  w_u32x4(b, hdr);
+  uint sc, m;
+  scale_min_k4(hdr, sub, sc, m);
+  d1 = half_to_float(hdr[0] & 0xffffu) * float(sc);
+  m1 = half_to_float(hdr[0] >> 16) * float(m);
+}
 
 #include "dequant_more.glsl"
 
@@ -85,12 +94,8 @@ void decode_chunk(uint row, uint c, uint n_in, out float v[32]) {
 void decode_chunk(uint row, uint c, uint n_in, out float v[32]) {
   uint b = row + (c >> 3) * 144u;
   uint sub = c & 7u;
-  uint hdr[4];
-  w_u32x4(b, hdr);
-  uint sc, m;
-  scale_min_k4(hdr, sub, sc, m);
-  float d1 = half_to_float(hdr[0] & 0xffffu) * float(sc);
-  float m1 = half_to_float(hdr[0] >> 16) * float(m);
+  float d1, m1;
+  k4_sub_block(b, sub, d1, m1);
   uint qb = b + 16u + 32u * (sub >> 1);
   uint shift = (sub & 1u) * 4u;
   uint qs[8];

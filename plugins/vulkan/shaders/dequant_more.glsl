@@ -1,5 +1,5 @@
 // Weight decoding for the GGML types beyond the common five (included by dequant.glsl, which
-// supplies the W accessors, header_u8 and scale_min_k4). Each decode_chunk writes 32 consecutive
+// supplies the W accessors and k4_sub_block). Each decode_chunk writes 32 consecutive
 // elements of a row: one block for Q4_1 / Q5_0 / Q5_1 / IQ4_NL, one eighth of a 256-element
 // super-block for the K-quants and IQ4_XS. Layouts and arithmetic follow ggml's dequantize_row_*.
 
@@ -101,12 +101,8 @@ void decode_chunk(uint row, uint c, uint n_in, out float v[32]) {
 void decode_chunk(uint row, uint c, uint n_in, out float v[32]) {
   uint b = row + (c >> 3) * 176u;
   uint sub = c & 7u;
-  uint hdr[4];
-  w_u32x4(b, hdr);
-  uint sc, m;
-  scale_min_k4(hdr, sub, sc, m);
-  float d1 = half_to_float(hdr[0] & 0xffffu) * float(sc);
-  float m1 = half_to_float(hdr[0] >> 16) * float(m);
+  float d1, m1;
+  k4_sub_block(b, sub, d1, m1);
   uint shift = (sub & 1u) * 4u;
   uint qs[8], qh[8];
   w_u32x8(b + 48u + 32u * (sub >> 1), qs);
