@@ -156,6 +156,23 @@ int main(int argc, char** argv) {
       free_matmul(m);
     }
   }
+  // A batched decode step's matmuls: the default model's shapes at 4, 8 and 16 tokens, as multiply-adds per second.
+  std::printf("\n%-5s  %-18s  %10s  %8s\n", "type", "matmul x tokens", "ms", "GMAC/s");
+  const struct {
+    const char* type;
+    int64_t n_in, n_out;
+  } batched[] = {{"Q8_0", 640, 262144}, {"Q5_0", 640, 2048}, {"Q5_0", 640, 1024}, {"Q4_K", 1024, 640}, {"Q6_K", 2048, 640}, {"Q4_K", 2048, 640}};
+  for (int64_t n_tok : {4, 8, 16})
+  for (const auto& b : batched) {
+    const Type* t = nullptr;
+    for (const Type& c : kTypes)
+      if (std::strcmp(c.name, b.type) == 0) t = &c;
+    Matmul m = make_matmul(fast, *t, b.n_in, b.n_out, n_tok, rng);
+    const double s = time_op(m, 0.3);
+    std::printf("%-5s  %4lldx%-6lld x %2lld  %10.3f  %8.1f\n", t->name, (long long)b.n_in, (long long)b.n_out, (long long)n_tok, s * 1e3,
+                double(b.n_in * b.n_out * n_tok) / s / 1e9);
+    free_matmul(m);
+  }
   if (argc > 3 && std::strcmp(argv[3], "matvec") == 0) {
     g_api->destroy(fast);
     g_api->destroy(ref);

@@ -163,11 +163,67 @@ void fast_matmul_decode_group(const OpArgs* const* ops, int n_ops, ThreadPool& p
   });
 }
 
+// The values an activation row takes in the integer kernels: rounded to the weight type's int8
+// blocks (q x d per value) when its plan quantizes, unchanged when it reads floats.
+void round_like_integer_kernels(const MatmulPlan& plan, const Kernels& k, const float* row, float* out, int64_t n) {
+  if (plan.format == ActFormat::q8) {
+    std::vector<BlockQ8> blocks(size_t(n / 32));
+    k.quantize_q8(row, blocks.data(), n);
+    for (int64_t i = 0; i < n; i++) out[i] = float(blocks[size_t(i / 32)].qs[i % 32]) * blocks[size_t(i / 32)].d;
+  } else if (plan.format == ActFormat::q8k) {
+    std::vector<BlockQ8K> blocks(size_t(n / 256));
+    k.quantize_q8k(row, blocks.data(), n);
+    for (int64_t i = 0; i < n; i++) out[i] = float(blocks[size_t(i / 256)].qs[i % 256]) * blocks[size_t(i / 256)].d;
+  } else {
+    std::copy(row, row + n, out);
+  }
+}
+
+// Batched matmul as float GEMM (Kernels::float_gemm): threads take chunks of weight rows, decode each
+// chunk to floats once (sized to stay in L2) and multiply it with every activation row.
+//
+// Batch invariance: the activations first take the int8 rounding the one-row kernels give them, so a
+// sequence's logits are the same (to float summation order) whether it ran alone or in a batch of 16:
+// the integer kernels' block sums are exact, and so, to rounding, are these float ones.
+bool try_float_gemm(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
+  const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
+  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
+  if (k.float_gemm.gemm == nullptr || n_tok < k.gemm_min_tokens || n_in % 8 != 0) return false;
+  const RowDecodeFn decode = k.float_gemm.decoder(w.dtype);
+  const MatmulPlan plan = plan_for(w.dtype, n_in, k);
+  // Contiguous output rows, as the model's matmuls have them; activations in the table's usual
+  // format for the type (not a kernel-specific layout the rounding above would not reproduce).
+  const bool dst_rows = dst.nb[0] == sizeof(float) && dst.ne[2] == 1 && dst.ne[3] == 1 && dst.nb[1] % sizeof(float) == 0;
+  if (decode == nullptr || !dst_rows || plan.dot.rows_quantize != nullptr || plan.dot.tile_quantize != nullptr) return false;
+
+  // The calling thread's buffer (a thread_local named inside the lambdas would be each worker's own).
+  static thread_local std::vector<float> rounded;
+  rounded.resize(size_t(n_tok * n_in));
+  float* const activations = rounded.data();
+  pool.parallel_for(n_tok, [&](int64_t t, int) { round_like_integer_kernels(plan, k, x.frow(t), activations + t * n_in, n_in); });
+
+  // About 64 KiB of decoded rows per chunk, a multiple of the kernel's 3-row blocks.
+  const int64_t l2_rows = std::max<int64_t>(3, int64_t((64u << 10) / (uint64_t(n_in) * sizeof(float))) / 3 * 3);
+  const int64_t rows = std::min<int64_t>(l2_rows, std::max<int64_t>(3, chunk_size(n_out, pool.size(), 3)));
+  const int64_t n_chunks = (n_out + rows - 1) / rows;
+  auto* df = reinterpret_cast<float*>(dst.data);
+  const int64_t dst_stride = int64_t(dst.nb[1] / sizeof(float));
+  pool.parallel_for(n_chunks, [&](int64_t chunk, int) {
+    static thread_local std::vector<float> decoded;
+    const int64_t r0 = chunk * rows, n_rows = std::min(n_out, r0 + rows) - r0;
+    decoded.resize(size_t(n_rows * n_in));
+    for (int64_t r = 0; r < n_rows; r++) decode(w.at(r0 + r), decoded.data() + r * n_in, n_in);
+    k.float_gemm.gemm(n_in, decoded.data(), n_in, n_rows, activations, n_in, n_tok, df + r0, dst_stride);
+  });
+  return true;
+}
+
 void fast_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   if (is_decode_matmul(a)) {
     const OpArgs* one = &a;
     return fast_matmul_decode_group(&one, 1, pool, k);
   }
+  if (try_float_gemm(a, pool, k)) return;
   const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
   const MatmulPlan plan = plan_for(w.dtype, n_in, k);

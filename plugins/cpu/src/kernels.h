@@ -44,6 +44,18 @@ struct WeightKernels {
   RowsQuantizeFn tile_quantize = nullptr;  // the activation layout `tile` reads
 };
 
+// Batched matmuls as float GEMM, for tables whose FMA units outrun their int8 dot products (AVX2
+// cores: about 45 vs 20 G multiply-adds/s per core). decoder(type) gives the vector decoder of one
+// weight row to floats, nullptr where the type has none (it then keeps its integer tile kernel);
+// gemm writes dst[t * dst_stride + r] = dot(w row r, x row t) for r < n_rows, t < n_tok, all strides
+// in floats and n a multiple of 8.
+using RowDecodeFn = void (*)(const void* row, float* out, int64_t n);
+struct FloatGemm {
+  RowDecodeFn (*decoder)(loom_dtype type) = nullptr;
+  void (*gemm)(int64_t n, const float* w, int64_t w_stride, int64_t n_rows, const float* x, int64_t x_stride, int64_t n_tok, float* dst,
+               int64_t dst_stride) = nullptr;
+};
+
 struct Kernels {
   const char* name;
   void (*quantize_q8)(const float* x, BlockQ8* y, int64_t n);    // n multiple of 32
@@ -69,6 +81,10 @@ struct Kernels {
   WeightKernels q4_1{nullptr, nullptr}, q5_1{nullptr, nullptr}, iq4_nl{nullptr, nullptr};
   // The 2- and 3-bit K-quants on BlockQ8K rows.
   WeightKernels q2_k{nullptr, nullptr}, q3_k{nullptr, nullptr};
+  // Matmuls of at least gemm_min_tokens activation rows through float GEMM; {} where the table
+  // keeps its integer tiles for every batch.
+  FloatGemm float_gemm{};
+  int64_t gemm_min_tokens = 0;
 };
 
 const Kernels& scalar_kernels();

@@ -287,6 +287,10 @@ Kernels make_table(const Kernels& avx2) {
   k.q6_k.rows = avx512_q6_k_rows();
   k.q4_k.tile = avx512_q4_k_tile();
   k.q6_k.tile = avx512_q6_k_tile();
+  // vpdpbusd does 64 int8 multiply-adds per instruction, four times an FMA's 16 floats: batches stay
+  // on the integer tiles here.
+  k.float_gemm = {};
+  k.gemm_min_tokens = 0;
   return k;
 }
 
