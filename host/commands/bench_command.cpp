@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "backend/backend.h"
+#include "bench/compute_peak.h"
 #include "bench/memory_bandwidth.h"
 #include "command.h"
 #include "engine/engine.h"
@@ -32,8 +33,21 @@ struct BenchOptions {
   int rounds = 5;  // decode rounds, each compared with the bandwidth measured around it
   std::vector<int> batches = {1, 4, 16};
   int reference_tokens = 16;  // prefill tokens for the reference-kernel comparison (0 = skip)
+  bool grammar = true;        // the JSON-schema mask cost at batch 1 and the largest batch
   std::string json_path;
 };
+
+// Multiply-adds of one token's matmuls: every 2-D weight once, except an embedding table that is
+// only looked up (and not reused as the output matrix). Attention over the context comes on top.
+uint64_t matmul_macs_per_token(const gguf::GgufFile& file, bool tied_output) {
+  uint64_t macs = 0;
+  for (const auto& t : file.tensors()) {
+    if (t.dims.size() < 2) continue;
+    const bool lookup_table = t.name == "token_embd.weight" ? !tied_output : t.name.find("per_layer_token_embd") != std::string::npos;
+    if (!lookup_table) macs += uint64_t(t.n_elements);
+  }
+  return macs;
+}
 
 std::vector<int32_t> random_prompt(int n, int32_t n_vocab, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -140,10 +154,14 @@ int run_bench(const CommandArgs& args) {
     };
     if (a == "--help" || a == "-h") {
       std::cout << "usage: loom bench [--model F] [--backend NAME] [--threads N] [--pp N] [--tg N]\n"
-                   "                  [--rounds N] [--batch 1,4,16] [--reference-tokens N] [--json FILE] [--config FILE]\n\n"
+                   "                  [--rounds N] [--batch 1,4,16] [--reference-tokens N] [--no-grammar] [--json FILE]\n"
+                   "                  [--config FILE]\n\n"
                    "Prefill (pp) and decode (tg) tokens/s through the engine, decode throughput per batch size,\n"
                    "the fraction of the measured memory bandwidth decode achieves, and the fast kernels' prefill\n"
-                   "speed against the backend's reference kernels (--reference-tokens 0 skips it).\n\n"
+                   "speed against the backend's reference kernels (--reference-tokens 0 skips it), and the cost of a\n"
+                   "JSON-schema grammar per decode step (--no-grammar skips it).\n\n"
+                   "Batched decode is compute-bound: each batch size's matmul multiply-adds per second are printed\n"
+                   "against the int8 dot-product and float FMA peaks of the CPU, measured in the same run.\n\n"
                    "Decode runs in --rounds rounds (default 5) of --tg tokens, each between two measurements of the\n"
                    "memory bandwidth, and reports the median round: on a shared machine the bandwidth drifts.\n";
       return 0;
@@ -161,6 +179,8 @@ int run_bench(const CommandArgs& args) {
       o.rounds = std::stoi(value());
     } else if (a == "--reference-tokens") {
       o.reference_tokens = std::stoi(value());
+    } else if (a == "--no-grammar") {
+      o.grammar = false;
     } else if (a == "--json") {
       o.json_path = value();
     } else if (a == "--batch") {
@@ -217,17 +237,35 @@ int run_bench(const CommandArgs& args) {
     round_list.push_back({{"tokens_per_s", r.tokens_per_s}, {"bandwidth_gb_s", r.bandwidth / 1e9}, {"bandwidth_fraction", r.fraction}});
 
   nlohmann::json batches = nlohmann::json::array();
+  const uint64_t macs_per_token = matmul_macs_per_token(file, engine.model_info().tied_output);
   for (int b : o.batches) {
     std::cerr << "decode at batch " << b << "...\n";
     RunResult r = run_requests(engine, b, 16, o.n_gen, 100 * static_cast<uint32_t>(b));
     const double tps = static_cast<double>(r.generated - static_cast<uint64_t>(b)) / r.decode_seconds;
-    batches.push_back({{"batch", b}, {"decode_tokens_per_s", tps}, {"speedup_vs_batch1", tps / tg_tps}});
+    batches.push_back({{"batch", b}, {"decode_tokens_per_s", tps}, {"speedup_vs_batch1", tps / tg_tps},
+                       {"matmul_macs_per_s", tps * double(macs_per_token)}});
   }
 
   // Structured output: the share of a decode step that grammar masks take, with a JSON schema whose
   // answer is long (an array of at least 64 strings), at batch 1 and the largest batch asked for.
   nlohmann::json grammar = nullptr;
-  if (structured_output_available()) {
+  // The arithmetic side of batched decode: the CPU's multiply-add peaks, measured now, beside what
+  // each batch size reached.
+  nlohmann::json compute = nullptr;
+  if (engine.info().backend_name == "cpu") {
+    std::cerr << "int8 and float multiply-add peaks...\n";
+    const ComputePeak peak = measure_compute_peak(threads);
+    compute = {{"matmul_macs_per_token", macs_per_token},
+               {"int8_peak_macs_per_s", peak.int8_macs_per_s},
+               {"int8_instructions", peak.int8_instructions},
+               {"f32_peak_macs_per_s", peak.f32_macs_per_s}};
+    for (auto& b : batches) {
+      b["int8_peak_fraction"] = b["matmul_macs_per_s"].get<double>() / peak.int8_macs_per_s;
+      if (peak.f32_macs_per_s > 0) b["f32_peak_fraction"] = b["matmul_macs_per_s"].get<double>() / peak.f32_macs_per_s;
+    }
+  }
+
+  if (o.grammar && structured_output_available()) {
     const auto schema = engine.compile_constraint(GrammarSpec{GrammarSpec::Kind::json_schema,
         R"({"type":"object","properties":{"items":{"type":"array","items":{"type":"string","maxLength":8},"minItems":64}},"required":["items"]})", {}});
     grammar = nlohmann::json::array();
@@ -273,6 +311,7 @@ int run_bench(const CommandArgs& args) {
       {"pp", {{"tokens", o.n_prompt}, {"tokens_per_s", pp_tps}}},
       {"tg", {{"tokens", o.n_gen}, {"tokens_per_s", tg_tps}, {"bandwidth_fraction", fraction}, {"rounds", round_list}}},
       {"batched_decode", batches},
+      {"compute_peak", compute},
       {"prefill_vs_reference", reference},
       {"grammar_masks", grammar}};
   auto stats = engine.stats();
@@ -293,7 +332,19 @@ int run_bench(const CommandArgs& args) {
             << " rounds: " << 100.0 * rounds.front().fraction << "-" << 100.0 * rounds.back().fraction << "%)\n";
   for (const auto& b : batches) {
     std::cout << "batch " << std::setw(3) << b["batch"].get<int>() << "  " << b["decode_tokens_per_s"].get<double>()
-              << " tokens/s (" << b["speedup_vs_batch1"].get<double>() << "x batch 1)\n";
+              << " tokens/s (" << b["speedup_vs_batch1"].get<double>() << "x batch 1)";
+    if (b.contains("int8_peak_fraction")) {
+      std::cout << ": matmuls " << b["matmul_macs_per_s"].get<double>() / 1e9 << " G multiply-adds/s = "
+                << 100.0 * b["int8_peak_fraction"].get<double>() << "% of the int8 peak";
+      if (b.contains("f32_peak_fraction")) std::cout << ", " << 100.0 * b["f32_peak_fraction"].get<double>() << "% of the f32 FMA peak";
+    }
+    std::cout << "\n";
+  }
+  if (compute.is_object()) {
+    std::cout << "peaks      int8 " << compute["int8_peak_macs_per_s"].get<double>() / 1e9 << " G multiply-adds/s ("
+              << compute["int8_instructions"].get<std::string>() << "), f32 FMA " << compute["f32_peak_macs_per_s"].get<double>() / 1e9
+              << ", measured on " << threads << " threads; " << compute["matmul_macs_per_token"].get<uint64_t>() / 1e6
+              << " M matmul multiply-adds per token\n";
   }
   if (grammar.is_array()) {
     for (const auto& g : grammar) {
