@@ -125,6 +125,38 @@ TEST_CASE("continuous batching gives every request the tokens it gets alone", "[
   CHECK(stats.generated_tokens == 12 * prompts.size());
 }
 
+TEST_CASE("a long prompt arriving is prefilled in capped chunks while running streams get a token every step", "[engine]") {
+  // Three streams decode; a 300-token prompt arrives. With prefill_tokens_while_decoding = 32 each
+  // step computes 32 of its tokens beside one token per stream (10 steps to its first token); with no
+  // cap the whole prompt runs in one step and the streams wait for it. Outputs never change.
+  const auto long_prompt = prompt_of(99, 300);
+  const auto alone = run_one_by_one({long_prompt}, 4);
+  for (int64_t cap : {32, 0}) {
+    INFO("prefill_tokens_while_decoding " << cap);
+    auto config = engine_config(8ll << 20, 512);
+    config.scheduler.prefill_tokens_while_decoding = cap;
+    loom::Engine engine(config, synthetic_model());
+    std::vector<Outcome> out(4);
+    for (int i = 0; i < 3; ++i) engine.submit(greedy_request(prompt_of(10 + i, 8), 40, &out[size_t(i)], engine));
+    for (int guard = 0; out[0].tokens.empty() || out[1].tokens.empty() || out[2].tokens.empty(); ++guard) {
+      REQUIRE(guard < 100);
+      engine.step();
+    }
+    engine.submit(greedy_request(long_prompt, 4, &out[3], engine));
+    int steps = 0;
+    while (out[3].tokens.empty()) {
+      const size_t before[3] = {out[0].tokens.size(), out[1].tokens.size(), out[2].tokens.size()};
+      engine.step();
+      ++steps;
+      REQUIRE(steps < 100);
+      for (int i = 0; i < 3; ++i) CHECK(out[size_t(i)].tokens.size() == before[i] + 1);  // no stream skipped a step
+    }
+    CHECK(steps == (cap > 0 ? (300 + cap - 1) / cap : 1));
+    run_until_done(engine);
+    CHECK(out[3].tokens == alone[0].tokens);
+  }
+}
+
 TEST_CASE("preemption by recompute when blocks run out loses no request and changes no output", "[engine]") {
   // 2 layers x 2 kv heads x 16 dims x 4 bytes x 2 (K and V) = 512 bytes per token, so 1 MiB holds
   // 8 blocks of 256 tokens. Eight 250-token prompts fit one block each, but generating 20 tokens

@@ -41,6 +41,10 @@ struct SchedulerSettings {
   int64_t max_num_seqs = 64;
   int64_t max_batched_tokens = 2048;
   bool chunked_prefill = true;
+  // Prompt tokens a step computes while other sequences decode in it: a long prompt arrives in
+  // chunks this size, so running streams wait one chunk per token, not the whole prompt. 0 = no cap
+  // beyond max_batched_tokens.
+  int64_t prefill_tokens_while_decoding = 256;
   std::string policy = "fcfs";  // fcfs | priority
 };
 

@@ -256,6 +256,7 @@ std::vector<KeySpec> build_schema() {
       integer_key("scheduler", "max_num_seqs", LOOM_FIELD(scheduler, max_num_seqs), 1, 4096),
       integer_key("scheduler", "max_batched_tokens", LOOM_FIELD(scheduler, max_batched_tokens), 1, 1 << 20),
       bool_key("scheduler", "chunked_prefill", LOOM_FIELD(scheduler, chunked_prefill)),
+      integer_key("scheduler", "prefill_tokens_while_decoding", LOOM_FIELD(scheduler, prefill_tokens_while_decoding), 0, 1 << 20),
       string_key("scheduler", "policy", LOOM_FIELD(scheduler, policy), {"fcfs", "priority"}),
 
       string_key("sampler", "plugin", LOOM_FIELD(sampler, plugin)),

@@ -99,34 +99,54 @@ SchedulerDecision Scheduler::schedule() {
   SchedulerDecision decision;
   int64_t budget = settings_.max_batched_tokens;
 
-  // 1. Running sequences, oldest first: a decode token each, or the next chunk of their prompt.
-  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+  // 1. Running sequences, oldest first, get the KV slot of the token they sampled last (preempting
+  // the youngest when blocks run out). Those decoding take one token each, before any prompt chunk:
+  // a long prompt never delays a running stream's next token.
+  std::vector<Sequence*> prompts;  // running sequences with prompt tokens still to compute
+  for (size_t i = 0; i < running_.size(); ++i) {
     Sequence* seq = running_[i];
     if (!ensure_kv(seq, decision)) break;  // it preempted itself: everything after it is younger
-    uint32_t n = seq->n_uncomputed();
+    const uint32_t n = seq->n_uncomputed();
     if (n == 0) continue;
-    if (n > budget) {
-      if (!settings_.chunked_prefill && !decision.chunks.empty()) continue;
-      n = static_cast<uint32_t>(budget);
+    if (n > 1) {
+      prompts.push_back(seq);
+    } else if (budget > 0) {
+      decision.chunks.push_back({seq, 1});
+      budget -= 1;
     }
-    decision.chunks.push_back({seq, n});
-    budget -= n;
   }
 
-  // 2. Waiting sequences join while there is room; not in a step that had to preempt (that would
+  // 2. Prompt chunks share what is left; while streams decode in this step, at most
+  // prefill_tokens_while_decoding of it, so the step stays short (mixed prefill/decode steps).
+  const bool decoding = !decision.chunks.empty();
+  int64_t prompt_budget = budget;
+  if (decoding && settings_.chunked_prefill && settings_.prefill_tokens_while_decoding > 0)
+    prompt_budget = std::min(prompt_budget, settings_.prefill_tokens_while_decoding);
+  // Whether `seq` computes (part of) its prompt this step; false: without chunked prefill, a prompt
+  // that does not fit runs whole in a later step.
+  auto schedule_prompt = [&](Sequence* seq) {
+    uint32_t n = seq->n_uncomputed();
+    if (n > prompt_budget) {
+      if (!settings_.chunked_prefill && !decision.chunks.empty()) return false;
+      n = static_cast<uint32_t>(prompt_budget);
+    }
+    decision.chunks.push_back({seq, n});
+    prompt_budget -= n;
+    return true;
+  };
+  for (Sequence* seq : prompts) {
+    if (prompt_budget <= 0) break;
+    schedule_prompt(seq);
+  }
+
+  // 3. Waiting sequences join while there is room; not in a step that had to preempt (that would
   // take back the blocks just freed and thrash).
-  while (decision.preempted.empty() && !waiting_.empty() && budget > 0 &&
+  while (decision.preempted.empty() && !waiting_.empty() && prompt_budget > 0 &&
          running_.size() < static_cast<size_t>(settings_.max_num_seqs)) {
     Sequence* seq = waiting_.front();
     if (!admit(seq)) break;  // not enough free blocks: wait for running sequences to finish
     waiting_.pop_front();
-    uint32_t n = seq->n_uncomputed();
-    if (n > budget) {
-      if (!settings_.chunked_prefill && !decision.chunks.empty()) break;  // runs alone next step
-      n = static_cast<uint32_t>(budget);
-    }
-    decision.chunks.push_back({seq, n});
-    budget -= n;
+    if (!schedule_prompt(seq)) break;  // runs alone next step
   }
   return decision;
 }

@@ -1,7 +1,8 @@
 // Scheduler — policy only (nano-vllm's split): every step it decides which sequences run and how many
-// of their tokens are computed, within max_num_seqs and max_batched_tokens. Running sequences go
-// first (decode tokens and the rest of chunked prefills), then waiting ones join while budget and KV
-// blocks last. When blocks run out it preempts by recompute: the youngest running sequence gives its
+// of their tokens are computed, within max_num_seqs and max_batched_tokens. Decode tokens of running
+// sequences go first, then the rest of chunked prefills, then waiting ones join while budget and KV
+// blocks last; while any sequence decodes, prompt chunks take at most prefill_tokens_while_decoding
+// tokens of a step, so a long prompt arriving does not stall the streams already running. When blocks run out it preempts by recompute: the youngest running sequence gives its
 // blocks back and returns to the front of the queue; its full blocks stay in the prefix cache, so
 // recomputing is often cheap. It never touches KV memory or the model.
 #pragma once
