@@ -1,5 +1,7 @@
 #include "server/managed_server.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -126,6 +128,11 @@ bool ManagedServer::process_and_close_socket(socket_t sock) {
     return true;
   }
   ++n_open_;
+  // Streamed tokens are small writes: without TCP_NODELAY, Nagle's algorithm holds each one until
+  // the client acknowledges the previous, adding up to a delayed-ACK interval (measured: 11 ms per
+  // token at concurrency 1, against 1 ms with it off).
+  const int one = 1;
+  ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   auto connection = std::make_unique<Connection>(sock, limits_.write_timeout);
   connection->deadline = SteadyClock::now() + limits_.request_read_timeout;  // for its first request to start
   park(std::move(connection));
