@@ -50,8 +50,10 @@ class Paint(BaseModel):
 
 
 class Point(BaseModel):
-    x: float
-    y: float
+    # Integers: a JSON number's digits cannot be bounded by a schema, and at temperature 1 the model
+    # wrote "0.000..." past max_tokens once the prompt's logits moved in their last digits.
+    x: int = Field(ge=-1000, le=1000)
+    y: int = Field(ge=-1000, le=1000)
 
 
 class Polygon(BaseModel):
