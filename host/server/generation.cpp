@@ -56,6 +56,7 @@ void GenerationJob::prepare_prompts() {
       const std::string bos = tok.bos_id() >= 0 ? tok.token_text(tok.bos_id()) : "";
       const std::string eos = tok.eos_id() >= 0 ? tok.token_text(tok.eos_id()) : "";
       nlohmann::ordered_json context = params_.chat_context;
+      if (!template_handles_tools(state_.chat_template.source())) context = tool_turns_as_text(context);
       context["add_generation_prompt"] = true;
       context["bos_token"] = bos;
       context["eos_token"] = eos;

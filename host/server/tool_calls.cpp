@@ -1,5 +1,6 @@
 #include "server/tool_calls.h"
 
+#include <map>
 #include <random>
 
 #include "server/api_error.h"
@@ -208,6 +209,46 @@ json template_context(const json& body, const std::optional<ToolRequest>& tools)
   json context = {{"messages", std::move(messages)}};
   if (tools && tools->choice != ToolChoice::none) context["tools"] = tools->tools;
   return context;
+}
+
+bool template_handles_tools(const std::string& source) { return source.find("tool") != std::string::npos; }
+
+json tool_turns_as_text(const json& context) {
+  auto messages_in = context.find("messages");
+  if (messages_in == context.end() || !messages_in->is_array()) return context;
+  std::map<std::string, std::string> tool_names;  // call id -> function name
+  json messages = json::array();
+  for (const json& original : *messages_in) {
+    json message = original;
+    const std::string role = message.value("role", "");
+    auto text_of = [](const json& content) { return content.is_string() ? content.get<std::string>() : content.is_null() ? "" : content.dump(); };
+    auto calls = message.find("tool_calls");
+    if (role == "assistant" && calls != message.end() && calls->is_array() && !calls->empty()) {
+      json list = json::array();
+      for (const json& call : *calls) {
+        const json function = call.value("function", json::object());
+        list.push_back({{"name", function.value("name", "")}, {"parameters", function.value("arguments", json::object())}});
+        tool_names[call.value("id", "")] = function.value("name", "");
+      }
+      const std::string text = text_of(message.value("content", json()));
+      message["content"] = text.empty() ? list.dump() : text + "\n" + list.dump();
+      message.erase("tool_calls");
+    } else if (role == "tool") {
+      const std::string name = tool_names[message.value("tool_call_id", "")];
+      message = {{"role", "user"}, {"content", "Result of " + (name.empty() ? std::string("the tool") : name) + ": " +
+                                                   text_of(message.value("content", json()))}};
+    } else if (message.contains("content")) {
+      message["content"] = text_of(message["content"]);
+    }
+    if (!messages.empty() && messages.back().value("role", "") == "user" && message.value("role", "") == "user") {
+      messages.back()["content"] = messages.back()["content"].get<std::string>() + "\n\n" + message["content"].get<std::string>();
+    } else {
+      messages.push_back(std::move(message));
+    }
+  }
+  json out = context;
+  out["messages"] = std::move(messages);
+  return out;
 }
 
 ToolCallFormat tool_call_format(const std::string& source) {

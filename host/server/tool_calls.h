@@ -48,6 +48,13 @@ std::optional<ToolRequest> parse_tool_request(const nlohmann::ordered_json& body
 // objects, as the published templates expect), the tools unless tool_choice is "none".
 nlohmann::ordered_json template_context(const nlohmann::ordered_json& body, const std::optional<ToolRequest>& tools);
 
+// For a chat template that knows nothing of tools (Gemma 3's: no tool role, assistant content always
+// a string): the context's tool traffic as plain turns it can render. An assistant's calls become the
+// JSON list a forced call writes ([{"name", "parameters"}]), each tool result a user turn naming its
+// tool, and consecutive user turns are merged so the roles still alternate.
+bool template_handles_tools(const std::string& template_source);
+nlohmann::ordered_json tool_turns_as_text(const nlohmann::ordered_json& context);
+
 // The family's format, from what its chat template writes.
 ToolCallFormat tool_call_format(const std::string& template_source);
 

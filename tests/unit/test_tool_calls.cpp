@@ -172,3 +172,24 @@ TEST_CASE("reasoning: Gemma 4's <|channel>thought block, tags chosen by the temp
   CHECK(loom::server::reasoning_safe_length("Hmm<chan", kGemma4Tags) == 3);  // a partial closing tag is held back
   CHECK(loom::server::split_reasoning("Plain answer.", false, kGemma4Tags).content == "Plain answer.");
 }
+
+TEST_CASE("tool calls: a template without tools gets the round trip as plain alternating turns", "[tools]") {
+  // Gemma 3's template: no tool role, and content must be a string.
+  CHECK_FALSE(loom::server::template_handles_tools("{% for m in messages %}{{ m['content'] | trim }}{% endfor %}"));
+  CHECK(loom::server::template_handles_tools("{% if message.tool_calls %}...{% endif %}"));
+  const json context = json::parse(R"({"messages": [
+    {"role": "user", "content": "Weather in Oslo?"},
+    {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+      "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "{\"celsius\": -3}"},
+    {"role": "user", "content": "And tomorrow?"}], "tools": []})");
+  const json out = loom::server::tool_turns_as_text(context);
+  REQUIRE(out["messages"].size() == 3);
+  CHECK(out["messages"][0] == context["messages"][0]);
+  CHECK(out["messages"][1]["role"] == "assistant");
+  CHECK(json::parse(out["messages"][1]["content"].get<std::string>()) ==
+        json::parse(R"([{"name": "get_weather", "parameters": {"city": "Oslo"}}])"));
+  CHECK_FALSE(out["messages"][1].contains("tool_calls"));
+  CHECK(out["messages"][2] == json::parse(R"({"role": "user", "content": "Result of get_weather: {\"celsius\": -3}\n\nAnd tomorrow?"})"));
+  CHECK(out.contains("tools"));
+}
