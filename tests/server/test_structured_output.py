@@ -321,47 +321,115 @@ class Reasoning(unittest.TestCase):
             self.assertEqual(server.terminate(), 0, server.log())
 
 
-class RealModelParses(unittest.TestCase):
-    """The official client's parse() with Pydantic models, on the default model when installed: the
-    twenty schemas of schema_suite.py at temperature 0 and 1, streamed and not; every answer
-    validates against its schema (jsonschema) and parses into the model."""
-
-    def test_schema_suite(self):
-        path = os.path.expanduser("~/.cache/loom/default-model.txt")
-        model = ""
+def real_models():
+    """(label, path) of the real models setup installed: the default Gemma 3 270M, and Qwen2.5-Coder
+    0.5B when LOOM_SECOND_MODEL=1 installed it (.ci/run does)."""
+    found = []
+    for label, record in (("gemma3", "default-model.txt"), ("qwen2", "second-model.txt")):
+        path = os.path.expanduser("~/.cache/loom/" + record)
         if os.path.exists(path):
             with open(path) as f:
                 model = f.read().strip()
-        if not os.path.exists(model):
-            self.skipTest("the default model is not installed (scripts/setup.sh)")
+            if os.path.exists(model):
+                found.append((label, model))
+            continue
+        print(f"note: no {label} model recorded in {path}; its real-model cases do not run", file=sys.stderr)
+    return found
+
+
+class RealModelParses(unittest.TestCase):
+    """The official client's parse() with Pydantic models, on each real model installed (two families:
+    Gemma 3 and Qwen2.5): the twenty schemas of schema_suite.py at temperature 0 and 1, streamed and
+    not; every answer validates against its schema (jsonschema) and parses into the model. Then a tool
+    round trip: a forced call, its result as a tool message, and the model's answer."""
+
+    def test_schema_suite(self):
+        models = real_models()
+        if not models:
+            self.skipTest("no real model installed (scripts/setup.sh)")
         import jsonschema
         import schema_suite
         from openai.lib._pydantic import to_strict_json_schema
 
-        server = LoomServer(write_config("suite.toml", 'model_name = "gemma"', kv_memory="64MiB"), model)
-        try:
-            client = openai.OpenAI(base_url=server.base + "/v1", api_key="x", max_retries=0, timeout=180)
-            for index, (cls, prompt) in enumerate(schema_suite.SCHEMAS):
-                schema = to_strict_json_schema(cls)
-                messages = [{"role": "user", "content": prompt + " Answer in JSON."}]
-                for temperature in (0.0, 1.0):
-                    with self.subTest(schema=cls.__name__, temperature=temperature, stream=False):
-                        out = client.chat.completions.parse(model="gemma", messages=messages, response_format=cls,
-                                                            max_tokens=300, temperature=temperature, seed=index)
-                        choice = out.choices[0]
-                        self.assertEqual(choice.finish_reason, "stop", choice.message.content)
-                        self.assertIsInstance(choice.message.parsed, cls)
-                        jsonschema.validate(json.loads(choice.message.content), schema)
-                    with self.subTest(schema=cls.__name__, temperature=temperature, stream=True):
-                        stream = client.chat.completions.create(
-                            model="gemma", messages=messages, max_tokens=300, temperature=temperature, seed=index,
-                            stream=True, response_format={"type": "json_schema", "json_schema": {
-                                "name": cls.__name__, "schema": schema, "strict": True}})
-                        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
-                        jsonschema.validate(json.loads(text), schema)
-                        cls.model_validate_json(text)
-        finally:
-            self.assertEqual(server.terminate(), 0, server.log())
+        for label, model in models:
+            server = LoomServer(write_config(f"suite-{label}.toml", f'model_name = "{label}"', kv_memory="64MiB"), model)
+            try:
+                client = openai.OpenAI(base_url=server.base + "/v1", api_key="x", max_retries=0, timeout=180)
+                for index, (cls, prompt) in enumerate(schema_suite.SCHEMAS):
+                    schema = to_strict_json_schema(cls)
+                    messages = [{"role": "user", "content": prompt + " Answer in JSON."}]
+                    for temperature in (0.0, 1.0):
+                        with self.subTest(model=label, schema=cls.__name__, temperature=temperature, stream=False):
+                            out = client.chat.completions.parse(model=label, messages=messages, response_format=cls,
+                                                                max_tokens=300, temperature=temperature, seed=index)
+                            choice = out.choices[0]
+                            self.assertEqual(choice.finish_reason, "stop", choice.message.content)
+                            self.assertIsInstance(choice.message.parsed, cls)
+                            jsonschema.validate(json.loads(choice.message.content), schema)
+                        with self.subTest(model=label, schema=cls.__name__, temperature=temperature, stream=True):
+                            stream = client.chat.completions.create(
+                                model=label, messages=messages, max_tokens=300, temperature=temperature, seed=index,
+                                stream=True, response_format={"type": "json_schema", "json_schema": {
+                                    "name": cls.__name__, "schema": schema, "strict": True}})
+                            text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+                            jsonschema.validate(json.loads(text), schema)
+                            cls.model_validate_json(text)
+            finally:
+                self.assertEqual(server.terminate(), 0, server.log())
+
+    def test_tool_round_trip(self):
+        models = real_models()
+        if not models:
+            self.skipTest("no real model installed (scripts/setup.sh)")
+        weather = {"type": "function", "function": {
+            "name": "get_weather", "description": "Current weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+                           "required": ["city"], "additionalProperties": False}}}
+        question = [{"role": "user", "content": "What is the weather in Oslo right now?"}]
+        for label, model in models:
+            server = LoomServer(write_config(f"tools-{label}.toml", f'model_name = "{label}"', kv_memory="64MiB"), model)
+            try:
+                client = openai.OpenAI(base_url=server.base + "/v1", api_key="x", max_retries=0, timeout=180)
+                for stream in (False, True):
+                    with self.subTest(model=label, stream=stream):
+                        # 1. The request with tools: "required" always yields a call that parses.
+                        kw = dict(model=label, messages=question, tools=[weather], tool_choice="required",
+                                  parallel_tool_calls=False, max_tokens=60, temperature=0)
+                        if stream:
+                            calls, finish = {}, None
+                            for chunk in client.chat.completions.create(stream=True, **kw):
+                                if not chunk.choices:
+                                    continue
+                                for d in chunk.choices[0].delta.tool_calls or []:
+                                    entry = calls.setdefault(d.index, {"id": d.id, "name": "", "arguments": ""})
+                                    entry["name"] += d.function.name or ""
+                                    entry["arguments"] += d.function.arguments or ""
+                                finish = chunk.choices[0].finish_reason or finish
+                            self.assertEqual(finish, "tool_calls")
+                            self.assertEqual(len(calls), 1)
+                            call = calls[0]
+                            call_id, name, arguments = call["id"], call["name"], call["arguments"]
+                        else:
+                            out = client.chat.completions.create(**kw)
+                            self.assertEqual(out.choices[0].finish_reason, "tool_calls")
+                            self.assertEqual(len(out.choices[0].message.tool_calls), 1)
+                            tc = out.choices[0].message.tool_calls[0]
+                            call_id, name, arguments = tc.id, tc.function.name, tc.function.arguments
+                        self.assertTrue(call_id.startswith("call_"))
+                        self.assertEqual(name, "get_weather")
+                        self.assertIsInstance(json.loads(arguments)["city"], str)
+                        # 2. The call and its result go back; the model answers in text.
+                        history = question + [
+                            {"role": "assistant", "content": None, "tool_calls": [
+                                {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]},
+                            {"role": "tool", "tool_call_id": call_id, "content": '{"city": "Oslo", "celsius": -3, "sky": "snow"}'}]
+                        answer = client.chat.completions.create(model=label, messages=history, tools=[weather],
+                                                                tool_choice="none", max_tokens=40, temperature=0)
+                        self.assertIn(answer.choices[0].finish_reason, ("stop", "length"))
+                        self.assertIsNone(answer.choices[0].message.tool_calls)
+                        self.assertTrue((answer.choices[0].message.content or "").strip(), "an empty answer")
+            finally:
+                self.assertEqual(server.terminate(), 0, server.log())
 
     def test_parse_pydantic(self):
         path = os.path.expanduser("~/.cache/loom/default-model.txt")
