@@ -13,6 +13,8 @@ Measured, each round running Loom then llama.cpp (or the reverse on odd rounds):
   serving c=N    `loom serve` vs `llama-server -np 16`, driven by the same client (scripts/load_client.py):
                  3N streaming requests (at least 4) of --serving-tokens tokens at concurrency N: output
                  tokens/s, TTFT and TPOT p50/p99
+  long prompt    4 streams decoding when a --long-prompt-words prompt (about that many tokens) arrives:
+                 its TTFT, and the gaps between the streams' tokens while it is prefilled (p99, max)
 Ratios are Loom / llama.cpp of the medians over rounds (for TTFT and TPOT, lower is better: a ratio
 below 1 means Loom is faster).
 
@@ -154,7 +156,7 @@ def serve_and_load(args, who, bin_dir, round_index):
     port = free_port()
     slots = max(args.concurrency)
     # Room for the prompt however the vocabulary splits its words (a synthetic one spells them out).
-    ctx_per_slot = max(512, 8 * args.serving_prompt_words + args.serving_tokens + 64)
+    ctx_per_slot = max(512, 8 * args.serving_prompt_words + args.serving_tokens + 64, 2 * args.long_prompt_words + 64)
     if who == "loom":
         cmd = [args.loom, "serve", "--model", args.model, "--threads", str(args.threads), "--port", str(port),
                "--n-ctx", str(ctx_per_slot)]
@@ -174,6 +176,12 @@ def serve_and_load(args, who, bin_dir, round_index):
                                 "--prompt-words", str(args.serving_prompt_words),
                                 "--seed-offset", str(1000 * round_index + 100 * c)], f"load client against {who}")
                 results[f"c{c}"] = json.loads(out)
+            if args.long_prompt_words:
+                out = run_json([sys.executable, str(ROOT / "scripts" / "load_client.py"), "--url", url, "--concurrency", "4",
+                                "--requests", "4", "--max-tokens", str(args.long_prompt_stream_tokens),
+                                "--prompt-words", str(args.serving_prompt_words), "--long-prompt-words", str(args.long_prompt_words),
+                                "--seed-offset", str(1000 * round_index + 999)], f"long-prompt load against {who}")
+                results["long_prompt"] = json.loads(out)["long_prompt"]
             return results
         except Exception:
             server_log.seek(0)
@@ -217,9 +225,10 @@ def summarize(args, rounds, peer_info):
               "machine": machine(), "threads": args.threads, "model": str(Path(args.model).resolve()),
               "peer": peer_info, "rounds": len(rounds),
               "settings": {"pp": args.pp, "tg": args.tg, "batches": args.batches, "concurrency": args.concurrency,
-                           "serving_tokens": args.serving_tokens, "serving_prompt_words": args.serving_prompt_words},
+                           "serving_tokens": args.serving_tokens, "serving_prompt_words": args.serving_prompt_words,
+                           "long_prompt_words": args.long_prompt_words},
               "micro": {}, "serving": {}}
-    metrics = ["tg", "pp"] + [f"batch_{b}" for b in args.batches]
+    metrics = [] if args.no_micro else ["tg", "pp"] + [f"batch_{b}" for b in args.batches]
     for m in metrics:
         loom = [r["loom"]["micro"].get(m) for r in rounds]
         peer = [r["llama_cpp"]["micro"].get(m) for r in rounds if r.get("llama_cpp")]
@@ -249,6 +258,16 @@ def summarize(args, rounds, peer_info):
         for field in ("output_tokens_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s"):
             entry[f"ratio_{field}"] = ratio(loom[field], peer[field]) if loom and peer else None
         report["serving"][key] = entry
+    if args.long_prompt_words:
+        entry = {"prompt_words": args.long_prompt_words}
+        for who in ("loom", "llama_cpp"):
+            runs = [r[who]["serving"]["long_prompt"] for r in rounds if r.get(who) and r[who]["serving"].get("long_prompt")]
+            entry[who] = {"runs": runs, "ttft_s": median([x["ttft_s"] for x in runs]),
+                          "stream_gap_p99_s": median([x["stream_gap_s"]["p99"] for x in runs]),
+                          "stream_gap_max_s": median([x["stream_gap_s"]["max"] for x in runs])} if runs else None
+        for field in ("ttft_s", "stream_gap_p99_s", "stream_gap_max_s"):
+            entry[f"ratio_{field}"] = ratio(entry["loom"][field], entry["llama_cpp"][field]) if entry["loom"] and entry["llama_cpp"] else None
+        report["long_prompt"] = entry
     return report
 
 
@@ -269,6 +288,12 @@ def print_table(report):
         for field, label in (("ttft_p50_s", "TTFT p50"), ("ttft_p99_s", "TTFT p99"), ("tpot_p50_s", "TPOT p50"), ("tpot_p99_s", "TPOT p99")):
             r = e[f"ratio_{field}"]
             rows.append((f"serve {key} {label}", fmt(l.get(field), "s"), fmt(p.get(field), "s"), f"{r:.2f}" if r else "-"))
+    lp = report.get("long_prompt")
+    if lp:
+        l, p = lp["loom"] or {}, lp["llama_cpp"] or {}
+        for field, label in (("ttft_s", "TTFT"), ("stream_gap_p99_s", "streams' token gap p99"), ("stream_gap_max_s", "streams' token gap max")):
+            r = lp[f"ratio_{field}"]
+            rows.append((f"{lp['prompt_words']}-word prompt: {label}", fmt(l.get(field), "s"), fmt(p.get(field), "s"), f"{r:.2f}" if r else "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     m = report["machine"]
     print(f"{report['date']}  {m['cpu']} ({m['cores']} cores, {m['simd']}), {report['threads']} threads, "
@@ -290,6 +315,8 @@ def default_model():
 
 
 def int_list(text):
+    if text == "none":
+        return []
     values = [int(v) for v in text.split(",") if v]
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError("a comma-separated list of positive integers")
@@ -309,18 +336,24 @@ def main():
     parser.add_argument("--pp", type=int, default=512)
     parser.add_argument("--tg", type=int, default=128)
     parser.add_argument("--batches", type=int_list, default=[1, 4, 16])
-    parser.add_argument("--concurrency", type=int_list, default=[1, 4, 16])
+    parser.add_argument("--concurrency", type=int_list, default=[1, 4, 16], help="serving levels ('none': only the long-prompt scenario)")
+    parser.add_argument("--no-micro", action="store_true", help="skip tg / pp / batched decode (serving only)")
     parser.add_argument("--serving-tokens", type=int, default=128)
     parser.add_argument("--serving-prompt-words", type=int, default=32)
+    parser.add_argument("--long-prompt-words", type=int, default=4000,
+                        help="the long prompt that arrives while 4 streams decode (0 skips the scenario)")
+    parser.add_argument("--long-prompt-stream-tokens", type=int, default=512, help="tokens each of those streams generates")
     parser.add_argument("--no-serving", action="store_true", help="skip the serving comparison")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (pp 32, tg 8, 8-token answers): checks the pipeline, not speed")
     args = parser.parse_args()
     if args.quick:
         args.pp, args.tg, args.serving_tokens, args.serving_prompt_words = 32, 8, 8, 8
+        args.long_prompt_words, args.long_prompt_stream_tokens = min(args.long_prompt_words, 16), 32
         args.batches = [b for b in args.batches if b <= 4] or [1]
         args.concurrency = [c for c in args.concurrency if c <= 4] or [1]
     if args.no_serving:
         args.concurrency = []
+        args.long_prompt_words = 0
     if not args.model or not Path(args.model).exists():
         parser.error(f"model not found: {args.model!r} (run scripts/setup.sh or pass --model)")
     if not Path(args.loom).exists():
@@ -349,11 +382,14 @@ def main():
         for who in order:
             if who == "llama_cpp" and bin_dir is None:
                 continue
-            log(f"round {i + 1}/{args.rounds}: {who} micro-benchmarks")
-            micro = loom_micro(args) if who == "loom" else peer_micro(args, bin_dir)
+            micro = {}
+            if not args.no_micro:
+                log(f"round {i + 1}/{args.rounds}: {who} micro-benchmarks")
+                micro = loom_micro(args) if who == "loom" else peer_micro(args, bin_dir)
             serving = {}
-            if args.concurrency:
-                log(f"round {i + 1}/{args.rounds}: {who} serving at concurrency {args.concurrency}")
+            if args.concurrency or args.long_prompt_words:
+                log(f"round {i + 1}/{args.rounds}: {who} serving at concurrency {args.concurrency}"
+                    + (f", then a {args.long_prompt_words}-word prompt arriving" if args.long_prompt_words else ""))
                 serving = serve_and_load(args, who, bin_dir, i)
             result[who] = {"micro": micro, "serving": serving}
         rounds.append(result)

@@ -85,6 +85,13 @@ def main():
             positive(s["ratio_output_tokens_per_s"], f"serving.{level}.ratio_output_tokens_per_s")
         elif s["llama_cpp"] is not None or s["ratio_output_tokens_per_s"] is not None:
             fail(f"serving.{level} has peer figures but the peer was skipped")
+    lp = report.get("long_prompt")
+    if not lp or lp["prompt_words"] != 16:
+        fail(f"long_prompt scenario missing or not --quick's 16 words: {lp}")
+    for who in (["loom", "llama_cpp"] if peer_ran else ["loom"]):
+        positive(lp[who]["ttft_s"], f"long_prompt.{who}.ttft_s")
+        if len(lp[who]["runs"]) != 2:
+            fail(f"long_prompt.{who} has {len(lp[who]['runs'])} runs, expected one per round")
     print(f"ok: report {report_path} well-formed ({'with' if peer_ran else 'without'} llama.cpp: "
           f"{report['peer']['binaries'] or report['peer']['skipped']})")
 
