@@ -350,7 +350,7 @@ def main():
         args.pp, args.tg, args.serving_tokens, args.serving_prompt_words = 32, 8, 8, 8
         args.long_prompt_words, args.long_prompt_stream_tokens = min(args.long_prompt_words, 16), 32
         args.batches = [b for b in args.batches if b <= 4] or [1]
-        args.concurrency = [c for c in args.concurrency if c <= 4] or [1]
+        args.concurrency = [c for c in args.concurrency if c <= 4] or ([1] if args.concurrency else [])
     if args.no_serving:
         args.concurrency = []
         args.long_prompt_words = 0
