@@ -33,7 +33,9 @@ const char* kUsage =
     "  --type TYPE             Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS\n"
     "                          (byte for byte as ggml writes them), F16, BF16, F32 (decodes a\n"
     "                          quantized file), I4_G128 (Loom-only),\n"
-    "                          I8_ROW (Loom-only)\n"
+    "                          I8_ROW (Loom-only); or one of llama.cpp's mixes Q3_K_S, Q3_K_M, Q3_K_L,\n"
+    "                          Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M: the tensor types and bytes llama-quantize\n"
+    "                          chooses (more bits for attn_v, ffn_down and the output matrix)\n"
     "  --keep-embeddings K     token_embd/output type: F16, Q8_0 or same (= TYPE). Default: Q8_0 for\n"
     "                          the 4-bit types and I8_ROW, TYPE otherwise\n"
     "  --calibration FILE      text whose token statistics weight the I4_G128 fit of attn_q/k/v and\n"
@@ -111,6 +113,7 @@ int run_quantize(const CommandArgs& args) {
   HostOptions host_options;
   QuantizeOptions options;
   std::string type_name, quantizer_name;
+  bool keep_embeddings_given = false;
   bool quiet = false;
   int64_t threads = std::max(1u, std::thread::hardware_concurrency());
   std::vector<std::string> positional;
@@ -129,6 +132,7 @@ int run_quantize(const CommandArgs& args) {
       type_name = value();
     } else if (a == "--keep-embeddings") {
       options.embeddings = parse_embedding_policy(value());
+      keep_embeddings_given = true;
     } else if (a == "--calibration") {
       options.calibration = value();
     } else if (a == "--simulate") {
@@ -154,7 +158,13 @@ int run_quantize(const CommandArgs& args) {
   }
   options.input = positional[0];
   options.output = positional[1];
-  options.target = parse_quantize_target(type_name);
+  options.mix = find_quant_mix(type_name);
+  if (options.mix && keep_embeddings_given) {
+    std::cerr << "loom quantize: --keep-embeddings does not apply to the mix " << options.mix->name
+              << ", whose rules choose the output and embedding types\n";
+    return 2;
+  }
+  options.target = options.mix ? options.mix->base : parse_quantize_target(type_name);
   options.n_threads = static_cast<int>(std::min<int64_t>(threads, 256));
   // Fail on the paths before loading plugins: the cheapest error first.
   check_output_path(options.input, options.output, options.force);

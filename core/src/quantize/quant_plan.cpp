@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "gguf/dtype_traits.h"
+#include "quantize/quant_mix.h"
 #include "quantize/quantizer.h"
 #include "quantize/tensor_codec.h"
 
@@ -93,7 +94,9 @@ loom_dtype parse_quantize_target(std::string_view text) {
   if (type && std::find(allowed.begin(), allowed.end(), *type) != allowed.end()) return *type;
   std::string names;
   for (loom_dtype t : allowed) names += (names.empty() ? "" : ", ") + dtype_name(t);
-  throw Error("--type: unknown or unsupported type '" + std::string(text) + "' (allowed: " + names + ")");
+  std::string mixes;
+  for (const auto& mix : quant_mixes()) mixes += (mixes.empty() ? "" : ", ") + mix.name;
+  throw Error("--type: unknown or unsupported type '" + std::string(text) + "' (allowed: " + names + "; llama.cpp mixes: " + mixes + ")");
 }
 
 bool is_loom_only_type(loom_dtype type) { return type == LOOM_DTYPE_I4_G128 || type == LOOM_DTYPE_I8_ROW; }
@@ -130,7 +133,8 @@ loom_dtype embedding_type_for(loom_dtype target, EmbeddingPolicy policy) {
 }
 
 std::vector<TensorPlan> plan_tensors(const std::vector<TensorShape>& tensors, const Quantizer& quantizer,
-                                     loom_dtype target, EmbeddingPolicy policy) {
+                                     loom_dtype target, EmbeddingPolicy policy,
+                                     const std::vector<std::optional<loom_dtype>>* mix_types) {
   const bool is_plain = target == LOOM_DTYPE_F32 || target == LOOM_DTYPE_F16 || target == LOOM_DTYPE_BF16;
   if (!is_plain && !quantizer.has_format(target)) {
     throw Error("the quantizer plugin '" + quantizer.name() + "' has no format " + dtype_name(target));
@@ -156,9 +160,15 @@ std::vector<TensorPlan> plan_tensors(const std::vector<TensorShape>& tensors, co
       throw Error("tensor '" + t.name + "' has type " + dtype_name(t.type) + ", which Loom cannot read");
     }
     loom_dtype wanted = target;
+    const size_t index = plans.size();
     if (p.n_rows == 1) {
       wanted = LOOM_DTYPE_F32;
       p.note = "1-D: kept F32";
+    } else if (mix_types != nullptr) {
+      const auto& mixed = mix_types->at(index);
+      wanted = mixed ? *mixed : t.type;
+      if (!mixed) p.note = "not quantized by the mix: kept " + dtype_name(t.type);
+      else if (*mixed != target) p.note = "mix: " + dtype_name(*mixed);
     } else if (is_embedding(t.name)) {
       wanted = embedding_type_for(target, policy);
       if (wanted != target) p.note = "embedding/output: " + dtype_name(wanted);

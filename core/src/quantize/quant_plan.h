@@ -73,7 +73,10 @@ struct TensorPlan {
 loom_dtype embedding_type_for(loom_dtype target, EmbeddingPolicy policy);
 
 // One plan per tensor, in input order. loom::Error when a tensor's type cannot be read.
+// `mix_types` (quant_mix.h), when given, replaces rules 3 and 4: entry i is tensor i's type, nullopt
+// for a tensor the mix leaves as it is (copied, or converted to F32 when 1-D, as rule 2 says).
 std::vector<TensorPlan> plan_tensors(const std::vector<TensorShape>& tensors, const Quantizer& quantizer,
-                                     loom_dtype target, EmbeddingPolicy policy);
+                                     loom_dtype target, EmbeddingPolicy policy,
+                                     const std::vector<std::optional<loom_dtype>>* mix_types = nullptr);
 
 }  // namespace loom

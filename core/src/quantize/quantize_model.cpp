@@ -105,7 +105,24 @@ QuantizeReport quantize_model(const QuantizeOptions& options, const Quantizer& q
 
   std::vector<TensorShape> shapes;
   for (const auto& t : in.tensors()) shapes.push_back({t.name, t.type, t.dims});
-  const std::vector<TensorPlan> plans = plan_tensors(shapes, quantizer, options.target, options.embeddings);
+  std::vector<std::optional<loom_dtype>> mix_types;
+  if (options.mix) {
+    // The rules read the layer count and the query heads per KV head (of the first layer).
+    const std::string arch = in.get_string("general.architecture").value_or("");
+    MixModel model;
+    model.n_layers = static_cast<int>(in.get_uint(arch + ".block_count").value_or(0));
+    auto first = [&](const std::string& key) -> int64_t {
+      if (auto v = in.get_int(key)) return *v;
+      const auto list = in.get_int_array(key);
+      return list.empty() ? 0 : list.front();
+    };
+    const int64_t heads = first(arch + ".attention.head_count"), kv_heads = first(arch + ".attention.head_count_kv");
+    model.n_gqa = kv_heads > 0 ? static_cast<int>(heads / kv_heads) : 1;
+    if (model.n_layers <= 0) throw Error("--type " + options.mix->name + ": the input has no " + arch + ".block_count, which the mix's rules need");
+    mix_types = mix_tensor_types(*options.mix, model, shapes);
+  }
+  const std::vector<TensorPlan> plans =
+      plan_tensors(shapes, quantizer, options.target, options.embeddings, options.mix ? &mix_types : nullptr);
 
   QuantizeReport report;
   CalibrationStats calibration;
@@ -119,11 +136,12 @@ QuantizeReport quantize_model(const QuantizeOptions& options, const Quantizer& q
 
   gguf::GgufWriter writer(in.alignment());
   copy_gguf_metadata(in, writer, {"general.file_type"});
-  report.file_type = file_type_for(options.target);
+  report.file_type = options.mix ? options.mix->file_type : file_type_for(options.target);
   writer.set_uint32("general.file_type", report.file_type);
   if (!writer.has_key("general.quantization_version")) writer.set_uint32("general.quantization_version", 2);
-  writer.set_string("loom.quantize.type", dtype_name(options.target));
-  writer.set_string("loom.quantize.embeddings", dtype_name(embedding_type_for(options.target, options.embeddings)));
+  writer.set_string("loom.quantize.type", options.mix ? options.mix->name : dtype_name(options.target));
+  if (!options.mix)
+    writer.set_string("loom.quantize.embeddings", dtype_name(embedding_type_for(options.target, options.embeddings)));
   if (options.simulate && is_loom_only_type(options.target)) {
     writer.set_string("loom.quantize.simulated", dtype_name(options.target) +
                                                      " tensors stored as F32 holding their decoded values");

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "quantize/quant_mix.h"
 #include "quantize/quant_plan.h"
 
 namespace loom {
@@ -32,6 +33,9 @@ struct QuantizeOptions {
   std::filesystem::path output;
   loom_dtype target = LOOM_DTYPE_Q8_0;
   EmbeddingPolicy embeddings = EmbeddingPolicy::automatic;
+  // A llama.cpp mix (Q4_K_M, ...): its rules choose each tensor's type, target is the mix's base type
+  // and embeddings are ignored (the mix decides the output matrix too).
+  std::optional<QuantMix> mix;
   bool force = false;                   // allow replacing an existing output (never the input)
   std::filesystem::path calibration;    // text for I4_G128 importance (calibration.h); empty = none
   int n_threads = 1;
