@@ -154,7 +154,7 @@ def wait_healthy(url, proc, seconds=300):
 
 def serve_and_load(args, who, bin_dir, round_index):
     port = free_port()
-    slots = max(args.concurrency)
+    slots = max(args.concurrency + [4])
     # Room for the prompt however the vocabulary splits its words (a synthetic one spells them out).
     ctx_per_slot = max(512, 8 * args.serving_prompt_words + args.serving_tokens + 64, 2 * args.long_prompt_words + 64)
     if who == "loom":
