@@ -337,8 +337,9 @@ std::vector<Case> buffer_cases() {
 std::vector<Case> backend_cases() {
   std::vector<Case> out = buffer_cases();
   for (loom_dtype dtype : kWeightTypes) {
-    // 11 and 33 tokens also reach batched paths (float GEMM from 8 tokens on AVX2) with their 3- and 1-token tails.
-    for (int64_t n_tok : {1, 7, 11, 33}) out.push_back(matmul_case(dtype, n_tok));
+    // 11, 33 and 70 tokens also reach batched paths (float GEMM from 8 tokens on AVX2, from 64 for types
+    // decoded by the reference decoder) with their 3-, 1- and 2-token tails.
+    for (int64_t n_tok : {1, 7, 11, 33, 70}) out.push_back(matmul_case(dtype, n_tok));
     out.push_back(get_rows_case(dtype));
   }
   out.push_back(matmul_chain_case());

@@ -185,16 +185,22 @@ void round_like_integer_kernels(const MatmulPlan& plan, const Kernels& k, const 
 // Batch invariance: the activations first take the int8 rounding the one-row kernels give them, so a
 // sequence's logits are the same (to float summation order) whether it ran alone or in a batch of 16:
 // the integer kernels' block sums are exact, and so, to rounding, are these float ones.
+//
+// Types without a vector decoder use the reference one (dequantize_row), a few ns per value: worth it
+// only when many tokens share each decoded row, as in prefill.
+constexpr int64_t kReferenceDecodeMinTokens = 64;
+
 bool try_float_gemm(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
   if (k.float_gemm.gemm == nullptr || n_tok < k.gemm_min_tokens || n_in % 8 != 0) return false;
-  const RowDecodeFn decode = k.float_gemm.decoder(w.dtype);
+  const RowDecodeFn fast_decode = k.float_gemm.decoder(w.dtype);
+  if (fast_decode == nullptr && n_tok < kReferenceDecodeMinTokens) return false;
   const MatmulPlan plan = plan_for(w.dtype, n_in, k);
   // Contiguous output rows, as the model's matmuls have them; activations in the table's usual
   // format for the type (not a kernel-specific layout the rounding above would not reproduce).
   const bool dst_rows = dst.nb[0] == sizeof(float) && dst.ne[2] == 1 && dst.ne[3] == 1 && dst.nb[1] % sizeof(float) == 0;
-  if (decode == nullptr || !dst_rows || plan.dot.rows_quantize != nullptr || plan.dot.tile_quantize != nullptr) return false;
+  if (!dst_rows || plan.dot.rows_quantize != nullptr || plan.dot.tile_quantize != nullptr) return false;
 
   // The calling thread's buffer (a thread_local named inside the lambdas would be each worker's own).
   static thread_local std::vector<float> rounded;
@@ -212,7 +218,10 @@ bool try_float_gemm(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
     static thread_local std::vector<float> decoded;
     const int64_t r0 = chunk * rows, n_rows = std::min(n_out, r0 + rows) - r0;
     decoded.resize(size_t(n_rows * n_in));
-    for (int64_t r = 0; r < n_rows; r++) decode(w.at(r0 + r), decoded.data() + r * n_in, n_in);
+    for (int64_t r = 0; r < n_rows; r++) {
+      if (fast_decode) fast_decode(w.at(r0 + r), decoded.data() + r * n_in, n_in);
+      else dequantize_row(w.dtype, w.at(r0 + r), decoded.data() + r * n_in, n_in);
+    }
     k.float_gemm.gemm(n_in, decoded.data(), n_in, n_rows, activations, n_in, n_tok, df + r0, dst_stride);
   });
   return true;

@@ -14,6 +14,9 @@
 
 namespace loom::cpu::avx2 {
 
+// IQ4_NL / IQ4_XS: the 16 non-uniform levels a 4-bit index selects.
+inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));

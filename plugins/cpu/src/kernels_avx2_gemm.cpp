@@ -109,6 +109,33 @@ void decode_q6_k(const void* row, float* out, int64_t n) {
   }
 }
 
+// IQ4_NL: Q4_0's layout, each nibble an index into the 16 levels.
+void decode_iq4_nl(const void* row, float* out, int64_t n) {
+  const auto* b = static_cast<const loom_block_q4_0*>(row);
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels)));
+  for (int64_t i = 0; i < n / 32; i++, out += 32)
+    store_scaled_32(_mm256_shuffle_epi8(table, unpack_nibbles_32(b[i].qs)), _mm256_set1_ps(h2f(b[i].d)), out);
+}
+
+// IQ4_XS: 256 values in 8 runs of 32, each with a 6-bit scale (low 4 bits in scales_l, high 2 in
+// scales_h) offset by 32, and IQ4_NL's nibble order within a run.
+void decode_iq4_xs(const void* row, float* out, int64_t n) {
+  struct Block {
+    uint16_t d, scales_h;
+    uint8_t scales_l[4];
+    uint8_t qs[128];
+  };
+  const auto* b = static_cast<const Block*>(row);
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels)));
+  for (int64_t i = 0; i < n / 256; i++) {
+    const float d = h2f(b[i].d);
+    for (int r = 0; r < 8; r++, out += 32) {
+      const int scale = ((b[i].scales_l[r / 2] >> (4 * (r % 2))) & 0xF) | (((b[i].scales_h >> (2 * r)) & 3) << 4);
+      store_scaled_32(_mm256_shuffle_epi8(table, unpack_nibbles_32(b[i].qs + 16 * r)), _mm256_set1_ps(d * float(scale - 32)), out);
+    }
+  }
+}
+
 void decode_f16(const void* row, float* out, int64_t n) {
   const auto* h = static_cast<const uint16_t*>(row);
   int64_t i = 0;
@@ -181,6 +208,8 @@ RowDecodeFn decoder(loom_dtype type) {
     case LOOM_DTYPE_Q5_0: return decode_q5_0;
     case LOOM_DTYPE_Q4_K: return decode_q4_k;
     case LOOM_DTYPE_Q6_K: return decode_q6_k;
+    case LOOM_DTYPE_IQ4_NL: return decode_iq4_nl;
+    case LOOM_DTYPE_IQ4_XS: return decode_iq4_xs;
     case LOOM_DTYPE_F16: return decode_f16;
     case LOOM_DTYPE_BF16: return decode_bf16;
     case LOOM_DTYPE_F32: return decode_f32;

@@ -48,8 +48,6 @@ struct BlockQ3K {  // GGML's block_q3_K: x = d * (6-bit scale - 32) * (q - 4 * !
   uint16_t d;
 };
 
-constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
 // Q5_K: Q4_K's layout plus qh, whose byte l holds in bits 2c and 2c + 1 the fifth bits of values
 // 64c + l and 64c + 32 + l. The running copy of qh is shifted right by two per 64 values, so bits 0
 // and 1 of each byte are always the current pair (vpsrlw moves bits across the bytes of a word, but
