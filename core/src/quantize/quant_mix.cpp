@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "gguf/dtype_traits.h"
+
 namespace loom {
 
 namespace {
@@ -28,17 +30,6 @@ Category category_of(const std::string& name) {
 // The layers that get more bits: the first and last eighth, and every third in between.
 bool use_more_bits(int i_layer, int n_layers) {
   return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
-}
-
-int64_t block_of(loom_dtype type) {
-  switch (type) {
-    case LOOM_DTYPE_Q2_K:
-    case LOOM_DTYPE_Q3_K:
-    case LOOM_DTYPE_Q4_K:
-    case LOOM_DTYPE_Q5_K:
-    case LOOM_DTYPE_Q6_K: return 256;
-    default: return 32;
-  }
 }
 
 }  // namespace
@@ -85,7 +76,7 @@ std::vector<std::optional<loom_dtype>> mix_tensor_types(const QuantMix& mix, con
     const Category c = category_of(t.name);
     if (c == Category::output || (tied_embeddings && c == Category::token_embd)) {
       // The output matrix (and a tied embedding, which is it): Q6_K, or Q8_0 when K-quant blocks do not fit.
-      type = t.dims[0] % block_of(mix.base) != 0 ? LOOM_DTYPE_Q8_0 : LOOM_DTYPE_Q6_K;
+      type = t.dims[0] % dtype_traits(mix.base)->block_elems != 0 ? LOOM_DTYPE_Q8_0 : LOOM_DTYPE_Q6_K;
     } else if (c == Category::token_embd) {
       // untied: the base type
     } else if (c == Category::attn_v) {

@@ -3,53 +3,12 @@
 #include <cstring>
 
 #include "cpu_tensor.h"
+#include "ggml_blocks.h"
 
 namespace loom::cpu {
 
 namespace {
 
-// The blocks as ggml stores them (ggml-common.h), byte for byte.
-struct BlockQ4_1 {
-  uint16_t d, m;
-  uint8_t qs[16];
-};
-struct BlockQ5_1 {
-  uint16_t d, m;
-  uint8_t qh[4];
-  uint8_t qs[16];
-};
-struct BlockQ2K {
-  uint8_t scales[16];  // 4-bit scale and 4-bit min of each 16 values
-  uint8_t qs[64];
-  uint16_t d, dmin;
-};
-struct BlockQ3K {
-  uint8_t hmask[32];  // the third bit of each value
-  uint8_t qs[64];     // the low two bits
-  uint8_t scales[12]; // sixteen 6-bit scales
-  uint16_t d;
-};
-struct BlockQ5K {
-  uint16_t d, dmin;
-  uint8_t scales[12];  // as Q4_K
-  uint8_t qh[32];
-  uint8_t qs[128];
-};
-struct BlockIQ4NL {
-  uint16_t d;
-  uint8_t qs[16];
-};
-struct BlockIQ4XS {
-  uint16_t d;
-  uint16_t scales_h;
-  uint8_t scales_l[4];
-  uint8_t qs[128];
-};
-static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_1) == 24 && sizeof(BlockQ2K) == 84 && sizeof(BlockQ3K) == 110 &&
-              sizeof(BlockQ5K) == 176 && sizeof(BlockIQ4NL) == 18 && sizeof(BlockIQ4XS) == 136);
-
-// The sixteen non-uniform levels of the IQ4 formats.
-constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 void q4_1(const BlockQ4_1* b, float* y, int64_t n) {
   for (int64_t i = 0; i < n / 32; i++, b++, y += 32) {
@@ -155,8 +114,7 @@ void iq4_xs(const BlockIQ4XS* b, float* y, int64_t n) {
     const float d = half_to_float(b->d);
     const uint8_t* qs = b->qs;
     for (int ib = 0; ib < 8; ib++, qs += 16, y += 32) {
-      const int ls = ((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b->scales_h >> (2 * ib)) & 3) << 4);
-      const float dl = d * float(ls - 32);
+      const float dl = d * float(iq4_xs_run_scale(*b, ib));
       for (int j = 0; j < 16; j++) {
         y[j] = dl * float(kIq4Levels[qs[j] & 0xF]);
         y[j + 16] = dl * float(kIq4Levels[qs[j] >> 4]);

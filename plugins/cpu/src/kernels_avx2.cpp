@@ -47,22 +47,6 @@ void quantize_q8k(const float* x, BlockQ8K* y, int64_t n) {
 
 // ---- quantized row · tile of activation rows -----------------------------------------------------------
 
-// A 32-value block's weights as signed bytes, per format.
-struct SignedQ4_0 {
-  using Block = loom_block_q4_0;
-  static __m256i load(const Block& w) { return _mm256_sub_epi8(unpack_nibbles_32(w.qs), _mm256_set1_epi8(8)); }
-};
-struct SignedQ5_0 {
-  using Block = loom_block_q5_0;
-  static __m256i load(const Block& w) {
-    return _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles_32(w.qs), high_bits_32(w.qh)), _mm256_set1_epi8(16));
-  }
-};
-struct SignedQ8_0 {
-  using Block = loom_block_q8_0;
-  static __m256i load(const Block& w) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs)); }
-};
-
 // Q4_0 / Q5_0 / Q8_0 row · tile: the weights as signed bytes q, then |q| x sign(y, q) through
 // maddubs. The integer dot product of each block is exact (Q4_0's -8 and Q5_0's -16 offsets are
 // applied to the bytes, not subtracted in floating point afterwards, where the cancellation costs
@@ -142,7 +126,6 @@ void dot_q4_k_t(int64_t n, const void* w, const void* x, size_t xs, float* out) 
 template <int NX>
 void dot_q6_k_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
   const auto* wb = static_cast<const loom_block_q6_k*>(w);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
   __m256 acc[NX];
   float offs[NX];
   for (int j = 0; j < NX; j++) acc[j] = _mm256_setzero_ps(), offs[j] = 0.0f;
@@ -159,14 +142,8 @@ void dot_q6_k_t(int64_t n, const void* w, const void* x, size_t xs, float* out) 
       offs[j] += d * yb.d * 32.0f * float(corr);
     }
     for (int h = 0; h < 2; h++) {
-      const __m256i ql_a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
-      const __m256i ql_b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
       __m256i q[4];
-      q[0] = _mm256_or_si256(_mm256_and_si256(ql_a, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-      q[1] = _mm256_or_si256(_mm256_and_si256(ql_b, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_a, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
-      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_b, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+      unpack_q6_k_128(blk.ql + 64 * h, blk.qh + 32 * h, q);
       const int8_t* sc = blk.scales + 8 * h;
       __m256i scv[4];
       for (int k = 0; k < 4; k++)  // 16 values per scale: low 128-bit lane uses sc[2k], high sc[2k+1]

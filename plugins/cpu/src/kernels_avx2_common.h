@@ -14,9 +14,6 @@
 
 namespace loom::cpu::avx2 {
 
-// IQ4_NL / IQ4_XS: the 16 non-uniform levels a 4-bit index selects.
-inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -68,6 +65,35 @@ inline int quantize_32(const float* x, float id, int8_t* q) {
   s = _mm_hadd_epi32(s, s);
   s = _mm_hadd_epi32(s, s);
   return _mm_cvtsi128_si32(s);
+}
+
+// A 32-value block's weights as signed bytes, per format (Q4_0's -8 and Q5_0's -16 offsets applied).
+struct SignedQ4_0 {
+  using Block = loom_block_q4_0;
+  static __m256i load(const Block& w) { return _mm256_sub_epi8(unpack_nibbles_32(w.qs), _mm256_set1_epi8(8)); }
+};
+struct SignedQ5_0 {
+  using Block = loom_block_q5_0;
+  static __m256i load(const Block& w) {
+    return _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles_32(w.qs), high_bits_32(w.qh)), _mm256_set1_epi8(16));
+  }
+};
+struct SignedQ8_0 {
+  using Block = loom_block_q8_0;
+  static __m256i load(const Block& w) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs)); }
+};
+
+// Q6_K: the 6-bit quants (0..63, stored +32) of 128 values from 64 bytes of low nibbles (ql) and 32
+// bytes of high bit pairs (qh); q[k] holds values 32k..32k+31.
+inline void unpack_q6_k_128(const uint8_t* ql, const uint8_t* qh, __m256i q[4]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+  const __m256i ql_a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+  const __m256i ql_b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+  q[0] = _mm256_or_si256(_mm256_and_si256(ql_a, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
+  q[1] = _mm256_or_si256(_mm256_and_si256(ql_b, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_a, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_b, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
 }
 
 template <typename Act>

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "cpu_tensor.h"
+#include "ggml_blocks.h"
 #include "kernels_avx2_common.h"
 
 namespace loom::cpu {
@@ -27,14 +28,15 @@ using namespace avx2;
 
 // ---- weight rows to floats ---------------------------------------------------------------------------
 
-// 32 signed bytes times a scale, stored as 32 floats.
-inline void store_scaled_32(__m256i q, __m256 scale, float* out) {
+// 32 signed bytes as 32 floats, the first 16 times `first`, the last 16 times `second`.
+inline void store_scaled_2x16(__m256i q, __m256 first, __m256 second, float* out) {
   const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
-  _mm256_storeu_ps(out + 0, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), scale));
-  _mm256_storeu_ps(out + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), scale));
-  _mm256_storeu_ps(out + 16, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), scale));
-  _mm256_storeu_ps(out + 24, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), scale));
+  _mm256_storeu_ps(out + 0, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), first));
+  _mm256_storeu_ps(out + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), first));
+  _mm256_storeu_ps(out + 16, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), second));
+  _mm256_storeu_ps(out + 24, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), second));
 }
+inline void store_scaled_32(__m256i q, __m256 scale, float* out) { store_scaled_2x16(q, scale, scale, out); }
 
 // 32 unsigned bytes q as scale * q - offset.
 inline void store_affine_32(__m256i q, __m256 scale, __m256 offset, float* out) {
@@ -47,21 +49,18 @@ inline void store_affine_32(__m256i q, __m256 scale, __m256 offset, float* out) 
 void decode_q8_0(const void* row, float* out, int64_t n) {
   const auto* b = static_cast<const loom_block_q8_0*>(row);
   for (int64_t i = 0; i < n / 32; i++, out += 32)
-    store_scaled_32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs)), _mm256_set1_ps(h2f(b[i].d)), out);
+    store_scaled_32(SignedQ8_0::load(b[i]), _mm256_set1_ps(h2f(b[i].d)), out);
 }
 
 void decode_q4_0(const void* row, float* out, int64_t n) {
   const auto* b = static_cast<const loom_block_q4_0*>(row);
   for (int64_t i = 0; i < n / 32; i++, out += 32)
-    store_scaled_32(_mm256_sub_epi8(unpack_nibbles_32(b[i].qs), _mm256_set1_epi8(8)), _mm256_set1_ps(h2f(b[i].d)), out);
+    store_scaled_32(SignedQ4_0::load(b[i]), _mm256_set1_ps(h2f(b[i].d)), out);
 }
 
 void decode_q5_0(const void* row, float* out, int64_t n) {
   const auto* b = static_cast<const loom_block_q5_0*>(row);
-  for (int64_t i = 0; i < n / 32; i++, out += 32) {
-    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles_32(b[i].qs), high_bits_32(b[i].qh)), _mm256_set1_epi8(16));
-    store_scaled_32(q, _mm256_set1_ps(h2f(b[i].d)), out);
-  }
+  for (int64_t i = 0; i < n / 32; i++, out += 32) store_scaled_32(SignedQ5_0::load(b[i]), _mm256_set1_ps(h2f(b[i].d)), out);
 }
 
 void decode_q4_k(const void* row, float* out, int64_t n) {
@@ -82,29 +81,16 @@ void decode_q4_k(const void* row, float* out, int64_t n) {
 
 void decode_q6_k(const void* row, float* out, int64_t n) {
   const auto* b = static_cast<const loom_block_q6_k*>(row);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3), offset = _mm256_set1_epi8(32);
+  const __m256i offset = _mm256_set1_epi8(32);
   for (int64_t i = 0; i < n / 256; i++) {
     const float d = h2f(b[i].d);
     for (int h = 0; h < 2; h++, out += 128) {
-      const __m256i ql_a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].ql + 64 * h));
-      const __m256i ql_b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].ql + 64 * h + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qh + 32 * h));
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql_a, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(ql_b, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_a, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql_b, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4))};
+      __m256i q[4];
+      unpack_q6_k_128(b[i].ql + 64 * h, b[i].qh + 32 * h, q);
       const int8_t* sc = b[i].scales + 8 * h;
-      for (int k = 0; k < 4; k++) {  // values 32k..32k+15 use scale 2k, the next 16 scale 2k+1
-        const __m256i s = _mm256_sub_epi8(q[k], offset);
-        const __m128i lo = _mm256_castsi256_si128(s), hi = _mm256_extracti128_si256(s, 1);
-        const __m256 s0 = _mm256_set1_ps(d * float(sc[2 * k])), s1 = _mm256_set1_ps(d * float(sc[2 * k + 1]));
-        float* o = out + 32 * k;
-        _mm256_storeu_ps(o + 0, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), s0));
-        _mm256_storeu_ps(o + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), s0));
-        _mm256_storeu_ps(o + 16, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), s1));
-        _mm256_storeu_ps(o + 24, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), s1));
-      }
+      for (int k = 0; k < 4; k++)  // values 32k..32k+15 use scale 2k, the next 16 scale 2k+1
+        store_scaled_2x16(_mm256_sub_epi8(q[k], offset), _mm256_set1_ps(d * float(sc[2 * k])), _mm256_set1_ps(d * float(sc[2 * k + 1])),
+                          out + 32 * k);
     }
   }
 }
@@ -117,22 +103,15 @@ void decode_iq4_nl(const void* row, float* out, int64_t n) {
     store_scaled_32(_mm256_shuffle_epi8(table, unpack_nibbles_32(b[i].qs)), _mm256_set1_ps(h2f(b[i].d)), out);
 }
 
-// IQ4_XS: 256 values in 8 runs of 32, each with a 6-bit scale (low 4 bits in scales_l, high 2 in
-// scales_h) offset by 32, and IQ4_NL's nibble order within a run.
+// IQ4_XS: 256 values in 8 runs of 32, each with its own 6-bit scale, and IQ4_NL's nibble order
+// within a run.
 void decode_iq4_xs(const void* row, float* out, int64_t n) {
-  struct Block {
-    uint16_t d, scales_h;
-    uint8_t scales_l[4];
-    uint8_t qs[128];
-  };
-  const auto* b = static_cast<const Block*>(row);
+  const auto* b = static_cast<const BlockIQ4XS*>(row);
   const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels)));
   for (int64_t i = 0; i < n / 256; i++) {
     const float d = h2f(b[i].d);
-    for (int r = 0; r < 8; r++, out += 32) {
-      const int scale = ((b[i].scales_l[r / 2] >> (4 * (r % 2))) & 0xF) | (((b[i].scales_h >> (2 * r)) & 3) << 4);
-      store_scaled_32(_mm256_shuffle_epi8(table, unpack_nibbles_32(b[i].qs + 16 * r)), _mm256_set1_ps(d * float(scale - 32)), out);
-    }
+    for (int r = 0; r < 8; r++, out += 32)
+      store_scaled_32(_mm256_shuffle_epi8(table, unpack_nibbles_32(b[i].qs + 16 * r)), _mm256_set1_ps(d * float(iq4_xs_run_scale(b[i], r))), out);
   }
 }
 

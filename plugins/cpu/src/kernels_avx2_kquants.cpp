@@ -7,6 +7,7 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
 #include "cpu_tensor.h"
+#include "ggml_blocks.h"
 #include "kernels_avx2_common.h"
 
 namespace loom::cpu {
@@ -14,39 +15,6 @@ namespace {
 
 using namespace avx2;
 
-struct BlockQ5K {  // GGML's block_q5_K
-  uint16_t d, dmin;
-  uint8_t scales[12];
-  uint8_t qh[32];
-  uint8_t qs[128];
-};
-struct BlockIQ4XS {  // GGML's block_iq4_xs
-  uint16_t d;
-  uint16_t scales_h;
-  uint8_t scales_l[4];
-  uint8_t qs[128];
-};
-struct BlockQ4_1 {  // x = d q + m
-  uint16_t d, m;
-  uint8_t qs[16];
-};
-struct BlockQ5_1 {
-  uint16_t d, m;
-  uint8_t qh[4];
-  uint8_t qs[16];
-};
-
-struct BlockQ2K {  // GGML's block_q2_K: x = d * (scale nibble) * q - dmin * (min nibble)
-  uint8_t scales[16];
-  uint8_t qs[64];
-  uint16_t d, dmin;
-};
-struct BlockQ3K {  // GGML's block_q3_K: x = d * (6-bit scale - 32) * (q - 4 * !hbit)
-  uint8_t hmask[32];
-  uint8_t qs[64];
-  uint8_t scales[12];
-  uint16_t d;
-};
 
 // Q5_K: Q4_K's layout plus qh, whose byte l holds in bits 2c and 2c + 1 the fifth bits of values
 // 64c + l and 64c + 32 + l. The running copy of qh is shifted right by two per 64 values, so bits 0
@@ -220,7 +188,7 @@ void dot_iq4_xs_t(int64_t n, const void* w, const void* x, size_t xs, float* out
       int16_t scale[2];
       for (int h = 0; h < 2; h++) {
         const int ib = 2 * c + h;
-        scale[h] = int16_t((((blk.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((blk.scales_h >> (2 * ib)) & 3) << 4)) - 32);
+        scale[h] = int16_t(iq4_xs_run_scale(blk, ib));
       }
       const __m256i sc_first = _mm256_set1_epi16(scale[0]), sc_second = _mm256_set1_epi16(scale[1]);
       for (int j = 0; j < NX; j++) {
