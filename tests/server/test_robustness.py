@@ -231,11 +231,14 @@ class ConnectionLimitTest(unittest.TestCase):
         server = LoomServer(write_config("cap.toml", "max_connections = 20"), model("ctx256.gguf", 256))
         socks = []
         try:
-            # 19 idle sockets (the 20th connection is the one reading /metrics), then the 20th.
+            # One kept-alive socket reads /metrics, so polling opens no short-lived connections that the
+            # server might still count (and that would take the extra one's place); 19 idle sockets
+            # beside it make 20.
+            reader = socket.create_connection((server.host, server.port), timeout=10)
+            socks.append(reader)
             for _ in range(19):
                 socks.append(socket.create_connection((server.host, server.port), timeout=10))
-            self.assertTrue(wait_until(lambda: server.metrics()["loom_http_connections_idle"] >= 19, 10))
-            socks.append(socket.create_connection((server.host, server.port), timeout=10))
+            self.assertTrue(wait_until(lambda: open_count_on(reader) == 20, 10))
             # One more: answered 503 with a JSON reason, then closed.
             extra = raw_post(server.host, server.port, "/v1/completions", {"prompt": "x", "max_tokens": 2})
             reply = read_all(extra)
@@ -313,6 +316,23 @@ def server_open_count(server):
         return float("inf")
     assert status == 200, status
     for line in data.decode().splitlines():
+        if line.startswith("loom_http_connections_open "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError("loom_http_connections_open is missing from /metrics")
+
+
+def open_count_on(sock):
+    """Reads loom_http_connections_open over a kept-alive socket, so that reading it opens nothing new."""
+    sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(4096)
+    head, body = data.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+    while len(body) < length:
+        body += sock.recv(4096)
+    for line in body.decode().splitlines():
         if line.startswith("loom_http_connections_open "):
             return float(line.rsplit(" ", 1)[1])
     raise AssertionError("loom_http_connections_open is missing from /metrics")
