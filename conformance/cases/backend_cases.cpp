@@ -9,6 +9,7 @@
 namespace loom::conformance {
 
 std::vector<Case> backend_attention_cases();  // backend_attention_cases.cpp
+std::vector<Case> backend_moe_cases();        // backend_moe_cases.cpp
 
 namespace {
 
@@ -345,6 +346,7 @@ std::vector<Case> backend_cases() {
   out.push_back(matmul_chain_case());
   for (auto& c : row_op_cases()) out.push_back(std::move(c));
   for (auto& c : backend_attention_cases()) out.push_back(std::move(c));
+  for (auto& c : backend_moe_cases()) out.push_back(std::move(c));
   return out;
 }
 

@@ -41,6 +41,9 @@ inline const char* op_type_name(loom_op_type type) {
     case LOOM_OP_STORE_KV: return "STORE_KV";
     case LOOM_OP_PAGED_ATTENTION: return "PAGED_ATTENTION";
     case LOOM_OP_SOFTMAX: return "SOFTMAX";
+    case LOOM_OP_MOE_ROUTE: return "MOE_ROUTE";
+    case LOOM_OP_MOE_MATMUL: return "MOE_MATMUL";
+    case LOOM_OP_MOE_SUM: return "MOE_SUM";
     default: return nullptr;
   }
 }
@@ -61,6 +64,8 @@ struct BaseOpRules {
   static constexpr bool kRopeFreqFactors = false;
   // ROPE with LOOM_ROPE_YARN (ABI 1.2); a backend that implements it also has OpParams::yarn_*.
   static constexpr bool kRopeYarn = false;
+  // The mixture-of-experts ops (ABI 1.5); a backend that implements them also has OpParams::moe_*.
+  static constexpr bool kMoe = false;
 
   // After the common shape and stride checks of one operand (offset and strides not yet bounded).
   template <typename Checker, typename Tensor>
@@ -163,6 +168,71 @@ struct OpChecker {
 template <typename Params>
 const Params* params_of(const loom_op& op) {
   return static_cast<const Params*>(op.params);
+}
+
+// MOE_ROUTE, MOE_MATMUL and MOE_SUM (ABI 1.5), for backends with Rules::kMoe.
+template <typename Rules, typename NeedSrc, typename Has>
+void resolve_moe_op(const OpChecker<Rules>& c, const loom_op& op, typename Rules::OpArgs& a, const NeedSrc& need_src,
+                    const Has& has) {
+  switch (op.type) {
+    case LOOM_OP_MOE_ROUTE: {
+      need_src(2);
+      a.src[0] = c.tensor(op.src[0], "src0 (router logits)");
+      a.src[1] = c.tensor(op.src[1], "src1 (ids)");
+      a.dst = c.tensor(op.dst, "dst (weights)");
+      c.expect_dtype(a.src[0], LOOM_DTYPE_F32, "src0 (router logits)");
+      c.expect_dtype(a.src[1], LOOM_DTYPE_I32, "src1 (ids)");
+      c.expect_dtype(a.dst, LOOM_DTYPE_F32, "dst (weights)");
+      const int64_t n_tok = a.src[0].ne[1];
+      c.expect_shape(a.src[0], a.src[0].ne[0], n_tok, 1, 1, "src0 (router logits)");
+      if (!has(offsetof(loom_moe_route_params, scale) + 4)) c.invalid("needs loom_moe_route_params");
+      const auto* p = params_of<loom_moe_route_params>(op);
+      if (p->n_used < 1 || int64_t(p->n_used) > a.src[0].ne[0])
+        c.invalid("n_used " + std::to_string(p->n_used) + " must be in 1..n_expert (" + std::to_string(a.src[0].ne[0]) + ")");
+      if (p->gating != LOOM_MOE_GATING_SOFTMAX && p->gating != LOOM_MOE_GATING_SIGMOID && p->gating != LOOM_MOE_GATING_SOFTMAX_CHOSEN)
+        c.unsupported("gating " + std::to_string(p->gating) + " is not implemented");
+      c.expect_shape(a.src[1], int64_t(p->n_used), n_tok, 1, 1, "src1 (ids)");
+      c.expect_shape(a.dst, int64_t(p->n_used), n_tok, 1, 1, "dst (weights)");
+      a.params.moe_n_used = p->n_used;
+      a.params.moe_gating = p->gating;
+      a.params.moe_normalize = p->normalize != 0;
+      a.params.scale = p->scale == 0.0f ? 1.0f : p->scale;
+      break;
+    }
+    case LOOM_OP_MOE_MATMUL: {
+      need_src(3);
+      a.src[0] = c.tensor(op.src[0], "src0 (expert weights)");
+      a.src[1] = c.tensor(op.src[1], "src1 (x)");
+      a.src[2] = c.tensor(op.src[2], "src2 (ids)");
+      a.dst = c.tensor(op.dst, "dst");
+      if (!Rules::is_weight_dtype(a.src[0].dtype))
+        c.unsupported(std::string("weight dtype ") + Rules::dtype_name(a.src[0].dtype) + " is not implemented");
+      c.expect_dtype(a.src[1], LOOM_DTYPE_F32, "src1 (x)");
+      c.expect_dtype(a.src[2], LOOM_DTYPE_I32, "src2 (ids)");
+      c.expect_dtype(a.dst, LOOM_DTYPE_F32, "dst");
+      const int64_t n_in = a.src[0].ne[0], n_out = a.src[0].ne[1];
+      const int64_t n_used = a.src[2].ne[0], n_tok = a.src[2].ne[1];
+      c.expect_shape(a.src[0], n_in, n_out, a.src[0].ne[2], 1, "src0 (expert weights)");
+      c.expect_shape(a.src[2], n_used, n_tok, 1, 1, "src2 (ids)");
+      if (a.src[1].ne[1] != 1) c.expect_shape(a.src[1], n_in, n_used, n_tok, 1, "src1 (x)");
+      else c.expect_shape(a.src[1], n_in, 1, n_tok, 1, "src1 (x)");
+      c.expect_shape(a.dst, n_out, n_used, n_tok, 1, "dst");
+      break;
+    }
+    case LOOM_OP_MOE_SUM: {
+      need_src(2);
+      a.src[0] = c.tensor(op.src[0], "src0");
+      a.src[1] = c.tensor(op.src[1], "src1 (weights)");
+      a.dst = c.tensor(op.dst, "dst");
+      for (const auto* t : {&a.src[0], &a.src[1], &a.dst}) c.expect_dtype(*t, LOOM_DTYPE_F32, t == &a.dst ? "dst" : "src");
+      const int64_t ne0 = a.src[0].ne[0], n_used = a.src[0].ne[1], n_tok = a.src[0].ne[2];
+      c.expect_shape(a.src[0], ne0, n_used, n_tok, 1, "src0");
+      c.expect_shape(a.src[1], n_used, n_tok, 1, 1, "src1 (weights)");
+      c.expect_shape(a.dst, ne0, n_tok, 1, 1, "dst");
+      break;
+    }
+    default: break;
+  }
 }
 
 // Throws (through Rules) UNSUPPORTED for dtype/op combinations the backend does not implement,
@@ -387,6 +457,16 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
       if (p->block_size == 0) c.invalid("block_size must be > 0");
       if (!(p->softcap >= 0.0f)) c.invalid("softcap must be >= 0");
       Rules::check_attention(c, a);
+      break;
+    }
+    case LOOM_OP_MOE_ROUTE:
+    case LOOM_OP_MOE_MATMUL:
+    case LOOM_OP_MOE_SUM: {
+      if constexpr (Rules::kMoe) {
+        resolve_moe_op(c, op, a, need_src, has);
+      } else {
+        c.unsupported("the mixture-of-experts ops (ABI 1.5)" + not_implemented);
+      }
       break;
     }
     default: Rules::unsupported("op type " + std::to_string(op.type) + not_implemented);

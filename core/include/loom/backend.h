@@ -84,6 +84,21 @@ typedef int32_t loom_op_type;
 #define LOOM_OP_PAGED_ATTENTION 12
 /* dst = src0 row-wise softmax (used by tests and samplers on device). */
 #define LOOM_OP_SOFTMAX 13
+/* (ABI 1.5) Mixture-of-experts routing: for each token, pick the n_used experts with the highest
+ * gate probabilities and their weights. src0 router logits F32 [n_expert, n_tok]; src1 ids I32
+ * [n_used, n_tok], written by the op (like STORE_KV's caches): the chosen experts, best first;
+ * dst weights F32 [n_used, n_tok]. params: loom_moe_route_params. A backend that does not
+ * implement the MoE ops answers UNSUPPORTED for all three. */
+#define LOOM_OP_MOE_ROUTE 14
+/* (ABI 1.5) One matmul per (token, chosen expert): dst[:, j, t] = x[:, j, t] · W[ids[j, t]]ᵀ.
+ * src0 W [n_in, n_out, n_expert] any weight dtype (each expert a whole matrix); src1 x F32
+ * [n_in, n_used or 1, n_tok] (with 1, every expert of a token reads the same row); src2 ids I32
+ * [n_used, n_tok] (each in 0..n_expert-1); dst F32 [n_out, n_used, n_tok]. What makes MoE serving
+ * cheap: a backend groups a batch's rows by expert, so each expert's matrix is read once per op. */
+#define LOOM_OP_MOE_MATMUL 15
+/* (ABI 1.5) dst[:, t] = sum_j src1[j, t] * src0[:, j, t]. src0 F32 [ne0, n_used, n_tok]; src1 weights
+ * F32 [n_used, n_tok]; dst F32 [ne0, n_tok]. */
+#define LOOM_OP_MOE_SUM 16
 
 #define LOOM_OP_MAX_SRC 6
 
@@ -142,6 +157,22 @@ typedef struct loom_attention_params {
   float softcap;           /* 0 = none; else logits = softcap * tanh(logits / softcap) */
   uint32_t reserved;
 } loom_attention_params;
+
+typedef int32_t loom_moe_gating;
+/* probabilities = softmax over all experts' logits; weights = the chosen experts' probabilities */
+#define LOOM_MOE_GATING_SOFTMAX 1
+/* probabilities = sigmoid(logit) per expert */
+#define LOOM_MOE_GATING_SIGMOID 2
+/* choose by logit; weights = softmax over the chosen experts' logits only (gpt-oss) */
+#define LOOM_MOE_GATING_SOFTMAX_CHOSEN 3
+
+typedef struct loom_moe_route_params {
+  uint32_t struct_size;
+  uint32_t n_used;         /* experts per token (== ids ne[0]) */
+  loom_moe_gating gating;
+  uint32_t normalize;      /* 1: divide the weights by their sum (at least 2^-14), as most families do */
+  float scale;             /* weights *= scale afterwards; 0 or 1 = none */
+} loom_moe_route_params;
 
 typedef struct loom_op {
   uint32_t struct_size;
@@ -235,6 +266,12 @@ typedef struct loom_backend_i {
   /* Enqueue `n_ops` ops in order. The op array and params are borrowed for the call only. A backend
    * may capture a sequence it has seen before (CUDA graphs, recorded command buffers). */
   loom_status (*run_ops)(loom_backend_t *backend, loom_stream_t *stream, const loom_op *ops, uint32_t n_ops);
+
+  /* (ABI 1.5) The instance's counters since create, as one JSON object of numbers (e.g.
+   * {"moe_expert_reads": 12, "moe_rows": 48}), NUL-terminated into `out`; INVALID_ARGUMENT when it
+   * does not fit. Thread-safe; reflects the work of every synchronised stream. Absent (a table from
+   * before 1.5) or NULL = no counters. */
+  loom_status (*get_stats)(loom_backend_t *backend, char *out, uint32_t size);
 } loom_backend_i;
 
 #ifdef __cplusplus

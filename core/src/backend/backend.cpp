@@ -131,6 +131,13 @@ std::string Backend::unsupported_reason(const loom_op& op) const {
   return reason[0] ? reason : status_name(status);
 }
 
+std::string Backend::stats_json() const {
+  if (!LOOM_HAS_MEMBER(table_, loom_backend_i, get_stats) || table_->get_stats == nullptr) return "{}";
+  char out[4096] = {};
+  if (table_->get_stats(instance_, out, sizeof(out)) != LOOM_STATUS_OK) return "{}";
+  return out;
+}
+
 // ---- views and ops -------------------------------------------------------------------------------
 
 loom_tensor tensor_view_raw(loom_buffer_t* buffer, uint64_t offset, loom_dtype dtype, int64_t ne0, int64_t ne1,

@@ -70,6 +70,8 @@ class Backend {
 
   // An op's support with the reason when it is not supported (empty string = supported).
   std::string unsupported_reason(const loom_op& op) const;
+  // The plugin's counters (get_stats, ABI 1.5) as a JSON object; "{}" when it has none.
+  std::string stats_json() const;
 
   const loom_backend_i& table() const { return *table_; }
   loom_backend_t* handle() const { return instance_; }

@@ -316,11 +316,21 @@ loom_status run_ops(loom_backend_t* backend, loom_stream_t*, const loom_op* ops,
   }
 }
 
+loom_status get_stats(loom_backend_t* backend, char* out, uint32_t size) {
+  if (backend == nullptr || out == nullptr || size == 0) return LOOM_STATUS_INVALID_ARGUMENT;
+  const MoeCounters moe = backend->fast ? backend->fast->moe_counters() : MoeCounters{};
+  const std::string json = "{\"moe_matmuls\": " + std::to_string(moe.ops) + ", \"moe_expert_reads\": " +
+                           std::to_string(moe.expert_reads) + ", \"moe_rows\": " + std::to_string(moe.rows) + "}";
+  if (json.size() + 1 > size) return LOOM_STATUS_INVALID_ARGUMENT;
+  std::memcpy(out, json.c_str(), json.size() + 1);
+  return LOOM_STATUS_OK;
+}
+
 const loom_backend_i kTable = {
     sizeof(loom_backend_i), 0,          device_count,  device_name,        create,        destroy,
     last_error,             get_caps,   supports_op,   buffer_create,      buffer_destroy, buffer_host_pointer,
     stream_create,          stream_destroy, stream_synchronize, copy_to_device, copy_to_host, copy_buffer,
-    run_ops,
+    run_ops,                get_stats,
 };
 
 const loom_plugin_desc kDesc = {

@@ -97,6 +97,9 @@ struct OpParams {
   uint32_t block_size = 0;
   uint32_t sliding_window = 0;
   float softcap = 0.0f;
+  uint32_t moe_n_used = 0;  // MOE_ROUTE (scale is its weight scale)
+  loom_moe_gating moe_gating = LOOM_MOE_GATING_SOFTMAX;
+  bool moe_normalize = false;
 };
 
 struct OpArgs {

@@ -273,6 +273,10 @@ void FastOps::run(const OpArgs& a) {
     case LOOM_OP_SOFTMAX: return softmax(a, pool);
     case LOOM_OP_STORE_KV: return fast_store_kv(a, pool, *kernels_);
     case LOOM_OP_PAGED_ATTENTION: return fast_paged_attention(a, pool, *kernels_);
+    case LOOM_OP_MOE_ROUTE:
+      return pool.parallel_for(a.src[0].ne[1], [&](int64_t t, int) { moe_route_rows(a, t, t + 1); });
+    case LOOM_OP_MOE_MATMUL: return fast_moe_matmul(a, pool, *kernels_, moe_counters_);
+    case LOOM_OP_MOE_SUM: return pool.parallel_for(a.src[0].ne[2], [&](int64_t t, int) { moe_sum_rows(a, t, t + 1); });
     default: unsupported("op " + std::to_string(a.type) + " has no fast implementation");
   }
 }

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "cpu_tensor.h"
+#include "moe_ops.h"
 
 namespace loom::cpu {
 
@@ -31,11 +32,16 @@ class FastOps {
 
   int n_threads() const;
   const char* isa_name() const;  // "avx512", "avx2" or "scalar"
+  MoeCounters moe_counters() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return moe_counters_;
+  }
 
  private:
   std::unique_ptr<ThreadPool> pool_;
   const Kernels* kernels_;
   std::mutex mutex_;
+  MoeCounters moe_counters_;  // guarded by mutex_
 };
 
 }  // namespace loom::cpu

@@ -14,6 +14,7 @@ struct CpuOpRules : plugin_support::BaseOpRules {
   static constexpr const char* kBackendName = "cpu";
   static constexpr bool kRopeFreqFactors = true;
   static constexpr bool kRopeYarn = true;
+  static constexpr bool kMoe = true;
   static constexpr uint32_t kBufferMagic = cpu::kBufferMagic;
 
   [[noreturn]] static void invalid(const std::string& message) { cpu::invalid(message); }

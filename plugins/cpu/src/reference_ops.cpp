@@ -2,6 +2,8 @@
 // Plain loops, one op per function; shapes are written innermost first.
 #include "reference_ops.h"
 
+#include "moe_ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -187,6 +189,9 @@ void run_reference_op(const OpArgs& a) {
     case LOOM_OP_SOFTMAX: return softmax(a);
     case LOOM_OP_STORE_KV: return reference_store_kv(a);
     case LOOM_OP_PAGED_ATTENTION: return reference_paged_attention(a);
+    case LOOM_OP_MOE_ROUTE: return moe_route_rows(a, 0, a.src[0].ne[1]);
+    case LOOM_OP_MOE_MATMUL: return reference_moe_matmul(a);
+    case LOOM_OP_MOE_SUM: return moe_sum_rows(a, 0, a.src[0].ne[2]);
     default: unsupported("op " + std::to_string(a.type) + " has no reference implementation");
   }
 }

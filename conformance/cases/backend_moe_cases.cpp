@@ -1,0 +1,121 @@
+// Conformance cases for the mixture-of-experts ops (ABI 1.5): routing, the per-expert matmul and
+// the weighted sum, each against the CPU reference. A backend that does not implement them answers
+// UNSUPPORTED, and the cases report not-supported.
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "backend_support.h"
+
+namespace loom::conformance {
+
+namespace {
+
+using namespace backend;
+
+std::vector<int32_t> ints(const HostTensor& t) {
+  std::vector<int32_t> out(t.data.size() / 4);
+  std::memcpy(out.data(), t.data.data(), t.data.size());
+  return out;
+}
+
+// Runs one op on the plugin and on the reference; returns both sets of operands (srcs then dst).
+std::pair<std::vector<HostTensor>, std::vector<HostTensor>> run_both(CaseContext& ctx, loom_op_type type,
+                                                                     const std::vector<HostTensor>& operands, const void* params,
+                                                                     const std::string& what) {
+  std::vector<HostTensor> got = operands, want = operands;
+  auto run = [&](Device& dev, std::vector<HostTensor>& t, const char* who) {
+    std::vector<HostTensor*> srcs;
+    for (size_t i = 0; i + 1 < t.size(); i++) srcs.push_back(&t[i]);
+    const loom_status st = dev.run(type, srcs, &t.back(), params);
+    require(st == LOOM_STATUS_OK, what + ": " + who + " run_ops failed (" + std::to_string(st) + "): " + dev.last_error());
+  };
+  run(*device_under_test(ctx), got, "");
+  run(*reference_device(ctx), want, "reference");
+  return {got, want};
+}
+
+Case route_case(const std::string& name, loom_moe_gating gating, bool normalize, float scale) {
+  return {"backend.moe_route." + name, LOOM_PLUGIN_KIND_BACKEND, [=](CaseContext& ctx) {
+            std::mt19937 rng(31 + uint32_t(gating));
+            const int64_t n_expert = 12, n_used = 3, n_tok = 21;
+            const loom_moe_route_params params{sizeof(loom_moe_route_params), uint32_t(n_used), gating, normalize ? 1u : 0u, scale};
+            const auto [got, want] =
+                run_both(ctx, LOOM_OP_MOE_ROUTE,
+                         {f32_tensor(random_floats(rng, size_t(n_expert * n_tok), -4.0f, 4.0f), n_expert, n_tok),
+                          zero_tensor(LOOM_DTYPE_I32, n_used, n_tok), zero_tensor(LOOM_DTYPE_F32, n_used, n_tok)},
+                         &params, "MOE_ROUTE " + name);
+            require(ints(got[1]) == ints(want[1]), "MOE_ROUTE " + name + ": chosen experts differ from the reference");
+            require_close(got[2].floats(), want[2].floats(), 1e-5, "MOE_ROUTE " + name + " weights");
+          }};
+}
+
+// Expert ids for n_tok tokens: expert 0 popular, the last expert never chosen, no repeats per token.
+HostTensor expert_ids(std::mt19937& rng, int64_t n_expert, int64_t n_used, int64_t n_tok) {
+  std::vector<int32_t> ids;
+  for (int64_t t = 0; t < n_tok; t++) {
+    std::vector<int32_t> pool;
+    for (int32_t e = 0; e + 1 < n_expert; e++) pool.push_back(e);
+    std::shuffle(pool.begin() + 1, pool.end(), rng);
+    if (t % 3 == 0) std::swap(pool[0], pool[size_t(n_used)]);  // expert 0 in two of three tokens
+    ids.insert(ids.end(), pool.begin(), pool.begin() + n_used);
+  }
+  return i32_tensor(ids, n_used, n_tok);
+}
+
+Case matmul_case(loom_dtype dtype, int64_t n_tok, bool shared_x) {
+  const std::string name = dtype_label(dtype) + ".tok" + std::to_string(n_tok) + (shared_x ? ".shared_x" : "");
+  return {"backend.moe_matmul." + name, LOOM_PLUGIN_KIND_BACKEND, [=](CaseContext& ctx) {
+            if (!device_under_test(ctx)->declares_weight(dtype)) not_supported("caps do not declare " + dtype_label(dtype) + " weights");
+            std::mt19937 rng(555 + uint32_t(dtype) + uint32_t(n_tok));
+            const bool k_quant = dtype == LOOM_DTYPE_Q4_K || dtype == LOOM_DTYPE_Q6_K || dtype == LOOM_DTYPE_Q5_K;
+            const int64_t n_in = k_quant ? 256 : 96, n_out = 37, n_expert = 6, n_used = 2;
+            HostTensor w = random_weights(rng, dtype, n_in, n_out * n_expert);
+            w.ne[1] = n_out, w.ne[2] = n_expert;
+            const int64_t x_slots = shared_x ? 1 : n_used;
+            HostTensor x = f32_tensor(random_floats(rng, size_t(n_in * x_slots * n_tok)), n_in, x_slots, n_tok);
+            const bool quantized = dtype != LOOM_DTYPE_F32 && dtype != LOOM_DTYPE_F16 && dtype != LOOM_DTYPE_BF16;
+            const auto [got, want] = run_both(ctx, LOOM_OP_MOE_MATMUL,
+                                              {w, x, expert_ids(rng, n_expert, n_used, n_tok), zero_tensor(LOOM_DTYPE_F32, n_out, n_used, n_tok)},
+                                              nullptr, "MOE_MATMUL " + name);
+            // As MATMUL: int8 activations cost ≲1% of max|ref| on quantized weights.
+            require_close(got[3].floats(), want[3].floats(), quantized ? 3e-2 : 1e-4, "MOE_MATMUL " + name);
+          }};
+}
+
+}  // namespace
+
+std::vector<Case> backend_moe_cases() {
+  std::vector<Case> out;
+  out.push_back(route_case("softmax_normalized", LOOM_MOE_GATING_SOFTMAX, true, 0.0f));
+  out.push_back(route_case("softmax", LOOM_MOE_GATING_SOFTMAX, false, 0.0f));
+  out.push_back(route_case("sigmoid_scaled", LOOM_MOE_GATING_SIGMOID, true, 2.5f));
+  out.push_back(route_case("softmax_chosen", LOOM_MOE_GATING_SOFTMAX_CHOSEN, false, 0.0f));
+  for (loom_dtype dtype : {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K})
+    for (int64_t n_tok : {1, 5, 40}) out.push_back(matmul_case(dtype, n_tok, n_tok != 5));
+  out.push_back({"backend.moe_sum", LOOM_PLUGIN_KIND_BACKEND, [](CaseContext& ctx) {
+                   std::mt19937 rng(8);
+                   const int64_t ne0 = 70, n_used = 4, n_tok = 9;
+                   const auto [got, want] = run_both(ctx, LOOM_OP_MOE_SUM,
+                                                     {f32_tensor(random_floats(rng, size_t(ne0 * n_used * n_tok)), ne0, n_used, n_tok),
+                                                      f32_tensor(random_floats(rng, size_t(n_used * n_tok), 0.0f, 1.0f), n_used, n_tok),
+                                                      zero_tensor(LOOM_DTYPE_F32, ne0, n_tok)},
+                                                     nullptr, "MOE_SUM");
+                   require_close(got[2].floats(), want[2].floats(), 1e-5, "MOE_SUM");
+                 }});
+  out.push_back({"backend.moe_matmul.expert_id_out_of_range_is_an_error", LOOM_PLUGIN_KIND_BACKEND, [](CaseContext& ctx) {
+                   auto dut = device_under_test(ctx);
+                   std::mt19937 rng(9);
+                   HostTensor w = random_weights(rng, LOOM_DTYPE_F32, 32, 8 * 4);
+                   w.ne[1] = 8, w.ne[2] = 4;
+                   HostTensor x = f32_tensor(random_floats(rng, 32 * 2), 32, 1, 2);
+                   HostTensor ids = i32_tensor({0, 1, 2, 4}, 2, 2);  // 4 is not an expert of 4
+                   HostTensor dst = zero_tensor(LOOM_DTYPE_F32, 8, 2, 2);
+                   const loom_status st = dut->run(LOOM_OP_MOE_MATMUL, {&w, &x, &ids}, &dst, nullptr);
+                   dut->api().stream_synchronize(dut->handle(), nullptr);
+                   require(st != LOOM_STATUS_OK, "MOE_MATMUL with expert id 4 of 4 experts returned OK");
+                 }});
+  return out;
+}
+
+}  // namespace loom::conformance

@@ -1,0 +1,72 @@
+// The fast MOE_MATMUL: the batch's (token, expert) rows grouped by expert, so each chosen expert's
+// matrix is read once per op however many tokens chose it, through the dense matmul kernels.
+#include <algorithm>
+#include <vector>
+
+#include "fast_internal.h"
+#include "moe_ops.h"
+
+namespace loom::cpu {
+
+namespace {
+
+// A contiguous F32 view [ne0, rows] of `data`.
+Tensor f32_rows(float* data, int64_t ne0, int64_t rows) {
+  Tensor t;
+  t.dtype = LOOM_DTYPE_F32;
+  t.data = reinterpret_cast<uint8_t*>(data);
+  t.ne[0] = ne0;
+  t.ne[1] = rows;
+  t.nb[0] = sizeof(float);
+  t.nb[1] = uint64_t(ne0) * sizeof(float);
+  t.nb[2] = t.nb[3] = t.nb[1] * uint64_t(rows);
+  return t;
+}
+
+// Expert e's matrix [n_in, n_out] as a plain MATMUL weight.
+Tensor expert_matrix(const Tensor& w, int64_t e) {
+  Tensor t = w;
+  t.data = w.at(0, e);
+  t.ne[2] = 1;
+  t.nb[3] = t.nb[2] = w.nb[1] * uint64_t(w.ne[1]);
+  return t;
+}
+
+}  // namespace
+
+void fast_moe_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k, MoeCounters& counters) {
+  const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
+  const ExpertGroups groups = group_rows_by_expert(a);
+  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_used = a.src[2].ne[0], n_expert = w.ne[2];
+  auto x_row = [&](int64_t row) { return reinterpret_cast<float*>(x.at(x.ne[1] == 1 ? 0 : row % n_used, row / n_used)); };
+  auto dst_row = [&](int64_t row) { return reinterpret_cast<float*>(dst.at(row % n_used, row / n_used)); };
+
+  static thread_local std::vector<float> gathered, results;  // the calling thread's, reused
+  counters.ops++;
+  for (int64_t e = 0; e < n_expert; e++) {
+    const int64_t r0 = groups.first[size_t(e)], m = groups.first[size_t(e) + 1] - r0;
+    if (m == 0) continue;
+    counters.expert_reads++;
+    counters.rows += uint64_t(m);
+    OpArgs sub;
+    sub.type = LOOM_OP_MATMUL;
+    sub.n_src = 2;
+    sub.src[0] = expert_matrix(w, e);
+    if (m == 1) {
+      // One row (decode): the kernels read and write it in place.
+      sub.src[1] = f32_rows(x_row(groups.rows[size_t(r0)]), n_in, 1);
+      sub.dst = f32_rows(dst_row(groups.rows[size_t(r0)]), n_out, 1);
+      fast_matmul(sub, pool, k);
+      continue;
+    }
+    gathered.resize(size_t(m * n_in));
+    results.resize(size_t(m * n_out));
+    for (int64_t i = 0; i < m; i++) std::copy_n(x_row(groups.rows[size_t(r0 + i)]), n_in, gathered.data() + i * n_in);
+    sub.src[1] = f32_rows(gathered.data(), n_in, m);
+    sub.dst = f32_rows(results.data(), n_out, m);
+    fast_matmul(sub, pool, k);
+    for (int64_t i = 0; i < m; i++) std::copy_n(results.data() + i * n_out, n_out, dst_row(groups.rows[size_t(r0 + i)]));
+  }
+}
+
+}  // namespace loom::cpu
