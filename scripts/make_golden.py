@@ -64,6 +64,20 @@ SYNTH_SPECS = [
      "head_dim": 64, "ff": 256, "vocab": 512, "ctx": 512, "seed": 14, "type": "F16"},
     {"name": "synth-qwen3-q8_0", "arch": "qwen3", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 15, "type": "Q8_0"},
+    # Qwen3-MoE: 8 experts, 2 chosen per token, softmax router with normalised weights. A router whose
+    # n_used-th and next logits tie to within rounding legitimately picks differently in two engines
+    # (seed 29's Q8_0 file has a three-way tie within 0.01 at one greedy step of the second prompt,
+    # and llama.cpp's F16 run of seed 28 leaves its own F32 run by 1.5 logits at one position); the
+    # seeds below have no such tie on the recorded prompts. The F32 file checks the arithmetic exactly.
+    {"name": "synth-qwen3moe-f16", "arch": "qwen3moe", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 30, "type": "F16", "experts": 8, "experts_used": 2,
+     "expert_ff": 64},
+    {"name": "synth-qwen3moe-f32", "arch": "qwen3moe", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 28, "type": "F32", "experts": 8, "experts_used": 2,
+     "expert_ff": 64},
+    {"name": "synth-qwen3moe-q8_0", "arch": "qwen3moe", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 31, "type": "Q8_0", "experts": 8, "experts_used": 2,
+     "expert_ff": 64},
     {"name": "synth-gemma2-f16", "arch": "gemma2", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 64, "ff": 256, "vocab": 512, "ctx": 512, "seed": 16, "type": "F16", "sliding_window": 8},
     {"name": "synth-gemma2-q8_0", "arch": "gemma2", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
@@ -254,6 +268,9 @@ def main():
                     cmd[-2:-2] = ["--yarn-original-ctx", str(spec["yarn_original_ctx"])]
                 if "longrope_original_ctx" in spec:
                     cmd[-2:-2] = ["--longrope-original-ctx", str(spec["longrope_original_ctx"])]
+                for key, flag in (("experts", "--experts"), ("experts_used", "--experts-used"), ("expert_ff", "--expert-ff")):
+                    if key in spec:
+                        cmd[-2:-2] = [flag, str(spec[key])]
                 if spec.get("llama3_rope"):
                     cmd[-2:-2] = ["--llama3-rope"]
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)

@@ -45,6 +45,9 @@ constexpr const char* kSynthHelp =
     "  --yarn-original-ctx N  YaRN extending context N to --ctx (mistral3: with temperature tuning)\n"
     "  --longrope-original-ctx N  phi3: LongRoPE factors extending context N to --ctx (Phi-3.5 style)\n"
     "  --llama3-rope     llama: Llama 3.1's rope frequency factors (rope_freqs.weight) and base 500000\n"
+    "  --experts N       qwen3moe: experts per layer (default 8)\n"
+    "  --experts-used N  qwen3moe: experts chosen per token (default 2)\n"
+    "  --expert-ff N     qwen3moe: each expert's FFN width (default --ff)\n"
     "  --vocab-from FILE copy the tokenizer.* metadata (and vocabulary size) from this GGUF\n"
     "  -o, --out OUT     output path (required)\n";
 
@@ -180,6 +183,9 @@ int run_synth(const CommandArgs& args) {
     else if (flag == "--sliding-window") spec.sliding_window = parse_int(flag, value);
     else if (flag == "--yarn-original-ctx") spec.yarn_original_ctx = parse_int(flag, value);
     else if (flag == "--longrope-original-ctx") spec.longrope_original_ctx = parse_int(flag, value);
+    else if (flag == "--experts") spec.n_expert = parse_int(flag, value);
+    else if (flag == "--experts-used") spec.n_expert_used = parse_int(flag, value);
+    else if (flag == "--expert-ff") spec.expert_ff_dim = parse_int(flag, value);
     else if (flag == "--vocab-from") spec.vocab_from = value;
     else if (flag == "-o" || flag == "--out") out = value;
     else if (flag == "--type") {

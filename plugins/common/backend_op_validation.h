@@ -465,7 +465,7 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
       if constexpr (Rules::kMoe) {
         resolve_moe_op(c, op, a, need_src, has);
       } else {
-        c.unsupported("the mixture-of-experts ops (ABI 1.5)" + not_implemented);
+        c.unsupported(std::string("the mixture-of-experts ops (ABI 1.5) are not implemented by the ") + Rules::kBackendName + " backend");
       }
       break;
     }

@@ -85,6 +85,9 @@ std::optional<std::filesystem::path> model_for(const json& golden, const std::st
   spec.llama3_rope = s.value("llama3_rope", false);
   spec.longrope_original_ctx = s.value("longrope_original_ctx", 0);
   spec.yarn_original_ctx = s.value("yarn_original_ctx", 0);
+  spec.n_expert = s.value("experts", 0);
+  spec.n_expert_used = s.value("experts_used", 0);
+  spec.expert_ff_dim = s.value("expert_ff", 0);
   const auto path = loom::test::write_small_model(spec, "golden-" + name);
   char hash[17];
   std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(fnv1a64(path)));

@@ -63,6 +63,15 @@ class ModelBuilder {
     for (float& v : values) v = rng.normal() * scale;
     writer_.add_tensor(name, spec_.weight_type, {n_in, n_out}, quantize_rows(spec_.weight_type, values, n_in));
   }
+  // A tensor of any shape (GGUF dims, rows of dims[0]) and type, scaled as `matrix`.
+  void matrix_of(loom_dtype type, const std::string& name, std::vector<int64_t> dims, float scale) {
+    Rng rng(tensor_seed(spec_.seed, name));
+    int64_t count = 1;
+    for (int64_t d : dims) count *= d;
+    std::vector<float> values(static_cast<size_t>(count));
+    for (float& v : values) v = rng.normal() * scale;
+    writer_.add_tensor(name, type, dims, quantize_rows(type, values, dims[0]));
+  }
   // A norm weight near 1 (gemma's converter already stores 1 + w) or a small bias, always F32.
   void vector(const std::string& name, int64_t n, float center, float spread) {
     Rng rng(tensor_seed(spec_.seed, name));

@@ -88,9 +88,10 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
   SynthSpec spec = in;
   const bool is_llama = spec.arch == "llama" || spec.arch == "smollm3";
   const bool is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2" || spec.arch == "gemma4";
-  require(is_llama || is_gemma || spec.arch == "qwen2" || spec.arch == "qwen3" || spec.arch == "olmo2" ||
+  const bool is_moe = spec.arch == "qwen3moe";
+  require(is_llama || is_gemma || is_moe || spec.arch == "qwen2" || spec.arch == "qwen3" || spec.arch == "olmo2" ||
               spec.arch == "granite" || spec.arch == "phi3" || spec.arch == "mistral3",
-          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen3, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
+          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
   require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
   require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
   require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
@@ -115,6 +116,18 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
     require(n % block == 0, std::string(what) + " " + std::to_string(n) + " is not a multiple of the " +
                                 dtype_name(type) + " block size " + std::to_string(block));
   }
+  require(is_moe || (spec.n_expert == 0 && spec.n_expert_used == 0 && spec.expert_ff_dim == 0),
+          "experts are for arch qwen3moe only");
+  if (is_moe) {
+    if (spec.n_expert == 0) spec.n_expert = 8;
+    if (spec.n_expert_used == 0) spec.n_expert_used = 2;
+    if (spec.expert_ff_dim == 0) spec.expert_ff_dim = spec.ff_dim;
+    require(spec.n_expert >= 1 && spec.n_expert <= 256, "n_expert " + std::to_string(spec.n_expert) + " (1..256)");
+    require(spec.n_expert_used >= 1 && spec.n_expert_used <= spec.n_expert,
+            "n_expert_used " + std::to_string(spec.n_expert_used) + " (1..n_expert)");
+    require(spec.expert_ff_dim >= 1 && spec.expert_ff_dim % block == 0,
+            "expert_ff_dim " + std::to_string(spec.expert_ff_dim) + " (a multiple of the " + dtype_name(type) + " block size)");
+  }
   const bool llama_like = is_llama || spec.arch == "granite" || spec.arch == "phi3" || spec.arch == "mistral3";
   if (spec.rms_eps == 0.0f) spec.rms_eps = llama_like ? 1e-5f : 1e-6f;
   require(!spec.llama3_rope || spec.arch == "llama", "llama3_rope is for arch llama only");
@@ -134,7 +147,8 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   const std::string& a = spec.arch;
   const bool is_qwen2 = a == "qwen2", is_gemma3 = a == "gemma3", is_gemma2 = a == "gemma2";
   const bool is_gemma = is_gemma2 || is_gemma3;
-  const bool qk_norm = is_gemma3 || a == "qwen3";  // an RMS norm of each q and k head
+  const bool is_moe = a == "qwen3moe";
+  const bool qk_norm = is_gemma3 || a == "qwen3" || is_moe;  // an RMS norm of each q and k head
   const bool is_olmo2 = a == "olmo2";              // no pre-norms; q/k norms over all heads; post norms
 
   writer.set_string("general.architecture", a);
@@ -179,6 +193,11 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
       writer.set_float32(a + ".rope.scaling.yarn_log_multiplier", 1.0f);
       writer.set_float32(a + ".attention.temperature_scale", 0.1f);
     }
+  }
+  if (is_moe) {
+    writer.set_uint32(a + ".expert_count", static_cast<uint32_t>(spec.n_expert));
+    writer.set_uint32(a + ".expert_used_count", static_cast<uint32_t>(spec.n_expert_used));
+    writer.set_uint32(a + ".expert_feed_forward_length", static_cast<uint32_t>(spec.expert_ff_dim));
   }
   if (a == "granite") {
     // Granite 3's published multipliers (config.json: embedding_multiplier, attention_multiplier,
@@ -249,13 +268,21 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
     model.matrix(p + "attn_output.weight", q_dim, dim, inv_sqrt(q_dim));
     if (is_gemma || is_olmo2) model.vector(p + "post_attention_norm.weight", dim, 1.0f, 0.05f);
     if (!is_olmo2) model.vector(p + "ffn_norm.weight", dim, 1.0f, 0.05f);
-    if (a == "phi3") {
+    if (is_moe) {
+      // The router stays F32 (llama.cpp's quantizer leaves ffn_gate_inp alone); the experts are
+      // 3-D tensors, expert after expert. A wider router spread makes the choice clear-cut.
+      const int64_t n_exp = spec.n_expert, eff = spec.expert_ff_dim;
+      model.matrix_of(LOOM_DTYPE_F32, p + "ffn_gate_inp.weight", {dim, n_exp}, 4.0f * inv_sqrt(dim));
+      model.matrix_of(spec.weight_type, p + "ffn_gate_exps.weight", {dim, eff, n_exp}, inv_sqrt(dim));
+      model.matrix_of(spec.weight_type, p + "ffn_up_exps.weight", {dim, eff, n_exp}, inv_sqrt(dim));
+      model.matrix_of(spec.weight_type, p + "ffn_down_exps.weight", {eff, dim, n_exp}, inv_sqrt(eff));
+    } else if (a == "phi3") {
       model.matrix(p + "ffn_up.weight", dim, 2 * ff, inv_sqrt(dim));  // gate rows, then up rows
     } else {
       model.matrix(p + "ffn_gate.weight", dim, ff, inv_sqrt(dim));
       model.matrix(p + "ffn_up.weight", dim, ff, inv_sqrt(dim));
     }
-    model.matrix(p + "ffn_down.weight", ff, dim, inv_sqrt(ff));
+    if (!is_moe) model.matrix(p + "ffn_down.weight", ff, dim, inv_sqrt(ff));
     if (is_gemma || is_olmo2) model.vector(p + "post_ffw_norm.weight", dim, 1.0f, 0.05f);
   }
 }

@@ -79,6 +79,8 @@ class Model {
     loom_tensor ffn_norm, w_gate, w_up, w_down, post_ffn_norm;
     loom_tensor w_qkv, w_gate_up;  // phi3's fused matrices; wq/wk/wv and w_gate/w_up are row views of them
     loom_tensor ple_gate, ple_proj, ple_post_norm;  // gemma4's per-layer embedding block
+    // Mixture of experts: the router [dim, n_expert] and the experts [.., .., n_expert].
+    loom_tensor ffn_router, gate_exps, up_exps, down_exps;
   };
   // Shape of the last op list; the same shape with the same buffers means the list is reusable.
   struct GraphKey {
@@ -95,6 +97,7 @@ class Model {
   Model(ModelInfo info, Backend& backend, ModelOptions options);
   void load_weights(const gguf::GgufFile& file, const LoadProgress& progress);
   void read_layer_scales(const gguf::GgufFile& file);
+  void check_backend_ops(const gguf::GgufFile& file) const;
   void validate(const ForwardBatch& batch, const KvCache& kv) const;
   void ensure_scratch(int64_t n_tok, int64_t n_out);
   void stage_inputs(const ForwardBatch& batch, int64_t max_blocks);
@@ -120,6 +123,7 @@ class Model {
   loom_rope_params rope_global_{}, rope_local_{};
   loom_attention_params attn_global_{}, attn_local_{};
   loom_glu_params glu_params_{};
+  loom_moe_route_params moe_route_{};
   loom_scale_params embd_scale_{};
   loom_scale_params residual_scale_{};  // granite: each block's output before the residual add
   loom_scale_params logit_scale_{};     // granite: the logits
@@ -130,6 +134,9 @@ class Model {
   int64_t cap_tok_ = 0, cap_out_ = 0;
   uint64_t off_x_ = 0, off_h_ = 0, off_q_ = 0, off_k_ = 0, off_v_ = 0, off_attn_ = 0, off_g_ = 0, off_u_ = 0;
   uint64_t off_xo_ = 0, off_logits_ = 0;
+  // MoE: router logits [n_expert, n_tok], chosen experts' weights and ids [n_used, n_tok], and the
+  // experts' outputs [dim, n_used, n_tok]; gate/up use off_g_/off_u_ as [expert_ff, n_used, n_tok].
+  uint64_t off_router_ = 0, off_expert_w_ = 0, off_expert_ids_ = 0, off_expert_out_ = 0;
   uint64_t off_ple_ = 0, off_ple_proj_ = 0, off_ple_gate_ = 0;  // [per_layer_dim, n_tok, n_layers] x2, [per_layer_dim, n_tok]
 
   // I32 inputs: tokens | positions | slots | logit_rows | seqs [4, n_seqs] | block_tables.

@@ -14,6 +14,7 @@
 //     h = a·Wo; h = rms_norm(h) * post_attn_norm (gemma2/3, olmo2); x += h [* residual_scale (granite)]
 //     h = rms_norm(x) * ffn_norm                                 (olmo2: h = x)
 //     h = (act(h·Wgate) * h·Wup)·Wdown; h = rms_norm(h) * post_ffn_norm (gemma2/3, olmo2); x += h [* ...]
+//       (qwen3moe: h = sum over the router's n_used experts e of w_e (act(h·Wgate_e) * h·Wup_e)·Wdown_e)
 //     gemma4: x += rms_norm((gelu(x·Wgate_ple) * ple_input[layer])·Wproj_ple) * post_norm; x *= layer scale
 //   logits = rms_norm(x[logit_rows]) * output_norm · Woutᵀ         // [n_vocab, n_out]
 //   logits = cap * tanh(logits / cap) (gemma2); logits *= 1 / logit_scale (granite)
@@ -123,8 +124,16 @@ void Model::ensure_scratch(int64_t n_tok, int64_t n_out) {
   off_k_ = take(kv_dim * t);
   off_v_ = take(kv_dim * t);
   off_attn_ = take(q_dim * t);
-  off_g_ = take(uint64_t(info_.ff_dim) * t);
-  off_u_ = take(uint64_t(info_.ff_dim) * t);
+  const uint64_t n_used = uint64_t(info_.n_expert_used);
+  const uint64_t ff = std::max<uint64_t>(uint64_t(info_.ff_dim), uint64_t(info_.expert_ff_dim) * n_used);
+  off_g_ = take(ff * t);
+  off_u_ = take(ff * t);
+  if (info_.is_moe()) {
+    off_router_ = take(uint64_t(info_.n_expert) * t);
+    off_expert_w_ = take(n_used * t);
+    off_expert_ids_ = take(n_used * t);  // I32, the same size
+    off_expert_out_ = take(dim * n_used * t);
+  }
   off_xo_ = take(dim * r);
   off_logits_ = take(uint64_t(info_.n_vocab) * r);
   if (ple > 0) {
@@ -300,10 +309,27 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
 
     if (m.pre_norms) norm(h, x, l.ffn_norm);
     const loom_tensor& ffn_in = m.pre_norms ? h : x;
-    op(LOOM_OP_MATMUL, g, {l.w_gate, ffn_in});
-    op(LOOM_OP_MATMUL, u, {l.w_up, ffn_in});
-    op(LOOM_OP_GLU, g, {g, u}, &glu_params_);
-    op(LOOM_OP_MATMUL, h, {l.w_down, g});
+    if (m.is_moe()) {
+      // The router picks n_used experts per token; each runs the gated FFN on the token, and their
+      // outputs are summed with the router's weights.
+      const int64_t n_used = m.n_expert_used, eff = m.expert_ff_dim;
+      const loom_tensor ids = tensor_view(compute_, off_expert_ids_, LOOM_DTYPE_I32, n_used, n);
+      const loom_tensor weights = f32(off_expert_w_, n_used, n), router = f32(off_router_, m.n_expert, n);
+      const loom_tensor eg = f32(off_g_, eff, n_used, n), eu = f32(off_u_, eff, n_used, n);
+      const loom_tensor shared_in = reshape(ffn_in, dim, 1, n), down = f32(off_expert_out_, dim, n_used, n);
+      op(LOOM_OP_MATMUL, router, {l.ffn_router, ffn_in});
+      op(LOOM_OP_MOE_ROUTE, weights, {router, ids}, &moe_route_);
+      op(LOOM_OP_MOE_MATMUL, eg, {l.gate_exps, shared_in, ids});
+      op(LOOM_OP_MOE_MATMUL, eu, {l.up_exps, shared_in, ids});
+      op(LOOM_OP_GLU, eg, {eg, eu}, &glu_params_);
+      op(LOOM_OP_MOE_MATMUL, down, {l.down_exps, eg, ids});
+      op(LOOM_OP_MOE_SUM, h, {down, weights});
+    } else {
+      op(LOOM_OP_MATMUL, g, {l.w_gate, ffn_in});
+      op(LOOM_OP_MATMUL, u, {l.w_up, ffn_in});
+      op(LOOM_OP_GLU, g, {g, u}, &glu_params_);
+      op(LOOM_OP_MATMUL, h, {l.w_down, g});
+    }
     if (m.post_norms) norm(h, h, l.post_ffn_norm);
     if (m.residual_scale != 1.0f) op(LOOM_OP_SCALE, h, {h}, &residual_scale_);
     op(LOOM_OP_ADD, x, {x, h});

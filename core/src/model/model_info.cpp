@@ -11,6 +11,8 @@
 //    shared KV for the last layers, per-layer embeddings and a scalar output scale per layer.
 //  - qwen2: NEOX rope, q/k/v biases.
 //  - qwen3: NEOX rope, an RMS norm of each q and k head before rope, no biases.
+//  - qwen3moe: qwen3 whose FFNs are mixtures of experts: softmax router over expert_count experts,
+//    expert_used_count chosen per token, their weights normalised to sum 1 (llama.cpp: norm_w true).
 //  - olmo2: NEOX rope, no norms before attention and FFN, norms after them (before the residual
 //    add), and q/k norms over the whole q and k vectors (all heads at once).
 //  - phi3: NEOX rope, q/k/v in one matrix and gate/up in one matrix (split into row views at load);
@@ -153,9 +155,18 @@ void read_rope_scaling(const Reader& r, ModelInfo& info) {
   if (info.yarn_ext_factor != 0.0f) info.rope_magnitude *= log_mul != 0.0f ? mscale(1.0f) / mscale(log_mul) : mscale(1.0f);
 }
 
+// The mixture-of-experts keys every MoE family shares (llama.cpp's LLM_KV_EXPERT_*).
+void read_experts(const Reader& r, ModelInfo& info) {
+  info.n_expert = r.need_int("expert_count", 1, 4096);
+  info.n_expert_used = r.need_int("expert_used_count", 1, info.n_expert);
+  info.expert_ff_dim = r.opt_int("expert_feed_forward_length", info.ff_dim / info.n_expert_used, 1, 1 << 22);
+  if (info.expert_ff_dim < 1) r.fail(r.key("expert_feed_forward_length"), "is missing");
+  info.expert_weights_scale = r.opt_float("expert_weights_scale").value_or(0.0f);
+}
+
 }  // namespace
 
-std::string arch_list() { return "llama, qwen2, qwen3, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
+std::string arch_list() { return "llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
 
 ModelInfo read_model_info(const gguf::GgufFile& file) {
   ModelInfo info;
@@ -168,6 +179,8 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     info.arch = ModelArch::qwen2;
   } else if (*arch == "qwen3") {
     info.arch = ModelArch::qwen3;
+  } else if (*arch == "qwen3moe") {
+    info.arch = ModelArch::qwen3moe;
   } else if (*arch == "gemma2") {
     info.arch = ModelArch::gemma2;
   } else if (*arch == "gemma3") {
@@ -255,6 +268,12 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     case ModelArch::qwen3:
       info.rope_mode = LOOM_ROPE_NEOX;
       info.qk_norm = true;
+      break;
+    case ModelArch::qwen3moe:
+      info.rope_mode = LOOM_ROPE_NEOX;
+      info.qk_norm = true;
+      read_experts(r, info);
+      info.expert_weights_norm = true;
       break;
     case ModelArch::phi3:
       info.rope_mode = LOOM_ROPE_NEOX;

@@ -14,7 +14,7 @@ class GgufFile;
 
 namespace loom {
 
-enum class ModelArch { llama, qwen2, qwen3, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3 };
+enum class ModelArch { llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3 };
 
 // The attention and FFN geometry of one layer. Most families repeat one shape; Gemma 4 gives its
 // sliding-window and global layers different head sizes, rotary dims and KV heads, widens the FFN
@@ -93,7 +93,16 @@ struct ModelInfo {
   bool freq_factors_global_only = false;
   bool layer_output_scale = false;
   int32_t per_layer_dim = 0;
+  // Mixture of experts (qwen3moe): each layer's FFN is n_expert experts of expert_ff_dim, of which a
+  // router (ffn_gate_inp) picks n_expert_used per token and weighs their outputs.
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t expert_ff_dim = 0;
+  loom_moe_gating expert_gating = LOOM_MOE_GATING_SOFTMAX;
+  bool expert_weights_norm = false;   // the chosen experts' weights divided by their sum
+  float expert_weights_scale = 0.0f;  // then multiplied by this (0 = none)
 
+  bool is_moe() const { return n_expert > 0; }
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
   const LayerShape& layer(int32_t il) const { return layers[static_cast<size_t>(il)]; }
@@ -107,6 +116,6 @@ struct ModelInfo {
 // the tensor list.
 ModelInfo read_model_info(const gguf::GgufFile& file);
 
-std::string arch_list();  // "llama, qwen2, qwen3, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"
+std::string arch_list();  // "llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"
 
 }  // namespace loom

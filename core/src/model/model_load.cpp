@@ -54,6 +54,8 @@ Model::Model(ModelInfo info, Backend& backend, ModelOptions options) : info_(std
   attn_local_ = attn_global_;
   attn_local_.sliding_window = info_.sliding_window;
   glu_params_ = {sizeof(loom_glu_params), info_.ffn_activation};
+  moe_route_ = {sizeof(loom_moe_route_params), static_cast<uint32_t>(info_.n_expert_used), info_.expert_gating,
+                info_.expert_weights_norm ? 1u : 0u, info_.expert_weights_scale};
   embd_scale_ = {sizeof(loom_scale_params), info_.embedding_scale};
   residual_scale_ = {sizeof(loom_scale_params), info_.residual_scale};
   logit_scale_ = {sizeof(loom_scale_params), info_.logit_scale};
@@ -79,6 +81,7 @@ std::unique_ptr<Model> Model::load(const gguf::GgufFile& file, Backend& backend,
     throw Error(file.label() + ": head_dim " + std::to_string(head_dim) + " exceeds backend '" +
                 backend.name() + "' limit " + std::to_string(backend.caps().max_head_dim));
   }
+  model->check_backend_ops(file);
   model->load_weights(file, options.on_progress);
   return model;
 }
@@ -130,7 +133,9 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
                     backend_.name() + "' does not support (it supports: " + supported_list() + ")");
       }
     }
-    p.bytes = dims.size() == 1 ? uint64_t(dims[0]) * 4 : dtype_row_bytes(p.dtype, dims[0]) * uint64_t(dims[1]);
+    uint64_t rows = 1;
+    for (size_t i = 1; i < dims.size(); ++i) rows *= uint64_t(dims[i]);
+    p.bytes = dims.size() == 1 ? uint64_t(dims[0]) * 4 : dtype_row_bytes(p.dtype, dims[0]) * rows;
     plan.push_back(p);
   };
 
@@ -177,13 +182,19 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
     add(p + "attn_output.weight", {q_dim, dim}, &l.wo);
     add(p + "post_attention_norm.weight", {dim}, &l.post_attn_norm, !m.post_norms);
     add(p + "ffn_norm.weight", {dim}, &l.ffn_norm, !m.pre_norms);
-    if (m.fused_gate_up) {
+    if (m.is_moe()) {
+      const int64_t n_exp = m.n_expert, eff = m.expert_ff_dim;
+      add(p + "ffn_gate_inp.weight", {dim, n_exp}, &l.ffn_router);
+      add(p + "ffn_gate_exps.weight", {dim, eff, n_exp}, &l.gate_exps);
+      add(p + "ffn_up_exps.weight", {dim, eff, n_exp}, &l.up_exps);
+      add(p + "ffn_down_exps.weight", {eff, dim, n_exp}, &l.down_exps);
+    } else if (m.fused_gate_up) {
       add(p + "ffn_up.weight", {dim, 2 * ff}, &l.w_gate_up);
     } else {
       add(p + "ffn_gate.weight", {dim, ff}, &l.w_gate);
       add(p + "ffn_up.weight", {dim, ff}, &l.w_up);
     }
-    add(p + "ffn_down.weight", {ff, dim}, &l.w_down);
+    if (!m.is_moe()) add(p + "ffn_down.weight", {ff, dim}, &l.w_down);
     add(p + "post_ffw_norm.weight", {dim}, &l.post_ffn_norm, !m.post_norms);
     if (ple > 0) {
       add(p + "inp_gate.weight", {dim, ple}, &l.ple_gate);
@@ -205,7 +216,7 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
     done += p.bytes;
     const std::span<const uint8_t> data = file.tensor_data(*p.source);
     const auto& d = p.source->dims;
-    *p.target = tensor_view(weights_, p.offset, p.dtype, d[0], d.size() > 1 ? d[1] : 1);
+    *p.target = tensor_view(weights_, p.offset, p.dtype, d[0], d.size() > 1 ? d[1] : 1, d.size() > 2 ? d[2] : 1);
     switch (p.conversion) {
       case Conversion::none:
         backend_.upload(weights_, p.offset, data.data(), p.bytes);
@@ -253,6 +264,32 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
   }
   report_.weight_bytes = total;
   report_.n_tensors = static_cast<int32_t>(plan.size());
+}
+
+// Ops only some families need are asked of the backend before any weight is read, so a backend
+// without them refuses the model at load, naming the op, instead of failing its first forward.
+void Model::check_backend_ops(const gguf::GgufFile& file) const {
+  if (!info_.is_moe()) return;
+  const gguf::TensorInfo* experts = file.find_tensor("blk.0.ffn_gate_exps.weight");
+  const loom_dtype dtype = experts != nullptr ? experts->type : LOOM_DTYPE_F32;
+  const int64_t dim = info_.dim, n_used = info_.n_expert_used, eff = info_.expert_ff_dim;
+  const loom_tensor logits = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, info_.n_expert, 1);
+  const loom_tensor ids = tensor_view_raw(nullptr, 0, LOOM_DTYPE_I32, n_used, 1);
+  const loom_tensor weights = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, n_used, 1);
+  const loom_tensor x = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, dim, 1, 1);
+  const loom_tensor w = tensor_view_raw(nullptr, 0, dtype, dim, eff, info_.n_expert);
+  const loom_tensor out = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, eff, n_used, 1);
+  const loom_tensor down = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, dim, n_used, 1);
+  const std::pair<const char*, loom_op> ops[] = {{"MOE_ROUTE", make_op(LOOM_OP_MOE_ROUTE, weights, {logits, ids}, &moe_route_)},
+                                                  {"MOE_MATMUL", make_op(LOOM_OP_MOE_MATMUL, out, {w, x, ids})},
+                                                  {"MOE_SUM", make_op(LOOM_OP_MOE_SUM, x, {down, weights})}};
+  for (const auto& [name, op] : ops) {
+    const std::string reason = backend_.unsupported_reason(op);
+    if (!reason.empty()) {
+      throw Error(file.label() + ": " + info_.arch_name + " needs the mixture-of-experts op " + name + ", which backend '" +
+                  backend_.name() + "' does not implement (" + reason + ")");
+    }
+  }
 }
 
 void Model::read_layer_scales(const gguf::GgufFile& file) {
