@@ -15,11 +15,15 @@
 
 namespace {
 
-std::filesystem::path synthetic_model() {
-  static const auto path = [] {
-    auto dir = loom::test::scratch_dir("engine-model");
+// llama, or qwen3moe (the same attention, so the same KV bytes per token, and a mixture of 8
+// experts, 2 per token, as the FFN): batching must not change what a request gets in either.
+std::filesystem::path synthetic_model(const std::string& arch = "llama") {
+  static std::map<std::string, std::filesystem::path> paths;
+  auto& path = paths[arch];
+  if (path.empty()) {
+    auto dir = loom::test::scratch_dir("engine-model-" + arch);
     loom::gguf::SynthSpec spec;
-    spec.arch = "llama";
+    spec.arch = arch;
     spec.n_layers = 2;
     spec.dim = 64;
     spec.n_heads = 4;
@@ -28,10 +32,10 @@ std::filesystem::path synthetic_model() {
     spec.n_vocab = 512;
     spec.n_ctx = 512;
     spec.seed = 7;
-    auto file = dir / "llama-tiny.gguf";
-    loom::gguf::write_synthetic_model(spec, file);
-    return file;
-  }();
+    if (arch == "qwen3moe") spec.expert_ff_dim = 64;
+    path = dir / (arch + "-tiny.gguf");
+    loom::gguf::write_synthetic_model(spec, path);
+  }
   return path;
 }
 
@@ -89,8 +93,9 @@ void run_until_done(loom::Engine& engine) {
 }
 
 // Each prompt alone, one at a time: the reference every batched run must reproduce.
-std::vector<Outcome> run_one_by_one(const std::vector<std::vector<int32_t>>& prompts, uint32_t max_tokens) {
-  loom::Engine engine(engine_config(), synthetic_model());
+std::vector<Outcome> run_one_by_one(const std::vector<std::vector<int32_t>>& prompts, uint32_t max_tokens,
+                                    const std::string& arch = "llama") {
+  loom::Engine engine(engine_config(), synthetic_model(arch));
   std::vector<Outcome> outcomes(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     engine.submit(greedy_request(prompts[i], max_tokens, &outcomes[i], engine));
@@ -102,14 +107,16 @@ std::vector<Outcome> run_one_by_one(const std::vector<std::vector<int32_t>>& pro
 }  // namespace
 
 TEST_CASE("continuous batching gives every request the tokens it gets alone", "[engine]") {
+  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen3moe");
+  INFO(arch);
   std::vector<std::vector<int32_t>> prompts;
   for (uint32_t i = 0; i < 32; ++i) prompts.push_back(prompt_of(100 + i, 3 + 2 * i));  // 3..65 tokens
-  const auto alone = run_one_by_one(prompts, 12);
+  const auto alone = run_one_by_one(prompts, 12, arch);
 
   // All 32 at once, with a small token budget so long prompts are prefilled in chunks beside decodes.
   auto config = engine_config(8ll << 20, 48);
   config.scheduler.max_num_seqs = 32;
-  loom::Engine engine(config, synthetic_model());
+  loom::Engine engine(config, synthetic_model(arch));
   std::vector<Outcome> batched(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) engine.submit(greedy_request(prompts[i], 12, &batched[i], engine));
   run_until_done(engine);
@@ -158,17 +165,19 @@ TEST_CASE("a long prompt arriving is prefilled in capped chunks while running st
 }
 
 TEST_CASE("preemption by recompute when blocks run out loses no request and changes no output", "[engine]") {
+  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen3moe");
+  INFO(arch);
   // 2 layers x 2 kv heads x 16 dims x 4 bytes x 2 (K and V) = 512 bytes per token, so 1 MiB holds
   // 8 blocks of 256 tokens. Eight 250-token prompts fit one block each, but generating 20 tokens
   // crosses into a second block: the pool runs out and the youngest sequences are preempted.
   auto config = engine_config(1 << 20, 512);
   config.kv.block_size = 256;
   config.scheduler.max_num_seqs = 8;
-  loom::Engine engine(config, synthetic_model());
+  loom::Engine engine(config, synthetic_model(arch));
   REQUIRE(engine.info().kv_blocks == 8);
   std::vector<std::vector<int32_t>> long_prompts;
   for (uint32_t i = 0; i < 8; ++i) long_prompts.push_back(prompt_of(300 + i, 250));
-  const auto long_alone = run_one_by_one(long_prompts, 20);
+  const auto long_alone = run_one_by_one(long_prompts, 20, arch);
   std::vector<Outcome> batched(long_prompts.size());
   for (size_t i = 0; i < long_prompts.size(); ++i) engine.submit(greedy_request(long_prompts[i], 20, &batched[i], engine));
   run_until_done(engine);
@@ -184,7 +193,9 @@ TEST_CASE("preemption by recompute when blocks run out loses no request and chan
 }
 
 TEST_CASE("a repeated prompt reuses cached blocks and reproduces the cold prefill's logits", "[engine]") {
-  loom::Engine engine(engine_config(), synthetic_model());
+  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen3moe");
+  INFO(arch);
+  loom::Engine engine(engine_config(), synthetic_model(arch));
   const auto prompt = prompt_of(400, 37);
   Outcome first, second;
   std::vector<loom::TokenLogprob> cold, hot;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/error.h"
 #include "model/model.h"
 #include "model/session.h"
 #include "test_model_helpers.h"
@@ -95,5 +96,22 @@ TEST_CASE("vulkan: rope frequency factors and YaRN families match the CPU refere
     const float diff = relative_diff(got, want);
     INFO("max |logit difference| / max |logit| = " << diff);
     CHECK(diff <= 1e-4f);  // f32 summation order; a wrong frequency moves logits by their own size
+  }
+}
+
+TEST_CASE("vulkan: a mixture-of-experts model is refused at load naming the op it lacks", "[vulkan][model][moe]") {
+  auto vulkan = vulkan_backend();
+  if (!vulkan) return;
+  auto spec = loom::test::small_spec("qwen3moe", LOOM_DTYPE_F32, 5);
+  const auto path = loom::test::write_small_model(spec, "vk-moe");
+  try {
+    loom::Model::load(path, *vulkan);
+    FAIL("the Vulkan backend loaded a qwen3moe model without the MoE ops");
+  } catch (const loom::Error& e) {
+    const std::string message = e.what();
+    INFO(message);
+    CHECK(message.find("MOE_ROUTE") != std::string::npos);
+    CHECK(message.find("vulkan") != std::string::npos);
+    CHECK(message.find("qwen3moe") != std::string::npos);
   }
 }
