@@ -39,14 +39,34 @@ struct BenchOptions {
 
 // Multiply-adds of one token's matmuls: every 2-D weight once, except an embedding table that is
 // only looked up (and not reused as the output matrix). Attention over the context comes on top.
-uint64_t matmul_macs_per_token(const gguf::GgufFile& file, bool tied_output) {
+// A mixture of experts computes only the chosen experts: a 3-D expert tensor counts n_used / n_expert
+// of its elements (and bytes).
+double expert_share(const gguf::TensorInfo& t, const ModelInfo& info) {
+  return t.dims.size() == 3 && info.is_moe() ? double(info.n_expert_used) / double(info.n_expert) : 1.0;
+}
+
+uint64_t matmul_macs_per_token(const gguf::GgufFile& file, const ModelInfo& info) {
   uint64_t macs = 0;
   for (const auto& t : file.tensors()) {
     if (t.dims.size() < 2) continue;
-    const bool lookup_table = t.name == "token_embd.weight" ? !tied_output : t.name.find("per_layer_token_embd") != std::string::npos;
-    if (!lookup_table) macs += uint64_t(t.n_elements);
+    const bool lookup_table = t.name == "token_embd.weight" ? !info.tied_output : t.name.find("per_layer_token_embd") != std::string::npos;
+    if (!lookup_table) macs += uint64_t(double(t.n_elements) * expert_share(t, info));
   }
   return macs;
+}
+
+// The backend's mixture-of-experts counters (get_stats), zero when it has none.
+struct MoeReads {
+  double matmuls = 0, expert_reads = 0, rows = 0;
+};
+MoeReads moe_reads(const Engine& engine) {
+  const auto stats = nlohmann::json::parse(engine.backend_stats_json(), nullptr, false);
+  MoeReads r;
+  if (!stats.is_object()) return r;
+  r.matmuls = stats.value("moe_matmuls", 0.0);
+  r.expert_reads = stats.value("moe_expert_reads", 0.0);
+  r.rows = stats.value("moe_rows", 0.0);
+  return r;
 }
 
 std::vector<int32_t> random_prompt(int n, int32_t n_vocab, uint32_t seed) {
@@ -61,6 +81,7 @@ struct RunResult {
   double prefill_seconds = 0;  // submit -> first token, summed over requests
   double decode_seconds = 0;   // first token -> last token, wall clock over the whole batch
   uint64_t generated = 0;
+  MoeReads decode_moe;         // the backend's MoE counters over the steps after every prompt's first token
 };
 
 // Submit `batch` requests together and step the engine until they finish; with `constraint`, each
@@ -89,7 +110,13 @@ RunResult run_requests(Engine& engine, int batch, int n_prompt, int n_gen, uint3
     };
     engine.submit(std::move(request));
   }
+  // Prompts first; the decode steps' MoE counters start once every request has its first token.
+  while (engine.n_unfinished() > 0 && !std::all_of(got.begin(), got.end(), [](bool g) { return g; })) engine.step();
+  const MoeReads decode_start = moe_reads(engine);
   while (engine.n_unfinished() > 0) engine.step();
+  const MoeReads decode_end = moe_reads(engine);
+  result.decode_moe = {decode_end.matmuls - decode_start.matmuls, decode_end.expert_reads - decode_start.expert_reads,
+                       decode_end.rows - decode_start.rows};
   auto first_all = *std::min_element(first.begin(), first.end());
   auto last_all = *std::max_element(last.begin(), last.end());
   result.prefill_seconds = std::chrono::duration<double>(*std::max_element(first.begin(), first.end()) - t0).count();
@@ -223,6 +250,8 @@ int run_bench(const CommandArgs& args) {
   if (!engine.model_info().tied_output) {
     if (const auto* embd = file.find_tensor("token_embd.weight")) weight_bytes -= embd->n_bytes;
   }
+  // One token reads only its chosen experts.
+  for (const auto& t : file.tensors()) weight_bytes -= uint64_t(double(t.n_bytes) * (1.0 - expert_share(t, engine.model_info())));
 
   std::cerr << "pp" << o.n_prompt << "...\n";
   run_requests(engine, 1, 8, 2, 1);  // warm-up: first-touch of weights and scratch buffers
@@ -237,13 +266,20 @@ int run_bench(const CommandArgs& args) {
     round_list.push_back({{"tokens_per_s", r.tokens_per_s}, {"bandwidth_gb_s", r.bandwidth / 1e9}, {"bandwidth_fraction", r.fraction}});
 
   nlohmann::json batches = nlohmann::json::array();
-  const uint64_t macs_per_token = matmul_macs_per_token(file, engine.model_info().tied_output);
+  const uint64_t macs_per_token = matmul_macs_per_token(file, engine.model_info());
   for (int b : o.batches) {
     std::cerr << "decode at batch " << b << "...\n";
     RunResult r = run_requests(engine, b, 16, o.n_gen, 100 * static_cast<uint32_t>(b));
     const double tps = static_cast<double>(r.generated - static_cast<uint64_t>(b)) / r.decode_seconds;
     batches.push_back({{"batch", b}, {"decode_tokens_per_s", tps}, {"speedup_vs_batch1", tps / tg_tps},
                        {"matmul_macs_per_s", tps * double(macs_per_token)}});
+    if (const double ops = r.decode_moe.matmuls; ops > 0) {
+      // Per MoE matmul of a decode step (gate, up or down of one layer): expert matrices read, and the
+      // (token, expert) rows each read served; without grouping every row would be a read.
+      const double reads = r.decode_moe.expert_reads, rows = r.decode_moe.rows;
+      batches.back()["moe"] = {{"matmuls", ops}, {"expert_reads_per_matmul", reads / ops},
+                               {"rows_per_matmul", rows / ops}, {"rows_per_expert_read", reads > 0 ? rows / reads : 0.0}};
+    }
   }
 
   // Structured output: the share of a decode step that grammar masks take, with a JSON schema whose
@@ -333,6 +369,12 @@ int run_bench(const CommandArgs& args) {
   for (const auto& b : batches) {
     std::cout << "batch " << std::setw(3) << b["batch"].get<int>() << "  " << b["decode_tokens_per_s"].get<double>()
               << " tokens/s (" << b["speedup_vs_batch1"].get<double>() << "x batch 1)";
+    if (b.contains("moe")) {
+      const auto& m = b["moe"];
+      std::cout << "; experts read per MoE matmul " << m["expert_reads_per_matmul"].get<double>() << " of "
+                << engine.model_info().n_expert << " for " << m["rows_per_matmul"].get<double>() << " token-expert rows ("
+                << m["rows_per_expert_read"].get<double>() << " rows per read)";
+    }
     if (b.contains("int8_peak_fraction")) {
       std::cout << ": matmuls " << b["matmul_macs_per_s"].get<double>() / 1e9 << " G multiply-adds/s = "
                 << 100.0 * b["int8_peak_fraction"].get<double>() << "% of the int8 peak";

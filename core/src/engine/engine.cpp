@@ -218,6 +218,8 @@ bool Engine::set_kv_event_listener(KvEventListener listener) {
   return kv_->set_event_listener(std::move(listener));
 }
 
+std::string Engine::backend_stats_json() const { return backend_->stats_json(); }
+
 EngineStats Engine::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;

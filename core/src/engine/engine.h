@@ -90,6 +90,8 @@ class Engine {
   size_t n_unfinished() const;
 
   EngineStats stats() const;
+  // The backend plugin's own counters (loom_backend_i.get_stats), a JSON object; "{}" without them.
+  std::string backend_stats_json() const;
 
   // Prefix-cache events of the KV allocator (KV-aware routing), delivered on the engine's thread
   // as blocks are registered and evicted. Call before start(). False when the allocator plugin
