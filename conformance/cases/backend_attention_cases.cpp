@@ -23,12 +23,13 @@ struct AttentionSetup {
   uint32_t block_size = 16, sliding_window = 0;
   float softcap = 0.0f, scale = 0.125f;
   loom_dtype kv_dtype = LOOM_DTYPE_F32;
+  bool sinks = false;  // gpt-oss: one extra softmax score per head with no value (src5, ABI 1.5)
 };
 
 // out[head_dim, n_heads, n_tok] by the definition: dense softmax over the visible keys.
 std::vector<float> naive_attention(const AttentionSetup& s, const std::vector<Seq>& seqs, const std::vector<float>& q,
                                    const std::vector<std::vector<float>>& k, const std::vector<std::vector<float>>& v,
-                                   int64_t n_tok) {
+                                   int64_t n_tok, const std::vector<float>& sinks) {
   std::vector<float> out(size_t(s.head_dim * s.n_heads * n_tok), 0.0f);
   int64_t row = 0;
   for (size_t si = 0; si < seqs.size(); si++) {
@@ -47,8 +48,9 @@ std::vector<float> naive_attention(const AttentionSetup& s, const std::vector<Se
           if (s.softcap > 0.0f) dot = s.softcap * std::tanh(dot / s.softcap);
           w.push_back(dot);
         }
-        const double mx = *std::max_element(w.begin(), w.end());
-        double sum = 0.0;
+        double mx = *std::max_element(w.begin(), w.end());
+        if (!sinks.empty()) mx = std::max(mx, double(sinks[size_t(h)]));
+        double sum = sinks.empty() ? 0.0 : std::exp(sinks[size_t(h)] - mx);
         for (double& x : w) sum += x = std::exp(x - mx);
         float* o = &out[size_t((row * s.n_heads + h) * s.head_dim)];
         for (int64_t j = first; j <= pos; j++) {
@@ -109,9 +111,14 @@ void run_attention_case(CaseContext& ctx, const AttentionSetup& s, double tolera
   HostTensor seq_t = i32_tensor(seq_info, 4, int64_t(seqs.size()));
   HostTensor out = zero_tensor(LOOM_DTYPE_F32, s.head_dim, s.n_heads, n_tok);
   const loom_attention_params p{sizeof(loom_attention_params), s.scale, s.block_size, s.sliding_window, s.softcap, 0};
-  st = dev->run(LOOM_OP_PAGED_ATTENTION, {&qt, &k_cache, &v_cache, &table_t, &seq_t}, &out, &p);
+  // Sinks around the scores' own range, so some heads give the sink most of the weight.
+  const std::vector<float> sinks = s.sinks ? random_floats(rng, size_t(s.n_heads), -3.0f, 6.0f) : std::vector<float>{};
+  HostTensor sink_t = s.sinks ? f32_tensor(sinks, s.n_heads) : HostTensor{};
+  std::vector<HostTensor*> srcs = {&qt, &k_cache, &v_cache, &table_t, &seq_t};
+  if (s.sinks) srcs.push_back(&sink_t);
+  st = dev->run(LOOM_OP_PAGED_ATTENTION, srcs, &out, &p);
   require(st == LOOM_STATUS_OK, "PAGED_ATTENTION failed: " + dev->last_error());
-  require_close(out.floats(), naive_attention(s, seqs, q, k, v, n_tok), tolerance, "PAGED_ATTENTION vs naive attention");
+  require_close(out.floats(), naive_attention(s, seqs, q, k, v, n_tok, sinks), tolerance, "PAGED_ATTENTION vs naive attention");
 }
 
 }  // namespace
@@ -134,6 +141,11 @@ std::vector<Case> backend_attention_cases() {
   AttentionSetup odd;
   odd.head_dim = 40, odd.n_heads = 6, odd.n_kv_heads = 6, odd.block_size = 8;  // no GQA, odd sizes
   add("f32.odd_head_dim", odd, 1e-4, 4);
+  AttentionSetup sinks;
+  sinks.sinks = true;
+  add("f32.sinks", sinks, 1e-4, 8);
+  sinks.sliding_window = 20;
+  add("f32.sinks.sliding_window", sinks, 1e-4, 9);
   // F16 cache: K/V rounded to 11-bit mantissas (relative error ≤ 2^-11 ≈ 4.9e-4 per element).
   AttentionSetup f16;
   f16.kv_dtype = LOOM_DTYPE_F16;

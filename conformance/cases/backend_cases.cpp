@@ -1,5 +1,6 @@
 // Conformance cases for the backend kind: every op against the CPU reference backend, through the
 // plugin's loom_backend_i table, with guard regions around every operand.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -174,6 +175,21 @@ std::vector<Case> row_op_cases() {
                              zero_tensor(LOOM_DTYPE_F32, 333, n_rows), nullptr, kRowOpTolerance, "SOFTMAX");
     });
   }
+  // gpt-oss's gated unit (ABI 1.5), against its formula written here; inputs cross both clamps (±7).
+  add("glu.swiglu_oai", [](CaseContext& ctx, std::mt19937& rng) {
+    const loom_glu_params p{sizeof(loom_glu_params), LOOM_ACTIVATION_SWIGLU_OAI};
+    HostTensor g = f32_tensor(random_floats(rng, 300, -10, 10), 100, 3), u = f32_tensor(random_floats(rng, 300, -10, 10), 100, 3);
+    HostTensor result = zero_tensor(LOOM_DTYPE_F32, 100, 3);
+    auto dev = device_under_test(ctx);
+    const loom_status st = dev->run(LOOM_OP_GLU, {&g, &u}, &result, &p);
+    require(st == LOOM_STATUS_OK, "GLU SWIGLU_OAI failed: " + dev->last_error());
+    std::vector<float> want;
+    for (size_t i = 0; i < 300; i++) {
+      const double x = std::min(double(g.floats()[i]), 7.0), y = std::clamp(double(u.floats()[i]), -7.0, 7.0);
+      want.push_back(float(x / (1.0 + std::exp(-1.702 * x)) * (y + 1.0)));
+    }
+    require_close(result.floats(), want, kRowOpTolerance, "GLU SWIGLU_OAI");
+  });
   for (loom_activation act : {LOOM_ACTIVATION_SILU, LOOM_ACTIVATION_GELU_TANH, LOOM_ACTIVATION_GELU_ERF, LOOM_ACTIVATION_RELU}) {
     const std::string name = act == LOOM_ACTIVATION_SILU ? "silu" : act == LOOM_ACTIVATION_GELU_TANH ? "gelu_tanh" : act == LOOM_ACTIVATION_GELU_ERF ? "gelu_erf" : "relu";
     add("glu." + name, [act](CaseContext& ctx, std::mt19937& rng) {

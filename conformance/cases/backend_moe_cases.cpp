@@ -63,8 +63,8 @@ HostTensor expert_ids(std::mt19937& rng, int64_t n_expert, int64_t n_used, int64
   return i32_tensor(ids, n_used, n_tok);
 }
 
-Case matmul_case(loom_dtype dtype, int64_t n_tok, bool shared_x) {
-  const std::string name = dtype_label(dtype) + ".tok" + std::to_string(n_tok) + (shared_x ? ".shared_x" : "");
+Case matmul_case(loom_dtype dtype, int64_t n_tok, bool shared_x, bool bias = false) {
+  const std::string name = dtype_label(dtype) + ".tok" + std::to_string(n_tok) + (shared_x ? ".shared_x" : "") + (bias ? ".bias" : "");
   return {"backend.moe_matmul." + name, LOOM_PLUGIN_KIND_BACKEND, [=](CaseContext& ctx) {
             if (!device_under_test(ctx)->declares_weight(dtype)) not_supported("caps do not declare " + dtype_label(dtype) + " weights");
             std::mt19937 rng(555 + uint32_t(dtype) + uint32_t(n_tok));
@@ -75,11 +75,12 @@ Case matmul_case(loom_dtype dtype, int64_t n_tok, bool shared_x) {
             const int64_t x_slots = shared_x ? 1 : n_used;
             HostTensor x = f32_tensor(random_floats(rng, size_t(n_in * x_slots * n_tok)), n_in, x_slots, n_tok);
             const bool quantized = dtype != LOOM_DTYPE_F32 && dtype != LOOM_DTYPE_F16 && dtype != LOOM_DTYPE_BF16;
-            const auto [got, want] = run_both(ctx, LOOM_OP_MOE_MATMUL,
-                                              {w, x, expert_ids(rng, n_expert, n_used, n_tok), zero_tensor(LOOM_DTYPE_F32, n_out, n_used, n_tok)},
-                                              nullptr, "MOE_MATMUL " + name);
+            std::vector<HostTensor> operands = {w, x, expert_ids(rng, n_expert, n_used, n_tok)};
+            if (bias) operands.push_back(f32_tensor(random_floats(rng, size_t(n_out * n_expert)), n_out, n_expert));
+            operands.push_back(zero_tensor(LOOM_DTYPE_F32, n_out, n_used, n_tok));
+            const auto [got, want] = run_both(ctx, LOOM_OP_MOE_MATMUL, operands, nullptr, "MOE_MATMUL " + name);
             // As MATMUL: int8 activations cost ≲1% of max|ref| on quantized weights.
-            require_close(got[3].floats(), want[3].floats(), quantized ? 3e-2 : 1e-4, "MOE_MATMUL " + name);
+            require_close(got.back().floats(), want.back().floats(), quantized ? 3e-2 : 1e-4, "MOE_MATMUL " + name);
           }};
 }
 
@@ -93,6 +94,7 @@ std::vector<Case> backend_moe_cases() {
   out.push_back(route_case("softmax_chosen", LOOM_MOE_GATING_SOFTMAX_CHOSEN, false, 0.0f));
   for (loom_dtype dtype : {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K})
     for (int64_t n_tok : {1, 5, 40}) out.push_back(matmul_case(dtype, n_tok, n_tok != 5));
+  for (int64_t n_tok : {1, 40}) out.push_back(matmul_case(LOOM_DTYPE_Q8_0, n_tok, false, true));  // gpt-oss's expert biases
   out.push_back({"backend.moe_sum", LOOM_PLUGIN_KIND_BACKEND, [](CaseContext& ctx) {
                    std::mt19937 rng(8);
                    const int64_t ne0 = 70, n_used = 4, n_tok = 9;

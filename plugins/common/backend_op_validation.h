@@ -66,6 +66,9 @@ struct BaseOpRules {
   static constexpr bool kRopeYarn = false;
   // The mixture-of-experts ops (ABI 1.5); a backend that implements them also has OpParams::moe_*.
   static constexpr bool kMoe = false;
+  // PAGED_ATTENTION's sinks (src5) and GLU's LOOM_ACTIVATION_SWIGLU_OAI (ABI 1.5, gpt-oss).
+  static constexpr bool kAttentionSinks = false;
+  static constexpr bool kSwigluOai = false;
 
   // After the common shape and stride checks of one operand (offset and strides not yet bounded).
   template <typename Checker, typename Tensor>
@@ -217,6 +220,11 @@ void resolve_moe_op(const OpChecker<Rules>& c, const loom_op& op, typename Rules
       if (a.src[1].ne[1] != 1) c.expect_shape(a.src[1], n_in, n_used, n_tok, 1, "src1 (x)");
       else c.expect_shape(a.src[1], n_in, 1, n_tok, 1, "src1 (x)");
       c.expect_shape(a.dst, n_out, n_used, n_tok, 1, "dst");
+      if (op.n_src >= 4 && !(c.need_buffers ? op.src[3].buffer == nullptr : op.src[3].ne[0] == 0)) {
+        a.src[3] = c.tensor(op.src[3], "src3 (bias)");
+        c.expect_dtype(a.src[3], LOOM_DTYPE_F32, "src3 (bias)");
+        c.expect_shape(a.src[3], n_out, a.src[0].ne[2], 1, 1, "src3 (bias)");
+      }
       break;
     }
     case LOOM_OP_MOE_SUM: {
@@ -456,6 +464,16 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
       a.params.softcap = p->softcap;
       if (p->block_size == 0) c.invalid("block_size must be > 0");
       if (!(p->softcap >= 0.0f)) c.invalid("softcap must be >= 0");
+      // Sinks are optional: absent with n_src 5, a NULL buffer (run) or ne[0] == 0 (shapes only).
+      if (op.n_src >= 6 && !(need_buffers ? op.src[5].buffer == nullptr : op.src[5].ne[0] == 0)) {
+        if constexpr (Rules::kAttentionSinks) {
+          a.src[5] = c.tensor(op.src[5], "src5 (sinks)");
+          c.expect_dtype(a.src[5], LOOM_DTYPE_F32, "src5 (sinks)");
+          c.expect_shape(a.src[5], q.ne[1], 1, 1, 1, "src5 (sinks)");
+        } else {
+          c.unsupported("attention sinks (src5, ABI 1.5) are not implemented by this backend");
+        }
+      }
       Rules::check_attention(c, a);
       break;
     }
@@ -471,7 +489,9 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
     }
     default: Rules::unsupported("op type " + std::to_string(op.type) + not_implemented);
   }
-  if (op.type == LOOM_OP_UNARY || op.type == LOOM_OP_GLU) {
+  if (op.type == LOOM_OP_GLU && a.params.activation == LOOM_ACTIVATION_SWIGLU_OAI) {
+    if (!Rules::kSwigluOai) c.unsupported("activation SWIGLU_OAI (ABI 1.5) is not implemented by this backend");
+  } else if (op.type == LOOM_OP_UNARY || op.type == LOOM_OP_GLU) {
     const loom_activation act = a.params.activation;
     if (act != LOOM_ACTIVATION_SILU && act != LOOM_ACTIVATION_GELU_TANH && act != LOOM_ACTIVATION_GELU_ERF && act != LOOM_ACTIVATION_RELU)
       c.unsupported("activation " + std::to_string(act) + " is not implemented");

@@ -80,7 +80,10 @@ typedef int32_t loom_op_type;
  * (first query row, number of query rows, context length including those rows, 0). Query row i of a
  * sequence sits at position context_len - n_query + i and sees keys 0..that position (and only the
  * last `sliding_window` of them when it is non-zero). dst [head_dim, n_heads, n_tok].
- * params: loom_attention_params. Grouped-query: head h reads kv head h / (n_heads / n_kv_heads). */
+ * params: loom_attention_params. Grouped-query: head h reads kv head h / (n_heads / n_kv_heads).
+ * (ABI 1.5) Optional src5 sinks F32 [n_heads] (gpt-oss): head h's softmax also counts a key of
+ * score sinks[h] that has no value, so the weights of the real keys sum to less than 1. A backend
+ * that does not implement sinks answers UNSUPPORTED when src5 is present. */
 #define LOOM_OP_PAGED_ATTENTION 12
 /* dst = src0 row-wise softmax (used by tests and samplers on device). */
 #define LOOM_OP_SOFTMAX 13
@@ -93,8 +96,9 @@ typedef int32_t loom_op_type;
 /* (ABI 1.5) One matmul per (token, chosen expert): dst[:, j, t] = x[:, j, t] · W[ids[j, t]]ᵀ.
  * src0 W [n_in, n_out, n_expert] any weight dtype (each expert a whole matrix); src1 x F32
  * [n_in, n_used or 1, n_tok] (with 1, every expert of a token reads the same row); src2 ids I32
- * [n_used, n_tok] (each in 0..n_expert-1); dst F32 [n_out, n_used, n_tok]. What makes MoE serving
- * cheap: a backend groups a batch's rows by expert, so each expert's matrix is read once per op. */
+ * [n_used, n_tok] (each in 0..n_expert-1); optional src3 bias F32 [n_out, n_expert]: dst[:, j, t] +=
+ * bias[:, ids[j, t]]; dst F32 [n_out, n_used, n_tok]. What makes MoE serving cheap: a backend groups
+ * a batch's rows by expert, so each expert's matrix is read once per op. */
 #define LOOM_OP_MOE_MATMUL 15
 /* (ABI 1.5) dst[:, t] = sum_j src1[j, t] * src0[:, j, t]. src0 F32 [ne0, n_used, n_tok]; src1 weights
  * F32 [n_used, n_tok]; dst F32 [ne0, n_tok]. */
@@ -107,6 +111,8 @@ typedef int32_t loom_activation;
 #define LOOM_ACTIVATION_GELU_TANH 2 /* GELU, tanh approximation (Gemma's GeGLU) */
 #define LOOM_ACTIVATION_GELU_ERF 3
 #define LOOM_ACTIVATION_RELU 4
+/* (ABI 1.5, GLU only) gpt-oss: g' = min(g, 7), u' = clamp(u, -7, 7); dst = g' * sigmoid(1.702 g') * (u' + 1) */
+#define LOOM_ACTIVATION_SWIGLU_OAI 5
 
 typedef struct loom_scale_params {
   uint32_t struct_size;

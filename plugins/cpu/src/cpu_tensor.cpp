@@ -265,4 +265,10 @@ float activation_value(loom_activation act, float x) {
   }
 }
 
+float glu_value(loom_activation act, float g, float u) {
+  if (act != LOOM_ACTIVATION_SWIGLU_OAI) return activation_value(act, g) * u;
+  const float x = std::min(g, 7.0f), y = std::clamp(u, -7.0f, 7.0f);
+  return x / (1.0f + std::exp(-1.702f * x)) * (y + 1.0f);
+}
+
 }  // namespace loom::cpu

@@ -112,5 +112,7 @@ struct OpArgs {
 
 // Activations shared by both layers so they agree on the formula.
 float activation_value(loom_activation act, float x);
+// One element of a gated unit: act(g) * u, or gpt-oss's clamped form for SWIGLU_OAI.
+float glu_value(loom_activation act, float g, float u);
 
 }  // namespace loom::cpu

@@ -72,9 +72,11 @@ void fast_store_kv(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
 namespace {
 
 // One query row against keys [first_key, last_key] with an online softmax over tiles of keys:
-// out = sum_j softmax(score_j) v_j. score(j) and add_value(p, j, acc) reach key j's row.
+// out = sum_j softmax(score_j) v_j. score(j) and add_value(p, j, acc) reach key j's row. A finite
+// `sink` (gpt-oss) joins the softmax as a score without a value.
 template <typename Score, typename AddValue>
-void attend_row(int64_t first_key, int64_t last_key, int64_t head_dim, Score score, AddValue add_value, float* acc, float* out) {
+void attend_row(int64_t first_key, int64_t last_key, int64_t head_dim, Score score, AddValue add_value, float* acc, float* out,
+                float sink) {
   float scores[kKeyTile];
   float running_max = -std::numeric_limits<float>::infinity(), running_sum = 0.0f;
   std::fill(acc, acc + head_dim, 0.0f);
@@ -94,7 +96,13 @@ void attend_row(int64_t first_key, int64_t last_key, int64_t head_dim, Score sco
       add_value(p, j0 + j, acc);
     }
   }
-  const float inv = 1.0f / running_sum;
+  float scale_acc = 1.0f;
+  if (std::isfinite(sink)) {
+    const float m = std::max(running_max, sink), r = std::exp(running_max - m);
+    running_sum = running_sum * r + std::exp(sink - m);
+    scale_acc = r;
+  }
+  const float inv = scale_acc / running_sum;
   for (int64_t d = 0; d < head_dim; d++) out[d] = acc[d] * inv;
 }
 
@@ -142,6 +150,10 @@ void fast_paged_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
       for (int64_t h = 0; h < n_heads; h++) tasks.push_back({s, h, 0, n_query, false});
     }
   }
+  auto sink_of = [&](int64_t h) {
+    return a.src[5].present() ? reinterpret_cast<const float*>(a.src[5].data + uint64_t(h) * a.src[5].nb[0])[0]
+                              : -std::numeric_limits<float>::infinity();
+  };
   auto key_score = [&](float dot) { return softcap > 0.0f ? softcap * std::tanh(dot * scale / softcap) : dot * scale; };
 
   pool.parallel_for(int64_t(tasks.size()), [&](int64_t index, int) {
@@ -163,7 +175,7 @@ void fast_paged_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
             [&](float p, int64_t j, float* sum) {
               axpy_kv(k, v_cache.dtype, p, v_cache.at(kv_head, kv_slot(block_tables, task.seq, j, block_size)), sum, head_dim);
             },
-            acc.data(), reinterpret_cast<float*>(dst.at(h, t)));
+            acc.data(), reinterpret_cast<float*>(dst.at(h, t)), sink_of(h));
       }
       return;
     }
@@ -186,7 +198,7 @@ void fast_paged_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
             first_visible_key(pos, a.params.sliding_window), pos, head_dim,
             [&](int64_t j) { return key_score(k.vdot_f32(keys.data() + size_t(j - first) * size_t(head_dim), qv, head_dim)); },
             [&](float p, int64_t j, float* sum) { k.axpy_f32(p, values.data() + size_t(j - first) * size_t(head_dim), sum, head_dim); },
-            acc.data(), reinterpret_cast<float*>(dst.at(h, t)));
+            acc.data(), reinterpret_cast<float*>(dst.at(h, t)), sink_of(h));
       }
     }
   });

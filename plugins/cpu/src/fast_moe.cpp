@@ -41,6 +41,12 @@ void fast_moe_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k, MoeCou
   auto x_row = [&](int64_t row) { return reinterpret_cast<float*>(x.at(x.ne[1] == 1 ? 0 : row % n_used, row / n_used)); };
   auto dst_row = [&](int64_t row) { return reinterpret_cast<float*>(dst.at(row % n_used, row / n_used)); };
 
+  // dst row += the expert's bias row, when there is one.
+  auto add_bias = [&](int64_t e, float* out) {
+    if (!a.src[3].present()) return;
+    const auto* b = reinterpret_cast<const float*>(a.src[3].at(e));
+    for (int64_t o = 0; o < n_out; o++) out[o] += b[o];
+  };
   static thread_local std::vector<float> gathered, results;  // the calling thread's, reused
   counters.ops++;
   for (int64_t e = 0; e < n_expert; e++) {
@@ -57,6 +63,7 @@ void fast_moe_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k, MoeCou
       sub.src[1] = f32_rows(x_row(groups.rows[size_t(r0)]), n_in, 1);
       sub.dst = f32_rows(dst_row(groups.rows[size_t(r0)]), n_out, 1);
       fast_matmul(sub, pool, k);
+      add_bias(e, dst_row(groups.rows[size_t(r0)]));
       continue;
     }
     gathered.resize(size_t(m * n_in));
@@ -65,7 +72,11 @@ void fast_moe_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k, MoeCou
     sub.src[1] = f32_rows(gathered.data(), n_in, m);
     sub.dst = f32_rows(results.data(), n_out, m);
     fast_matmul(sub, pool, k);
-    for (int64_t i = 0; i < m; i++) std::copy_n(results.data() + i * n_out, n_out, dst_row(groups.rows[size_t(r0 + i)]));
+    for (int64_t i = 0; i < m; i++) {
+      float* out = dst_row(groups.rows[size_t(r0 + i)]);
+      std::copy_n(results.data() + i * n_out, n_out, out);
+      add_bias(e, out);
+    }
   }
 }
 

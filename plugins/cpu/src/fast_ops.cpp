@@ -189,7 +189,7 @@ void glu(const OpArgs& a, ThreadPool& pool, const Kernels& k, bool gated) {
       if (k.activation_row(act, g, gated ? a.src[1].frow(r) : nullptr, out, n)) continue;
       if (gated) {
         const float* u = a.src[1].frow(r);
-        for (int64_t i = 0; i < n; i++) out[i] = activation_value(act, g[i]) * u[i];
+        for (int64_t i = 0; i < n; i++) out[i] = glu_value(act, g[i], u[i]);
       } else {
         for (int64_t i = 0; i < n; i++) out[i] = activation_value(act, g[i]);
       }

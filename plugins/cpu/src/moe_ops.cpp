@@ -113,6 +113,7 @@ void reference_moe_matmul(const OpArgs& a) {
         const auto* xr = reinterpret_cast<const float*>(x.at(x.ne[1] == 1 ? 0 : j, t));
         double sum = 0.0;
         for (int64_t i = 0; i < n_in; i++) sum += double(w_row[size_t(i)]) * double(xr[i]);
+        if (a.src[3].present()) sum += double(reinterpret_cast<const float*>(a.src[3].at(e))[o]);
         reinterpret_cast<float*>(dst.at(j, t))[o] = float(sum);
       }
     }

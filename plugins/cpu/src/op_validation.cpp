@@ -15,6 +15,8 @@ struct CpuOpRules : plugin_support::BaseOpRules {
   static constexpr bool kRopeFreqFactors = true;
   static constexpr bool kRopeYarn = true;
   static constexpr bool kMoe = true;
+  static constexpr bool kAttentionSinks = true;
+  static constexpr bool kSwigluOai = true;
   static constexpr uint32_t kBufferMagic = cpu::kBufferMagic;
 
   [[noreturn]] static void invalid(const std::string& message) { cpu::invalid(message); }

@@ -86,8 +86,12 @@ void reference_paged_attention(const OpArgs& a) {
           if (a.params.softcap > 0.0f) dot = a.params.softcap * std::tanh(dot / a.params.softcap);
           scores[size_t(j - first)] = dot;
         }
-        const double max = *std::max_element(scores.begin(), scores.end());
-        double sum = 0.0;
+        // A sink (gpt-oss) is one more score in the softmax, with no value behind it.
+        const bool has_sink = a.src[5].present();
+        const double sink = has_sink ? double(reinterpret_cast<const float*>(a.src[5].data + uint64_t(h) * a.src[5].nb[0])[0]) : 0.0;
+        double max = *std::max_element(scores.begin(), scores.end());
+        if (has_sink) max = std::max(max, sink);
+        double sum = has_sink ? std::exp(sink - max) : 0.0;
         for (double& sc : scores) sum += sc = std::exp(sc - max);
         // out = Σ_j softmax_j · v_j
         std::fill(out.begin(), out.end(), 0.0);

@@ -136,7 +136,8 @@ void glu(const OpArgs& a, bool gated) {
     const float* g = a.src[0].frow(r);
     const float* u = gated ? a.src[1].frow(r) : nullptr;
     float* out = a.dst.frow(r);
-    for (int64_t i = 0; i < a.src[0].ne[0]; i++) out[i] = activation_value(a.params.activation, g[i]) * (gated ? u[i] : 1.0f);
+    for (int64_t i = 0; i < a.src[0].ne[0]; i++)
+      out[i] = gated ? glu_value(a.params.activation, g[i], u[i]) : activation_value(a.params.activation, g[i]);
   }
 }
 
