@@ -2,7 +2,9 @@
 // the weighted sum, each against the CPU reference. A backend that does not implement them answers
 // UNSUPPORTED, and the cases report not-supported.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <numeric>
 #include <random>
 
 #include "backend_support.h"
@@ -35,18 +37,61 @@ std::pair<std::vector<HostTensor>, std::vector<HostTensor>> run_both(CaseContext
   return {got, want};
 }
 
+// Each token's chosen experts (best first, the lower id first on a tie) and their weights, by the
+// definitions in backend.h, written here independently of any backend.
+std::pair<std::vector<int32_t>, std::vector<float>> naive_route(const std::vector<float>& logits, int64_t n_expert, int64_t n_tok,
+                                                                const loom_moe_route_params& p) {
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+  for (int64_t t = 0; t < n_tok; t++) {
+    const float* x = &logits[size_t(t * n_expert)];
+    std::vector<double> score(x, x + n_expert);
+    const double max = *std::max_element(score.begin(), score.end());
+    if (p.gating == LOOM_MOE_GATING_SOFTMAX) {
+      double sum = 0.0;
+      for (double& s : score) sum += s = std::exp(s - max);
+      for (double& s : score) s /= sum;
+    } else if (p.gating == LOOM_MOE_GATING_SIGMOID) {
+      for (double& s : score) s = 1.0 / (1.0 + std::exp(-s));
+    }
+    std::vector<int32_t> order(static_cast<size_t>(n_expert));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t l, int32_t r) { return score[size_t(l)] > score[size_t(r)]; });
+    std::vector<double> w;
+    for (uint32_t j = 0; j < p.n_used; j++) w.push_back(score[size_t(order[j])]);
+    if (p.gating == LOOM_MOE_GATING_SOFTMAX_CHOSEN) {
+      double sum = 0.0;
+      const double best = w[0];
+      for (double& v : w) sum += v = std::exp(v - best);
+      for (double& v : w) v /= sum;
+    }
+    if (p.normalize) {
+      double sum = 0.0;
+      for (double v : w) sum += v;
+      for (double& v : w) v /= std::max(sum, 6.103515625e-5);
+    }
+    for (uint32_t j = 0; j < p.n_used; j++) {
+      ids.push_back(order[j]);
+      weights.push_back(float(w[j] * (p.scale == 0.0f ? 1.0 : double(p.scale))));
+    }
+  }
+  return {ids, weights};
+}
+
 Case route_case(const std::string& name, loom_moe_gating gating, bool normalize, float scale) {
   return {"backend.moe_route." + name, LOOM_PLUGIN_KIND_BACKEND, [=](CaseContext& ctx) {
             std::mt19937 rng(31 + uint32_t(gating));
             const int64_t n_expert = 12, n_used = 3, n_tok = 21;
             const loom_moe_route_params params{sizeof(loom_moe_route_params), uint32_t(n_used), gating, normalize ? 1u : 0u, scale};
-            const auto [got, want] =
-                run_both(ctx, LOOM_OP_MOE_ROUTE,
-                         {f32_tensor(random_floats(rng, size_t(n_expert * n_tok), -4.0f, 4.0f), n_expert, n_tok),
-                          zero_tensor(LOOM_DTYPE_I32, n_used, n_tok), zero_tensor(LOOM_DTYPE_F32, n_used, n_tok)},
-                         &params, "MOE_ROUTE " + name);
-            require(ints(got[1]) == ints(want[1]), "MOE_ROUTE " + name + ": chosen experts differ from the reference");
-            require_close(got[2].floats(), want[2].floats(), 1e-5, "MOE_ROUTE " + name + " weights");
+            const std::vector<float> logits = random_floats(rng, size_t(n_expert * n_tok), -4.0f, 4.0f);
+            HostTensor x = f32_tensor(logits, n_expert, n_tok), ids = zero_tensor(LOOM_DTYPE_I32, n_used, n_tok);
+            HostTensor weights = zero_tensor(LOOM_DTYPE_F32, n_used, n_tok);
+            auto dut = device_under_test(ctx);
+            const loom_status st = dut->run(LOOM_OP_MOE_ROUTE, {&x, &ids}, &weights, &params);
+            require(st == LOOM_STATUS_OK, "MOE_ROUTE " + name + " failed (" + std::to_string(st) + "): " + dut->last_error());
+            const auto [want_ids, want_weights] = naive_route(logits, n_expert, n_tok, params);
+            require(ints(ids) == want_ids, "MOE_ROUTE " + name + ": chosen experts differ from the definition");
+            require_close(weights.floats(), want_weights, 1e-5, "MOE_ROUTE " + name + " weights");
           }};
 }
 

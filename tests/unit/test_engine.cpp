@@ -15,8 +15,8 @@
 
 namespace {
 
-// llama, or qwen3moe (the same attention, so the same KV bytes per token, and a mixture of 8
-// experts, 2 per token, as the FFN): batching must not change what a request gets in either.
+// llama, qwen3moe or gpt-oss (the same KV bytes per token; a mixture of 8 experts, 2 per token, as
+// the FFN; gpt-oss adds sinks and sliding windows): batching must not change what a request gets.
 std::filesystem::path synthetic_model(const std::string& arch = "llama") {
   static std::map<std::string, std::filesystem::path> paths;
   auto& path = paths[arch];
@@ -32,7 +32,8 @@ std::filesystem::path synthetic_model(const std::string& arch = "llama") {
     spec.n_vocab = 512;
     spec.n_ctx = 512;
     spec.seed = 7;
-    if (arch == "qwen3moe") spec.expert_ff_dim = 64;
+    if (arch != "llama") spec.expert_ff_dim = 64;
+    if (arch == "gpt-oss") spec.sliding_window = 16;  // short enough that the prompts cross it
     path = dir / (arch + "-tiny.gguf");
     loom::gguf::write_synthetic_model(spec, path);
   }
@@ -107,7 +108,7 @@ std::vector<Outcome> run_one_by_one(const std::vector<std::vector<int32_t>>& pro
 }  // namespace
 
 TEST_CASE("continuous batching gives every request the tokens it gets alone", "[engine]") {
-  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen3moe");
+  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen3moe", "gpt-oss");
   INFO(arch);
   std::vector<std::vector<int32_t>> prompts;
   for (uint32_t i = 0; i < 32; ++i) prompts.push_back(prompt_of(100 + i, 3 + 2 * i));  // 3..65 tokens
@@ -165,7 +166,7 @@ TEST_CASE("a long prompt arriving is prefilled in capped chunks while running st
 }
 
 TEST_CASE("preemption by recompute when blocks run out loses no request and changes no output", "[engine]") {
-  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen3moe");
+  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen3moe", "gpt-oss");
   INFO(arch);
   // 2 layers x 2 kv heads x 16 dims x 4 bytes x 2 (K and V) = 512 bytes per token, so 1 MiB holds
   // 8 blocks of 256 tokens. Eight 250-token prompts fit one block each, but generating 20 tokens
@@ -193,7 +194,7 @@ TEST_CASE("preemption by recompute when blocks run out loses no request and chan
 }
 
 TEST_CASE("a repeated prompt reuses cached blocks and reproduces the cold prefill's logits", "[engine]") {
-  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen3moe");
+  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen3moe", "gpt-oss");
   INFO(arch);
   loom::Engine engine(engine_config(), synthetic_model(arch));
   const auto prompt = prompt_of(400, 37);

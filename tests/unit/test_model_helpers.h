@@ -40,7 +40,7 @@ inline gguf::SynthSpec small_spec(const std::string& arch, loom_dtype weights = 
   spec.n_ctx = 256;
   spec.weight_type = weights;
   spec.seed = seed;
-  if (arch == "gemma3" || arch == "gemma2" || arch == "gemma4") spec.sliding_window = 8;  // small, so short tests cross the window
+  if (arch == "gemma3" || arch == "gemma2" || arch == "gemma4" || arch == "gpt-oss") spec.sliding_window = 8;  // small, so short tests cross the window
   return spec;
 }
 

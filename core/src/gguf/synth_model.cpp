@@ -88,10 +88,10 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
   SynthSpec spec = in;
   const bool is_llama = spec.arch == "llama" || spec.arch == "smollm3";
   const bool is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2" || spec.arch == "gemma4";
-  const bool is_moe = spec.arch == "qwen3moe";
+  const bool is_moe = spec.arch == "qwen3moe" || spec.arch == "gpt-oss";
   require(is_llama || is_gemma || is_moe || spec.arch == "qwen2" || spec.arch == "qwen3" || spec.arch == "olmo2" ||
               spec.arch == "granite" || spec.arch == "phi3" || spec.arch == "mistral3",
-          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
+          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen3, qwen3moe, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
   require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
   require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
   require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
@@ -117,7 +117,7 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
                                 dtype_name(type) + " block size " + std::to_string(block));
   }
   require(is_moe || (spec.n_expert == 0 && spec.n_expert_used == 0 && spec.expert_ff_dim == 0),
-          "experts are for arch qwen3moe only");
+          "experts are for arch qwen3moe and gpt-oss only");
   if (is_moe) {
     if (spec.n_expert == 0) spec.n_expert = 8;
     if (spec.n_expert_used == 0) spec.n_expert_used = 2;
@@ -138,7 +138,7 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
                                           spec.longrope_original_ctx == 0 && !spec.llama3_rope),
           "yarn_original_ctx must be in 2..n_ctx-1, without LongRoPE or llama3 rope");
   if (spec.rope_freq_base == 0.0f) spec.rope_freq_base = spec.llama3_rope ? 500000.0f : llama_like ? 10000.0f : 1000000.0f;
-  if (is_gemma && spec.sliding_window == 0) spec.sliding_window = 512;
+  if ((is_gemma || spec.arch == "gpt-oss") && spec.sliding_window == 0) spec.sliding_window = is_gemma ? 512 : 128;
   return spec;
 }
 
@@ -147,8 +147,9 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   const std::string& a = spec.arch;
   const bool is_qwen2 = a == "qwen2", is_gemma3 = a == "gemma3", is_gemma2 = a == "gemma2";
   const bool is_gemma = is_gemma2 || is_gemma3;
-  const bool is_moe = a == "qwen3moe";
-  const bool qk_norm = is_gemma3 || a == "qwen3" || is_moe;  // an RMS norm of each q and k head
+  const bool is_gpt_oss = a == "gpt-oss";
+  const bool is_moe = a == "qwen3moe" || is_gpt_oss;
+  const bool qk_norm = is_gemma3 || a == "qwen3" || a == "qwen3moe";  // an RMS norm of each q and k head
   const bool is_olmo2 = a == "olmo2";              // no pre-norms; q/k norms over all heads; post norms
 
   writer.set_string("general.architecture", a);
@@ -194,6 +195,7 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
       writer.set_float32(a + ".attention.temperature_scale", 0.1f);
     }
   }
+  if (is_gpt_oss) writer.set_uint32(a + ".attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
   if (is_moe) {
     writer.set_uint32(a + ".expert_count", static_cast<uint32_t>(spec.n_expert));
     writer.set_uint32(a + ".expert_used_count", static_cast<uint32_t>(spec.n_expert_used));
@@ -252,7 +254,7 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
       model.matrix(p + "attn_k.weight", dim, kv_dim, inv_sqrt(dim));
       model.matrix(p + "attn_v.weight", dim, kv_dim, inv_sqrt(dim));
     }
-    if (is_qwen2) {
+    if (is_qwen2 || is_gpt_oss) {
       model.vector(p + "attn_q.bias", q_dim, 0.0f, 0.02f);
       model.vector(p + "attn_k.bias", kv_dim, 0.0f, 0.02f);
       model.vector(p + "attn_v.bias", kv_dim, 0.0f, 0.02f);
@@ -266,8 +268,12 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
       model.vector(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.05f);
     }
     model.matrix(p + "attn_output.weight", q_dim, dim, inv_sqrt(q_dim));
+    if (is_gpt_oss) {
+      model.vector(p + "attn_output.bias", dim, 0.0f, 0.02f);
+      model.vector(p + "attn_sinks.weight", spec.n_heads, 0.0f, 1.0f);  // sink scores near the keys' own
+    }
     if (is_gemma || is_olmo2) model.vector(p + "post_attention_norm.weight", dim, 1.0f, 0.05f);
-    if (!is_olmo2) model.vector(p + "ffn_norm.weight", dim, 1.0f, 0.05f);
+    if (!is_olmo2) model.vector(p + (is_gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), dim, 1.0f, 0.05f);
     if (is_moe) {
       // The router stays F32 (llama.cpp's quantizer leaves ffn_gate_inp alone); the experts are
       // 3-D tensors, expert after expert. A wider router spread makes the choice clear-cut.
@@ -276,6 +282,12 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
       model.matrix_of(spec.weight_type, p + "ffn_gate_exps.weight", {dim, eff, n_exp}, inv_sqrt(dim));
       model.matrix_of(spec.weight_type, p + "ffn_up_exps.weight", {dim, eff, n_exp}, inv_sqrt(dim));
       model.matrix_of(spec.weight_type, p + "ffn_down_exps.weight", {eff, dim, n_exp}, inv_sqrt(eff));
+      if (is_gpt_oss) {
+        model.vector(p + "ffn_gate_inp.bias", n_exp, 0.0f, 0.5f);
+        model.matrix_of(LOOM_DTYPE_F32, p + "ffn_gate_exps.bias", {eff, n_exp}, 0.1f);
+        model.matrix_of(LOOM_DTYPE_F32, p + "ffn_up_exps.bias", {eff, n_exp}, 0.1f);
+        model.matrix_of(LOOM_DTYPE_F32, p + "ffn_down_exps.bias", {dim, n_exp}, 0.05f);
+      }
     } else if (a == "phi3") {
       model.matrix(p + "ffn_up.weight", dim, 2 * ff, inv_sqrt(dim));  // gate rows, then up rows
     } else {

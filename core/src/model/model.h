@@ -81,6 +81,8 @@ class Model {
     loom_tensor ple_gate, ple_proj, ple_post_norm;  // gemma4's per-layer embedding block
     // Mixture of experts: the router [dim, n_expert] and the experts [.., .., n_expert].
     loom_tensor ffn_router, gate_exps, up_exps, down_exps;
+    // gpt-oss: the attention output bias, each head's sink, and the router's and experts' biases.
+    loom_tensor bo, attn_sinks, ffn_router_b, gate_exps_b, up_exps_b, down_exps_b;
   };
   // Shape of the last op list; the same shape with the same buffers means the list is reusable.
   struct GraphKey {

@@ -14,7 +14,8 @@
 //     h = a·Wo; h = rms_norm(h) * post_attn_norm (gemma2/3, olmo2); x += h [* residual_scale (granite)]
 //     h = rms_norm(x) * ffn_norm                                 (olmo2: h = x)
 //     h = (act(h·Wgate) * h·Wup)·Wdown; h = rms_norm(h) * post_ffn_norm (gemma2/3, olmo2); x += h [* ...]
-//       (qwen3moe: h = sum over the router's n_used experts e of w_e (act(h·Wgate_e) * h·Wup_e)·Wdown_e)
+//       (qwen3moe: h = sum over the router's n_used experts e of w_e (act(h·Wgate_e) * h·Wup_e)·Wdown_e;
+//        gpt-oss: biased router and experts, SWIGLU_OAI, attention sinks, h·Wo + bo)
 //     gemma4: x += rms_norm((gelu(x·Wgate_ple) * ple_input[layer])·Wproj_ple) * post_norm; x *= layer scale
 //   logits = rms_norm(x[logit_rows]) * output_norm · Woutᵀ         // [n_vocab, n_out]
 //   logits = cap * tanh(logits / cap) (gemma2); logits *= 1 / logit_scale (granite)
@@ -301,8 +302,14 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
     }
     if (q_temperature_) op(LOOM_OP_MUL, q, {q, tensor_view(inputs_, off_q_temperature_, LOOM_DTYPE_F32, q_dim, n)});
     if (owns_kv) op(LOOM_OP_STORE_KV, no_tensor(), {k3, v3, slots, kv.k(il), kv.v(il)});
-    op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), tables, seqs}, local ? &attn_local_ : &attn_global_);
+    const loom_attention_params* attn_params = local ? &attn_local_ : &attn_global_;
+    if (l.attn_sinks.buffer != nullptr) {
+      op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), tables, seqs, l.attn_sinks}, attn_params);
+    } else {
+      op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), tables, seqs}, attn_params);
+    }
     op(LOOM_OP_MATMUL, h, {l.wo, attn});
+    if (l.bo.buffer != nullptr) op(LOOM_OP_ADD, h, {h, l.bo});
     if (m.post_norms) norm(h, h, l.post_attn_norm);
     if (m.residual_scale != 1.0f) op(LOOM_OP_SCALE, h, {h}, &residual_scale_);
     op(LOOM_OP_ADD, x, {x, h});
@@ -318,11 +325,17 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
       const loom_tensor eg = f32(off_g_, eff, n_used, n), eu = f32(off_u_, eff, n_used, n);
       const loom_tensor shared_in = reshape(ffn_in, dim, 1, n), down = f32(off_expert_out_, dim, n_used, n);
       op(LOOM_OP_MATMUL, router, {l.ffn_router, ffn_in});
+      if (l.ffn_router_b.buffer != nullptr) op(LOOM_OP_ADD, router, {router, l.ffn_router_b});
       op(LOOM_OP_MOE_ROUTE, weights, {router, ids}, &moe_route_);
-      op(LOOM_OP_MOE_MATMUL, eg, {l.gate_exps, shared_in, ids});
-      op(LOOM_OP_MOE_MATMUL, eu, {l.up_exps, shared_in, ids});
+      // gpt-oss adds a per-expert bias to each expert matmul (MOE_MATMUL's optional src3).
+      auto experts = [&](const loom_tensor& dst, const loom_tensor& w, const loom_tensor& bias, const loom_tensor& in) {
+        if (bias.buffer != nullptr) op(LOOM_OP_MOE_MATMUL, dst, {w, in, ids, bias});
+        else op(LOOM_OP_MOE_MATMUL, dst, {w, in, ids});
+      };
+      experts(eg, l.gate_exps, l.gate_exps_b, shared_in);
+      experts(eu, l.up_exps, l.up_exps_b, shared_in);
       op(LOOM_OP_GLU, eg, {eg, eu}, &glu_params_);
-      op(LOOM_OP_MOE_MATMUL, down, {l.down_exps, eg, ids});
+      experts(down, l.down_exps, l.down_exps_b, eg);
       op(LOOM_OP_MOE_SUM, h, {down, weights});
     } else {
       op(LOOM_OP_MATMUL, g, {l.w_gate, ffn_in});

@@ -13,6 +13,10 @@
 //  - qwen3: NEOX rope, an RMS norm of each q and k head before rope, no biases.
 //  - qwen3moe: qwen3 whose FFNs are mixtures of experts: softmax router over expert_count experts,
 //    expert_used_count chosen per token, their weights normalised to sum 1 (llama.cpp: norm_w true).
+//  - gpt-oss (openai-moe.cpp): NEOX rope, even layers sliding-window (pattern 2), a sink score per head,
+//    biased q/k/v/o, the FFN pre-norm named post_attention_norm, and a MoE whose router (with a bias)
+//    chooses by logit and weighs the chosen by a softmax over them alone; biased experts with the
+//    clamped SwiGLU (SWIGLU_OAI).
 //  - olmo2: NEOX rope, no norms before attention and FFN, norms after them (before the residual
 //    add), and q/k norms over the whole q and k vectors (all heads at once).
 //  - phi3: NEOX rope, q/k/v in one matrix and gate/up in one matrix (split into row views at load);
@@ -166,7 +170,7 @@ void read_experts(const Reader& r, ModelInfo& info) {
 
 }  // namespace
 
-std::string arch_list() { return "llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
+std::string arch_list() { return "llama, qwen2, qwen3, qwen3moe, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
 
 ModelInfo read_model_info(const gguf::GgufFile& file) {
   ModelInfo info;
@@ -181,6 +185,8 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     info.arch = ModelArch::qwen3;
   } else if (*arch == "qwen3moe") {
     info.arch = ModelArch::qwen3moe;
+  } else if (*arch == "gpt-oss") {
+    info.arch = ModelArch::gpt_oss;
   } else if (*arch == "gemma2") {
     info.arch = ModelArch::gemma2;
   } else if (*arch == "gemma3") {
@@ -305,6 +311,20 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
       info.logit_scale = 1.0f / *logit_scale;
       if (const auto v = r.opt_float("embedding_scale"); v && *v != 0.0f) info.embedding_scale = *v;
       if (const auto v = r.opt_float("residual_scale"); v && *v != 0.0f) info.residual_scale = *v;
+      break;
+    }
+    case ModelArch::gpt_oss: {
+      info.rope_mode = LOOM_ROPE_NEOX;
+      read_experts(r, info);
+      info.expert_gating = LOOM_MOE_GATING_SOFTMAX_CHOSEN;
+      info.expert_biases = true;
+      info.ffn_activation = LOOM_ACTIVATION_SWIGLU_OAI;
+      info.attn_sinks = true;
+      info.ffn_norm_name = "post_attention_norm";
+      info.sliding_window = static_cast<uint32_t>(r.need_int("attention.sliding_window", 1, 1 << 30));
+      const int32_t pattern = r.opt_int("attention.sliding_window_pattern", 2, 1, 4096);
+      for (int32_t il = 0; il < info.n_layers; ++il) info.layer_is_local[static_cast<size_t>(il)] = il % pattern < pattern - 1;
+      info.rope_freq_base_local = r.opt_float("rope.freq_base_swa").value_or(info.rope_freq_base);
       break;
     }
     case ModelArch::gemma2: {

@@ -14,7 +14,7 @@ class GgufFile;
 
 namespace loom {
 
-enum class ModelArch { llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3 };
+enum class ModelArch { llama, qwen2, qwen3, qwen3moe, gpt_oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3 };
 
 // The attention and FFN geometry of one layer. Most families repeat one shape; Gemma 4 gives its
 // sliding-window and global layers different head sizes, rotary dims and KV heads, widens the FFN
@@ -102,6 +102,12 @@ struct ModelInfo {
   bool expert_weights_norm = false;   // the chosen experts' weights divided by their sum
   float expert_weights_scale = 0.0f;  // then multiplied by this (0 = none)
 
+  // gpt-oss: a learned sink score per head in every layer's softmax; biases on the router and the
+  // experts; the FFN pre-norm stored as post_attention_norm.
+  bool attn_sinks = false;
+  bool expert_biases = false;
+  std::string ffn_norm_name = "ffn_norm";
+
   bool is_moe() const { return n_expert > 0; }
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
@@ -116,6 +122,6 @@ struct ModelInfo {
 // the tensor list.
 ModelInfo read_model_info(const gguf::GgufFile& file);
 
-std::string arch_list();  // "llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"
+std::string arch_list();  // "llama, qwen2, qwen3, qwen3moe, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"
 
 }  // namespace loom

@@ -180,14 +180,22 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
     add(p + "attn_q_norm.weight", {m.qk_norm_full ? q_dim : hd}, &l.q_norm, !m.qk_norm && !m.qk_norm_full);
     if (owns_kv) add(p + "attn_k_norm.weight", {m.qk_norm_full ? kv_dim : hd}, &l.k_norm, !m.qk_norm && !m.qk_norm_full);
     add(p + "attn_output.weight", {q_dim, dim}, &l.wo);
-    add(p + "post_attention_norm.weight", {dim}, &l.post_attn_norm, !m.post_norms);
-    add(p + "ffn_norm.weight", {dim}, &l.ffn_norm, !m.pre_norms);
+    add(p + "attn_output.bias", {dim}, &l.bo, true);
+    add(p + "attn_sinks.weight", {m.n_heads}, &l.attn_sinks, !m.attn_sinks);
+    if (m.ffn_norm_name != "post_attention_norm") add(p + "post_attention_norm.weight", {dim}, &l.post_attn_norm, !m.post_norms);
+    add(p + m.ffn_norm_name + ".weight", {dim}, &l.ffn_norm, !m.pre_norms);
     if (m.is_moe()) {
       const int64_t n_exp = m.n_expert, eff = m.expert_ff_dim;
       add(p + "ffn_gate_inp.weight", {dim, n_exp}, &l.ffn_router);
       add(p + "ffn_gate_exps.weight", {dim, eff, n_exp}, &l.gate_exps);
       add(p + "ffn_up_exps.weight", {dim, eff, n_exp}, &l.up_exps);
       add(p + "ffn_down_exps.weight", {eff, dim, n_exp}, &l.down_exps);
+      if (m.expert_biases) {
+        add(p + "ffn_gate_inp.bias", {n_exp}, &l.ffn_router_b);
+        add(p + "ffn_gate_exps.bias", {eff, n_exp}, &l.gate_exps_b);
+        add(p + "ffn_up_exps.bias", {eff, n_exp}, &l.up_exps_b);
+        add(p + "ffn_down_exps.bias", {dim, n_exp}, &l.down_exps_b);
+      }
     } else if (m.fused_gate_up) {
       add(p + "ffn_up.weight", {dim, 2 * ff}, &l.w_gate_up);
     } else {
@@ -269,6 +277,31 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
 // Ops only some families need are asked of the backend before any weight is read, so a backend
 // without them refuses the model at load, naming the op, instead of failing its first forward.
 void Model::check_backend_ops(const gguf::GgufFile& file) const {
+  auto require_op = [&](const char* name, const char* what, const loom_op& op) {
+    const std::string reason = backend_.unsupported_reason(op);
+    if (!reason.empty()) {
+      throw Error(file.label() + ": " + info_.arch_name + " needs " + what + " " + name + ", which backend '" +
+                  backend_.name() + "' does not implement (" + reason + ")");
+    }
+  };
+  if (info_.ffn_activation == LOOM_ACTIVATION_SWIGLU_OAI) {
+    const loom_tensor g = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, info_.expert_ff_dim, 1);
+    require_op("GLU", "the SWIGLU_OAI activation of", make_op(LOOM_OP_GLU, g, {g, g}, &glu_params_));
+  }
+  if (info_.attn_sinks) {
+    const auto& caps = backend_.caps();
+    const loom_dtype kv = caps.n_kv_dtypes > 0 ? caps.kv_dtypes[0] : LOOM_DTYPE_F32;
+    const int64_t hd = info_.head_dim;
+    const loom_tensor q = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, hd, info_.n_heads, 1);
+    const loom_tensor cache = tensor_view_raw(nullptr, 0, kv, hd, info_.n_kv_heads, 16);
+    const loom_tensor tables = tensor_view_raw(nullptr, 0, LOOM_DTYPE_I32, 1, 1);
+    const loom_tensor seqs = tensor_view_raw(nullptr, 0, LOOM_DTYPE_I32, 4, 1);
+    const loom_tensor sinks = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, info_.n_heads);
+    loom_attention_params params = attn_global_;
+    params.block_size = 16;  // the KV cache's, unknown yet
+    require_op("PAGED_ATTENTION", "attention sinks (src5) of",
+               make_op(LOOM_OP_PAGED_ATTENTION, q, {q, cache, cache, tables, seqs, sinks}, &params));
+  }
   if (!info_.is_moe()) return;
   const gguf::TensorInfo* experts = file.find_tensor("blk.0.ffn_gate_exps.weight");
   const loom_dtype dtype = experts != nullptr ? experts->type : LOOM_DTYPE_F32;
@@ -283,13 +316,7 @@ void Model::check_backend_ops(const gguf::GgufFile& file) const {
   const std::pair<const char*, loom_op> ops[] = {{"MOE_ROUTE", make_op(LOOM_OP_MOE_ROUTE, weights, {logits, ids}, &moe_route_)},
                                                   {"MOE_MATMUL", make_op(LOOM_OP_MOE_MATMUL, out, {w, x, ids})},
                                                   {"MOE_SUM", make_op(LOOM_OP_MOE_SUM, x, {down, weights})}};
-  for (const auto& [name, op] : ops) {
-    const std::string reason = backend_.unsupported_reason(op);
-    if (!reason.empty()) {
-      throw Error(file.label() + ": " + info_.arch_name + " needs the mixture-of-experts op " + name + ", which backend '" +
-                  backend_.name() + "' does not implement (" + reason + ")");
-    }
-  }
+  for (const auto& [name, op] : ops) require_op(name, "the mixture-of-experts op", op);
 }
 
 void Model::read_layer_scales(const gguf::GgufFile& file) {

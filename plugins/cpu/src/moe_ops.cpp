@@ -48,8 +48,9 @@ void moe_route_rows(const OpArgs& a, int64_t t0, int64_t t1) {
       w[j] = score[size_t(order[size_t(j)])];
     }
     if (a.params.moe_gating == LOOM_MOE_GATING_SOFTMAX_CHOSEN) {
+      const float best = w[0];  // the chosen come best first
       double sum = 0.0;
-      for (int64_t j = 0; j < n_used; j++) sum += w[j] = std::exp(w[j] - w[0]);
+      for (int64_t j = 0; j < n_used; j++) sum += w[j] = std::exp(w[j] - best);
       for (int64_t j = 0; j < n_used; j++) w[j] = float(w[j] / sum);
     }
     if (a.params.moe_normalize) {
