@@ -88,6 +88,11 @@ SYNTH_SPECS = [
     {"name": "synth-gpt-oss-q8_0", "arch": "gpt-oss", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 33, "type": "Q8_0", "experts": 8, "experts_used": 2,
      "expert_ff": 64, "sliding_window": 8, "tolerance": 0.2},
+    # As gpt-oss ships: MXFP4 experts beside F32 attention. llama.cpp multiplies MXFP4 rows by int8
+    # activations, Loom by the exact floats, hence the Q8_0-like tolerance.
+    {"name": "synth-gpt-oss-mxfp4", "arch": "gpt-oss", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 34, "type": "F32", "experts": 8, "experts_used": 2,
+     "expert_ff": 64, "sliding_window": 8, "expert_type": "MXFP4", "tolerance": 0.2},
     {"name": "synth-gemma2-f16", "arch": "gemma2", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 64, "ff": 256, "vocab": 512, "ctx": 512, "seed": 16, "type": "F16", "sliding_window": 8},
     {"name": "synth-gemma2-q8_0", "arch": "gemma2", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
@@ -278,7 +283,8 @@ def main():
                     cmd[-2:-2] = ["--yarn-original-ctx", str(spec["yarn_original_ctx"])]
                 if "longrope_original_ctx" in spec:
                     cmd[-2:-2] = ["--longrope-original-ctx", str(spec["longrope_original_ctx"])]
-                for key, flag in (("experts", "--experts"), ("experts_used", "--experts-used"), ("expert_ff", "--expert-ff")):
+                for key, flag in (("experts", "--experts"), ("experts_used", "--experts-used"), ("expert_ff", "--expert-ff"),
+                                  ("expert_type", "--expert-type")):
                     if key in spec:
                         cmd[-2:-2] = [flag, str(spec[key])]
                 if spec.get("llama3_rope"):

@@ -41,7 +41,8 @@ void compare_with_reference(CaseContext& ctx, loom_op_type type, const std::vect
 
 const loom_dtype kWeightTypes[] = {LOOM_DTYPE_F32,  LOOM_DTYPE_F16,  LOOM_DTYPE_BF16,  LOOM_DTYPE_Q4_0,   LOOM_DTYPE_Q5_0,
                                    LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K,  LOOM_DTYPE_Q5_K,   LOOM_DTYPE_Q4_1,
-                                   LOOM_DTYPE_Q5_1, LOOM_DTYPE_Q2_K, LOOM_DTYPE_Q3_K,  LOOM_DTYPE_IQ4_NL, LOOM_DTYPE_IQ4_XS};
+                                   LOOM_DTYPE_Q5_1, LOOM_DTYPE_Q2_K, LOOM_DTYPE_Q3_K,  LOOM_DTYPE_IQ4_NL, LOOM_DTYPE_IQ4_XS,
+                                   LOOM_DTYPE_MXFP4};
 
 // n_in per type: not a multiple of 64 where the block size allows (tails, odd block counts).
 int64_t odd_n_in(loom_dtype dtype) {
@@ -51,6 +52,7 @@ int64_t odd_n_in(loom_dtype dtype) {
     case LOOM_DTYPE_Q5_0:
     case LOOM_DTYPE_Q5_1:
     case LOOM_DTYPE_IQ4_NL:
+    case LOOM_DTYPE_MXFP4:
     case LOOM_DTYPE_Q8_0: return 96 + 32 * 4;  // 7 blocks
     case LOOM_DTYPE_Q2_K:
     case LOOM_DTYPE_Q3_K:

@@ -32,6 +32,7 @@ GgufBlock gguf_block(loom_dtype dtype) {
     case LOOM_DTYPE_Q5_K: return {256, 176, {0, 2}};
     case LOOM_DTYPE_IQ4_NL: return {32, 18, {0}};
     case LOOM_DTYPE_IQ4_XS: return {256, 136, {0}};
+    case LOOM_DTYPE_MXFP4: return {32, 17, {}};  // an exponent byte, kept near 2^0 below
     default: return {};
   }
 }
@@ -87,6 +88,7 @@ std::string dtype_label(loom_dtype dtype) {
     case LOOM_DTYPE_Q3_K: return "Q3_K";
     case LOOM_DTYPE_IQ4_NL: return "IQ4_NL";
     case LOOM_DTYPE_IQ4_XS: return "IQ4_XS";
+    case LOOM_DTYPE_MXFP4: return "MXFP4";
     case LOOM_DTYPE_Q6_K: return "Q6_K";
     case LOOM_DTYPE_INT8_KV: return "INT8_KV";
     default: return "dtype" + std::to_string(dtype);
@@ -179,6 +181,7 @@ HostTensor random_weights(std::mt19937& rng, loom_dtype dtype, int64_t n_in, int
         if (dtype == LOOM_DTYPE_Q4_0 || dtype == LOOM_DTYPE_Q5_0 || dtype == LOOM_DTYPE_Q8_0) put_half(off, small(rng));
         if (dtype == LOOM_DTYPE_Q4_K) put_half(off, small(rng)), put_half(off + 2, small(rng));
         if (dtype == LOOM_DTYPE_Q6_K) put_half(off + offsetof(loom_block_q6_k, d), small(rng) * 0.1f);
+        if (dtype == LOOM_DTYPE_MXFP4) t.data[off] = uint8_t(118 + byte(rng) % 8);  // scales 2^-10 .. 2^-3
         for (size_t half : gguf_block(dtype).half_offsets) put_half(off + half, small(rng));
       }
     }

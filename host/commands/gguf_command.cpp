@@ -48,6 +48,7 @@ constexpr const char* kSynthHelp =
     "  --experts N       qwen3moe: experts per layer (default 8)\n"
     "  --experts-used N  qwen3moe: experts chosen per token (default 2)\n"
     "  --expert-ff N     qwen3moe: each expert's FFN width (default --ff)\n"
+    "  --expert-type T   qwen3moe, gpt-oss: the experts' type, --type, F32 or MXFP4 (default --type)\n"
     "  --vocab-from FILE copy the tokenizer.* metadata (and vocabulary size) from this GGUF\n"
     "  -o, --out OUT     output path (required)\n";
 
@@ -186,6 +187,11 @@ int run_synth(const CommandArgs& args) {
     else if (flag == "--experts") spec.n_expert = parse_int(flag, value);
     else if (flag == "--experts-used") spec.n_expert_used = parse_int(flag, value);
     else if (flag == "--expert-ff") spec.expert_ff_dim = parse_int(flag, value);
+    else if (flag == "--expert-type") {
+      auto type = loom::dtype_from_name(value);
+      if (!type) throw loom::Error("--expert-type: unknown type '" + value + "' (the --type, F32 or MXFP4)");
+      spec.expert_type = *type;
+    }
     else if (flag == "--vocab-from") spec.vocab_from = value;
     else if (flag == "-o" || flag == "--out") out = value;
     else if (flag == "--type") {

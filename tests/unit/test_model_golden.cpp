@@ -90,6 +90,7 @@ std::optional<std::filesystem::path> model_for(const json& golden, const std::st
   spec.n_expert = s.value("experts", 0);
   spec.n_expert_used = s.value("experts_used", 0);
   spec.expert_ff_dim = s.value("expert_ff", 0);
+  if (s.contains("expert_type")) spec.expert_type = *loom::dtype_from_name(s.at("expert_type").get<std::string>());
   const auto path = loom::test::write_small_model(spec, "golden-" + name);
   char hash[17];
   std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(fnv1a64(path)));

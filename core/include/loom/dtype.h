@@ -37,6 +37,7 @@ typedef int32_t loom_dtype;
 #define LOOM_DTYPE_I64 27
 #define LOOM_DTYPE_F64 28
 #define LOOM_DTYPE_BF16 30
+#define LOOM_DTYPE_MXFP4 39 /* (ABI 1.5) blocks of 32: one E8M0 exponent byte, 16 bytes of E2M1 nibbles */
 /* Loom-specific formats live above 1000 so they never collide with future GGML ids. */
 #define LOOM_DTYPE_INT8_KV 1001 /* INT8 KV cache: each row of ne0 values is one f32 scale then ne0 int8 */
 #define LOOM_DTYPE_I8_ROW 1002  /* INT8 weights, per-channel: each row is one f32 scale then n int8 */
@@ -50,6 +51,16 @@ typedef int32_t loom_dtype;
 
 /* f16 bits; C has no portable half type. */
 typedef uint16_t loom_half;
+
+#define LOOM_QK_MXFP4 32
+
+/* MXFP4 (OCP microscaling, gpt-oss's expert weights): element j = kvalues[nibble] * 2^(e - 128) with
+ * kvalues {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12} (E2M1 doubled; hence 2^(e-128));
+ * elements j and j + 16 share qs[j] (low, high nibble), as in Q4_0. */
+typedef struct loom_block_mxfp4 {
+  uint8_t e;
+  uint8_t qs[LOOM_QK_MXFP4 / 2];
+} loom_block_mxfp4;
 
 typedef struct loom_block_q4_0 {
   loom_half d;               /* scale */

@@ -98,10 +98,38 @@ void quantize_block_q4_0(const float* x, loom_block_q4_0* out) {
 
 namespace {
 
+constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128), exactly (ggml's GGML_E8M0_TO_FP32_HALF, subnormal for e < 2).
+float mxfp4_half_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  return std::bit_cast<float>(bits);
+}
+
+// ggml's quantize_row_mxfp4_ref: the exponent from the block's largest magnitude, then each value
+// to the nearest level (the first on a tie).
+void quantize_block_mxfp4(const float* x, loom_block_mxfp4* out) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const uint8_t e = amax > 0.0f ? static_cast<uint8_t>(std::floor(std::log2(amax)) - 2 + 127) : 0;
+  const float d = mxfp4_half_scale(e);
+  auto best = [&](float v) {
+    int index = 0;
+    float err = std::fabs(kMxfp4Values[0] * d - v);
+    for (int i = 1; i < 16; ++i) {
+      const float e_i = std::fabs(kMxfp4Values[i] * d - v);
+      if (e_i < err) index = i, err = e_i;
+    }
+    return static_cast<uint8_t>(index);
+  };
+  out->e = e;
+  for (int j = 0; j < 16; ++j) out->qs[j] = static_cast<uint8_t>(best(x[j]) | (best(x[j + 16]) << 4));
+}
+
 void check_supported(loom_dtype type, const char* what) {
   if (type != LOOM_DTYPE_F32 && type != LOOM_DTYPE_F16 && type != LOOM_DTYPE_BF16 && type != LOOM_DTYPE_Q8_0 &&
-      type != LOOM_DTYPE_Q4_0) {
-    throw Error(std::string(what) + ": type " + dtype_name(type) + " is not supported (F32, F16, BF16, Q8_0, Q4_0)");
+      type != LOOM_DTYPE_Q4_0 && type != LOOM_DTYPE_MXFP4) {
+    throw Error(std::string(what) + ": type " + dtype_name(type) + " is not supported (F32, F16, BF16, Q8_0, Q4_0, MXFP4)");
   }
 }
 
@@ -129,6 +157,10 @@ std::vector<uint8_t> quantize_rows(loom_dtype type, std::span<const float> value
       if (type == LOOM_DTYPE_Q8_0) {
         loom_block_q8_0 block;
         quantize_block_q8_0(src + 32 * b, &block);
+        std::memcpy(dst + sizeof block * b, &block, sizeof block);
+      } else if (type == LOOM_DTYPE_MXFP4) {
+        loom_block_mxfp4 block;
+        quantize_block_mxfp4(src + 32 * b, &block);
         std::memcpy(dst + sizeof block * b, &block, sizeof block);
       } else {
         loom_block_q4_0 block;
@@ -162,6 +194,16 @@ std::vector<float> dequantize_rows(loom_dtype type, std::span<const uint8_t> byt
       std::memcpy(&block, src + sizeof block * b, sizeof block);
       const float d = f16_to_f32(block.d);
       for (int j = 0; j < 32; ++j) out[32 * b + j] = d * block.qs[j];
+    }
+  } else if (type == LOOM_DTYPE_MXFP4) {
+    for (size_t b = 0; b < out.size() / 32; ++b) {
+      loom_block_mxfp4 block;
+      std::memcpy(&block, src + sizeof block * b, sizeof block);
+      const float d = mxfp4_half_scale(block.e);
+      for (int j = 0; j < 16; ++j) {
+        out[32 * b + j] = kMxfp4Values[block.qs[j] & 0x0f] * d;
+        out[32 * b + j + 16] = kMxfp4Values[block.qs[j] >> 4] * d;
+      }
     }
   } else {
     for (size_t b = 0; b < out.size() / 32; ++b) {

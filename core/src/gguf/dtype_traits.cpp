@@ -18,7 +18,7 @@ struct TraitsEntry {
 
 // Block sizes are GGML's (ggml-common.h). Ids GGML retired (4, 5, 31-33, 36-38) are absent on
 // purpose: a file using them is rejected as an unknown type rather than misread.
-constexpr std::array<TraitsEntry, 36> kTraits{{
+constexpr std::array<TraitsEntry, 37> kTraits{{
     {LOOM_DTYPE_F32, {"F32", 1, 4}},
     {LOOM_DTYPE_F16, {"F16", 1, 2}},
     {LOOM_DTYPE_Q4_0, {"Q4_0", 32, 18}},    // f16 d + 16 nibble bytes
@@ -41,6 +41,7 @@ constexpr std::array<TraitsEntry, 36> kTraits{{
     {21, {"IQ3_S", 256, 110}},              // f16 d + 64 qs + 8 qh + 32 signs + 4 scales
     {22, {"IQ2_S", 256, 82}},               // f16 d + 64 qs + 8 qh + 8 scales
     {23, {"IQ4_XS", 256, 136}},             // f16 d + u16 scales_h + 4 scales_l + 128 qs
+    {LOOM_DTYPE_MXFP4, {"MXFP4", 32, 17}},  // e8m0 exponent + 16
     {LOOM_DTYPE_I8, {"I8", 1, 1}},
     {LOOM_DTYPE_I16, {"I16", 1, 2}},
     {LOOM_DTYPE_I32, {"I32", 1, 4}},

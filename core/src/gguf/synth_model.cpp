@@ -116,7 +116,7 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
     require(n % block == 0, std::string(what) + " " + std::to_string(n) + " is not a multiple of the " +
                                 dtype_name(type) + " block size " + std::to_string(block));
   }
-  require(is_moe || (spec.n_expert == 0 && spec.n_expert_used == 0 && spec.expert_ff_dim == 0),
+  require(is_moe || (spec.n_expert == 0 && spec.n_expert_used == 0 && spec.expert_ff_dim == 0 && spec.expert_type < 0),
           "experts are for arch qwen3moe and gpt-oss only");
   if (is_moe) {
     if (spec.n_expert == 0) spec.n_expert = 8;
@@ -125,8 +125,12 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
     require(spec.n_expert >= 1 && spec.n_expert <= 256, "n_expert " + std::to_string(spec.n_expert) + " (1..256)");
     require(spec.n_expert_used >= 1 && spec.n_expert_used <= spec.n_expert,
             "n_expert_used " + std::to_string(spec.n_expert_used) + " (1..n_expert)");
-    require(spec.expert_ff_dim >= 1 && spec.expert_ff_dim % block == 0,
-            "expert_ff_dim " + std::to_string(spec.expert_ff_dim) + " (a multiple of the " + dtype_name(type) + " block size)");
+    if (spec.expert_type < 0) spec.expert_type = type;
+    require(spec.expert_type == type || spec.expert_type == LOOM_DTYPE_MXFP4 || spec.expert_type == LOOM_DTYPE_F32,
+            "expert type " + dtype_name(spec.expert_type) + " (the weight type, F32 or MXFP4)");
+    const int64_t expert_block = dtype_traits(spec.expert_type)->block_elems;
+    require(spec.expert_ff_dim >= 1 && spec.expert_ff_dim % std::max(block, expert_block) == 0 && spec.dim % expert_block == 0,
+            "expert_ff_dim " + std::to_string(spec.expert_ff_dim) + " and dim (multiples of the block sizes)");
   }
   const bool llama_like = is_llama || spec.arch == "granite" || spec.arch == "phi3" || spec.arch == "mistral3";
   if (spec.rms_eps == 0.0f) spec.rms_eps = llama_like ? 1e-5f : 1e-6f;
@@ -279,9 +283,9 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
       // 3-D tensors, expert after expert. A wider router spread makes the choice clear-cut.
       const int64_t n_exp = spec.n_expert, eff = spec.expert_ff_dim;
       model.matrix_of(LOOM_DTYPE_F32, p + "ffn_gate_inp.weight", {dim, n_exp}, 4.0f * inv_sqrt(dim));
-      model.matrix_of(spec.weight_type, p + "ffn_gate_exps.weight", {dim, eff, n_exp}, inv_sqrt(dim));
-      model.matrix_of(spec.weight_type, p + "ffn_up_exps.weight", {dim, eff, n_exp}, inv_sqrt(dim));
-      model.matrix_of(spec.weight_type, p + "ffn_down_exps.weight", {eff, dim, n_exp}, inv_sqrt(eff));
+      model.matrix_of(spec.expert_type, p + "ffn_gate_exps.weight", {dim, eff, n_exp}, inv_sqrt(dim));
+      model.matrix_of(spec.expert_type, p + "ffn_up_exps.weight", {dim, eff, n_exp}, inv_sqrt(dim));
+      model.matrix_of(spec.expert_type, p + "ffn_down_exps.weight", {eff, dim, n_exp}, inv_sqrt(eff));
       if (is_gpt_oss) {
         model.vector(p + "ffn_gate_inp.bias", n_exp, 0.0f, 0.5f);
         model.matrix_of(LOOM_DTYPE_F32, p + "ffn_gate_exps.bias", {eff, n_exp}, 0.1f);

@@ -39,6 +39,7 @@ struct SynthSpec {
   int n_expert = 0;
   int n_expert_used = 0;
   int expert_ff_dim = 0;
+  loom_dtype expert_type = -1;  // of the expert tensors; -1: weight_type (gpt-oss ships MXFP4 experts)
 };
 
 // Resolve defaults (head_dim, eps, rope base, ...) and check the spec; throws loom::Error naming the

@@ -101,6 +101,7 @@ const char* dtype_name(loom_dtype type) {
     case LOOM_DTYPE_Q8_K: return "Q8_K";
     case LOOM_DTYPE_IQ4_NL: return "IQ4_NL";
     case LOOM_DTYPE_IQ4_XS: return "IQ4_XS";
+    case LOOM_DTYPE_MXFP4: return "MXFP4";
     case LOOM_DTYPE_I8: return "I8";
     case LOOM_DTYPE_I16: return "I16";
     case LOOM_DTYPE_I64: return "I64";

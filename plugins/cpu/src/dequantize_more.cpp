@@ -109,6 +109,20 @@ void iq4_nl(const BlockIQ4NL* b, float* y, int64_t n) {
   }
 }
 
+// MXFP4: the E2M1 levels doubled, times 2^(e - 128) (ggml's E8M0 "half" scale, subnormal for e < 2).
+void mxfp4(const BlockMXFP4* b, float* y, int64_t n) {
+  static constexpr int8_t kLevels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  for (int64_t i = 0; i < n / 32; i++, b++, y += 32) {
+    const uint32_t bits = b->e < 2 ? 0x00200000u << b->e : uint32_t(b->e - 1) << 23;
+    float d;
+    std::memcpy(&d, &bits, 4);
+    for (int j = 0; j < 16; j++) {
+      y[j] = float(kLevels[b->qs[j] & 0xF]) * d;
+      y[j + 16] = float(kLevels[b->qs[j] >> 4]) * d;
+    }
+  }
+}
+
 void iq4_xs(const BlockIQ4XS* b, float* y, int64_t n) {
   for (int64_t i = 0; i < n / 256; i++, b++) {
     const float d = half_to_float(b->d);
@@ -134,6 +148,7 @@ ExtraLayout extra_layout(loom_dtype type) {
     case LOOM_DTYPE_Q5_K: return {256, sizeof(BlockQ5K)};
     case LOOM_DTYPE_IQ4_NL: return {32, sizeof(BlockIQ4NL)};
     case LOOM_DTYPE_IQ4_XS: return {256, sizeof(BlockIQ4XS)};
+    case LOOM_DTYPE_MXFP4: return {32, sizeof(BlockMXFP4)};
     default: return {0, 0};
   }
 }
@@ -147,6 +162,7 @@ bool dequantize_extra(loom_dtype type, const void* row, float* out, int64_t n) {
     case LOOM_DTYPE_Q5_K: q5_k(static_cast<const BlockQ5K*>(row), out, n); return true;
     case LOOM_DTYPE_IQ4_NL: iq4_nl(static_cast<const BlockIQ4NL*>(row), out, n); return true;
     case LOOM_DTYPE_IQ4_XS: iq4_xs(static_cast<const BlockIQ4XS*>(row), out, n); return true;
+    case LOOM_DTYPE_MXFP4: mxfp4(static_cast<const BlockMXFP4*>(row), out, n); return true;
     default: return false;
   }
 }

@@ -33,6 +33,10 @@ struct BlockQ5K {
   uint8_t qh[32];
   uint8_t qs[128];
 };
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[16];
+};
 struct BlockIQ4NL {
   uint16_t d;
   uint8_t qs[16];

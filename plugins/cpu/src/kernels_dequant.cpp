@@ -55,6 +55,7 @@ WeightKernels dequant_kernels(loom_dtype type, const Kernels& k) {
     case LOOM_DTYPE_Q5_K: return kernels_for<LOOM_DTYPE_Q5_K>();
     case LOOM_DTYPE_IQ4_NL: return kernels_for<LOOM_DTYPE_IQ4_NL>();
     case LOOM_DTYPE_IQ4_XS: return kernels_for<LOOM_DTYPE_IQ4_XS>();
+    case LOOM_DTYPE_MXFP4: return kernels_for<LOOM_DTYPE_MXFP4>();
     default: return {nullptr, nullptr};
   }
 }
