@@ -31,6 +31,8 @@ const FormatInfo kFormats[] = {
     {LOOM_DTYPE_IQ4_NL, "IQ4_NL", 32, sizeof(BlockIQ4_NL), kWeight, 0, false, quantize_row_iq4_nl, dequantize_row_iq4_nl},
     {LOOM_DTYPE_IQ4_XS, "IQ4_XS", LOOM_QK_K, sizeof(BlockIQ4_XS), kWeight, 0, false, quantize_row_iq4_xs,
      dequantize_row_iq4_xs},
+    {LOOM_DTYPE_MXFP4, "MXFP4", LOOM_QK_MXFP4, sizeof(loom_block_mxfp4), kWeight, 0, false, quantize_row_mxfp4,
+     dequantize_row_mxfp4},
     {LOOM_DTYPE_I8_ROW, "I8_ROW", 0, sizeof(float), kWeight | kRow, 1, false, quantize_row_i8_row,
      dequantize_row_i8_row},
     {LOOM_DTYPE_INT8_KV, "INT8_KV", 0, sizeof(float), kKv | kRow, 1, false, quantize_row_i8_row,

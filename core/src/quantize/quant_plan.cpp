@@ -29,6 +29,7 @@ bool is_four_bit(loom_dtype type) {
     case LOOM_DTYPE_Q3_K:
     case LOOM_DTYPE_IQ4_NL:
     case LOOM_DTYPE_IQ4_XS:
+    case LOOM_DTYPE_MXFP4:
     case LOOM_DTYPE_I4_G128: return true;
     default: return false;
   }
@@ -84,7 +85,7 @@ const std::vector<loom_dtype>& quantize_target_types() {
   static const std::vector<loom_dtype> types = {
       LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q4_1,   LOOM_DTYPE_Q5_0,   LOOM_DTYPE_Q5_1,   LOOM_DTYPE_Q2_K,
       LOOM_DTYPE_Q3_K, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q5_K,   LOOM_DTYPE_Q6_K,   LOOM_DTYPE_IQ4_NL, LOOM_DTYPE_IQ4_XS,
-      LOOM_DTYPE_F16,  LOOM_DTYPE_BF16, LOOM_DTYPE_F32,     LOOM_DTYPE_I4_G128, LOOM_DTYPE_I8_ROW};
+      LOOM_DTYPE_MXFP4, LOOM_DTYPE_F16,  LOOM_DTYPE_BF16, LOOM_DTYPE_F32,     LOOM_DTYPE_I4_G128, LOOM_DTYPE_I8_ROW};
   return types;
 }
 
@@ -117,6 +118,7 @@ uint32_t file_type_for(loom_dtype target) {
     case LOOM_DTYPE_Q6_K: return 18;  // MOSTLY_Q6_K
     case LOOM_DTYPE_IQ4_NL: return 25;  // MOSTLY_IQ4_NL
     case LOOM_DTYPE_IQ4_XS: return 30;  // MOSTLY_IQ4_XS
+    case LOOM_DTYPE_MXFP4: return 38;   // MOSTLY_MXFP4_MOE
     case LOOM_DTYPE_BF16: return 32;  // MOSTLY_BF16
     default: return static_cast<uint32_t>(target);
   }
