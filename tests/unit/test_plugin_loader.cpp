@@ -163,3 +163,40 @@ TEST_CASE("a KV allocator table from before ABI 1.4 (no set_event_sink) still va
   REQUIRE(error.has_value());
   CHECK_THAT(*error, Catch::Contains("loom_kv_i struct_size is") && Catch::Contains("bytes of ABI 1.0"));
 }
+
+namespace {
+loom_status be_count(uint32_t* n, char*, uint32_t) { return *n = 0, LOOM_STATUS_OK; }
+loom_status be_create(const loom_host_services*, const char*, loom_backend_t**, char*, uint32_t) { return LOOM_STATUS_UNSUPPORTED; }
+void be_destroy(loom_backend_t*) {}
+const char* be_last_error(loom_backend_t*) { return ""; }
+loom_status be_caps(loom_backend_t*, loom_backend_caps*) { return LOOM_STATUS_OK; }
+loom_status be_buffer_create(loom_backend_t*, uint64_t, loom_buffer_usage, loom_buffer_t**) { return LOOM_STATUS_OK; }
+void be_buffer_destroy(loom_backend_t*, loom_buffer_t*) {}
+loom_status be_sync(loom_backend_t*, loom_stream_t*) { return LOOM_STATUS_OK; }
+loom_status be_to_device(loom_backend_t*, loom_stream_t*, loom_buffer_t*, uint64_t, const void*, uint64_t) { return LOOM_STATUS_OK; }
+loom_status be_to_host(loom_backend_t*, loom_stream_t*, void*, loom_buffer_t*, uint64_t, uint64_t) { return LOOM_STATUS_OK; }
+loom_status be_run(loom_backend_t*, loom_stream_t*, const loom_op*, uint32_t) { return LOOM_STATUS_OK; }
+}  // namespace
+
+TEST_CASE("a backend table from before ABI 1.5 (no get_stats) still validates", "[loader]") {
+  loom_backend_i table{};
+  table.device_count = be_count;
+  table.create = be_create;
+  table.destroy = be_destroy;
+  table.last_error = be_last_error;
+  table.get_caps = be_caps;
+  table.buffer_create = be_buffer_create;
+  table.buffer_destroy = be_buffer_destroy;
+  table.stream_synchronize = be_sync;
+  table.copy_to_device = be_to_device;
+  table.copy_to_host = be_to_host;
+  table.run_ops = be_run;
+  // The 1.0-1.4 table ends just before the 1.5 slot: accepted, and the slot reads as absent.
+  table.struct_size = static_cast<uint32_t>(offsetof(loom_backend_i, get_stats));
+  CHECK_FALSE(loom::validate_plugin_table(LOOM_PLUGIN_KIND_BACKEND, &table).has_value());
+  CHECK(LOOM_SLOT(&table, loom_backend_i, get_stats) == nullptr);
+  table.struct_size -= 8;
+  const auto error = loom::validate_plugin_table(LOOM_PLUGIN_KIND_BACKEND, &table);
+  REQUIRE(error.has_value());
+  CHECK_THAT(*error, Catch::Contains("loom_backend_i struct_size is") && Catch::Contains("bytes of ABI 1.0"));
+}

@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "gguf/dtype_traits.h"
 #include "plugin/host_services.h"
+#include "plugin/table_validation.h"
 #include "plugin/plugin_registry.h"
 
 namespace loom {
@@ -132,9 +133,10 @@ std::string Backend::unsupported_reason(const loom_op& op) const {
 }
 
 std::string Backend::stats_json() const {
-  if (!LOOM_HAS_MEMBER(table_, loom_backend_i, get_stats) || table_->get_stats == nullptr) return "{}";
+  const auto read_stats = LOOM_SLOT(table_, loom_backend_i, get_stats);  // absent before ABI 1.5
+  if (read_stats == nullptr) return "{}";
   char out[4096] = {};
-  if (table_->get_stats(instance_, out, sizeof(out)) != LOOM_STATUS_OK) return "{}";
+  if (read_stats(instance_, out, sizeof(out)) != LOOM_STATUS_OK) return "{}";
   return out;
 }
 

@@ -18,6 +18,7 @@ struct SlotCheck {
 template <class Table>
 constexpr size_t abi_1_0_size() {
   if constexpr (std::is_same_v<Table, loom_kv_i>) return offsetof(loom_kv_i, set_event_sink);
+  if constexpr (std::is_same_v<Table, loom_backend_i>) return offsetof(loom_backend_i, get_stats);  // ABI 1.5
   return sizeof(Table);
 }
 
