@@ -78,6 +78,13 @@ SYNTH_SPECS = [
     {"name": "synth-qwen3moe-q8_0", "arch": "qwen3moe", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 31, "type": "Q8_0", "experts": 8, "experts_used": 2,
      "expert_ff": 64},
+    # Qwen2-MoE: qwen2 attention, softmax router without renormalisation, a sigmoid-gated shared expert.
+    {"name": "synth-qwen2moe-f32", "arch": "qwen2moe", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 128, "vocab": 512, "ctx": 512, "seed": 35, "type": "F32", "experts": 8, "experts_used": 2,
+     "expert_ff": 64},
+    {"name": "synth-qwen2moe-q8_0", "arch": "qwen2moe", "layers": 2, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 128, "vocab": 512, "ctx": 512, "seed": 36, "type": "Q8_0", "experts": 8, "experts_used": 2,
+     "expert_ff": 64},
     # gpt-oss: attention sinks, alternating 8-token sliding windows, biased q/k/v/o, router and experts,
     # the clamped SwiGLU, 8 experts weighed by a softmax over the 2 chosen.
     {"name": "synth-gpt-oss-f32", "arch": "gpt-oss", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,

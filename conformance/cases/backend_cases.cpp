@@ -192,6 +192,17 @@ std::vector<Case> row_op_cases() {
     }
     require_close(result.floats(), want, kRowOpTolerance, "GLU SWIGLU_OAI");
   });
+  // qwen2moe's shared-expert gate (ABI 1.5), against the formula.
+  add("unary.sigmoid", [](CaseContext& ctx, std::mt19937& rng) {
+    const loom_glu_params p{sizeof(loom_glu_params), LOOM_ACTIVATION_SIGMOID};
+    HostTensor x = f32_tensor(random_floats(rng, 300, -20, 20), 100, 3), result = zero_tensor(LOOM_DTYPE_F32, 100, 3);
+    auto dev = device_under_test(ctx);
+    const loom_status st = dev->run(LOOM_OP_UNARY, {&x}, &result, &p);
+    require(st == LOOM_STATUS_OK, "UNARY SIGMOID failed: " + dev->last_error());
+    std::vector<float> want;
+    for (float v : x.floats()) want.push_back(float(1.0 / (1.0 + std::exp(-double(v)))));
+    require_close(result.floats(), want, kRowOpTolerance, "UNARY SIGMOID");
+  });
   for (loom_activation act : {LOOM_ACTIVATION_SILU, LOOM_ACTIVATION_GELU_TANH, LOOM_ACTIVATION_GELU_ERF, LOOM_ACTIVATION_RELU}) {
     const std::string name = act == LOOM_ACTIVATION_SILU ? "silu" : act == LOOM_ACTIVATION_GELU_TANH ? "gelu_tanh" : act == LOOM_ACTIVATION_GELU_ERF ? "gelu_erf" : "relu";
     add("glu." + name, [act](CaseContext& ctx, std::mt19937& rng) {

@@ -69,6 +69,7 @@ struct BaseOpRules {
   // PAGED_ATTENTION's sinks (src5) and GLU's LOOM_ACTIVATION_SWIGLU_OAI (ABI 1.5, gpt-oss).
   static constexpr bool kAttentionSinks = false;
   static constexpr bool kSwigluOai = false;
+  static constexpr bool kSigmoid = false;  // LOOM_ACTIVATION_SIGMOID (ABI 1.5)
 
   // After the common shape and stride checks of one operand (offset and strides not yet bounded).
   template <typename Checker, typename Tensor>
@@ -491,6 +492,8 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
   }
   if (op.type == LOOM_OP_GLU && a.params.activation == LOOM_ACTIVATION_SWIGLU_OAI) {
     if (!Rules::kSwigluOai) c.unsupported("activation SWIGLU_OAI (ABI 1.5) is not implemented by this backend");
+  } else if (a.params.activation == LOOM_ACTIVATION_SIGMOID && (op.type == LOOM_OP_UNARY || op.type == LOOM_OP_GLU)) {
+    if (!Rules::kSigmoid) c.unsupported("activation SIGMOID (ABI 1.5) is not implemented by this backend");
   } else if (op.type == LOOM_OP_UNARY || op.type == LOOM_OP_GLU) {
     const loom_activation act = a.params.activation;
     if (act != LOOM_ACTIVATION_SILU && act != LOOM_ACTIVATION_GELU_TANH && act != LOOM_ACTIVATION_GELU_ERF && act != LOOM_ACTIVATION_RELU)

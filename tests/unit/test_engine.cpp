@@ -15,8 +15,9 @@
 
 namespace {
 
-// llama, qwen3moe or gpt-oss (the same KV bytes per token; a mixture of 8 experts, 2 per token, as
-// the FFN; gpt-oss adds sinks and sliding windows): batching must not change what a request gets.
+// llama, qwen2moe, qwen3moe or gpt-oss (the same KV bytes per token; a mixture of 8 experts, 2 per
+// token, as the FFN; qwen2moe adds a shared expert, gpt-oss sinks and sliding windows): batching must
+// not change what a request gets.
 std::filesystem::path synthetic_model(const std::string& arch = "llama") {
   static std::map<std::string, std::filesystem::path> paths;
   auto& path = paths[arch];
@@ -108,7 +109,7 @@ std::vector<Outcome> run_one_by_one(const std::vector<std::vector<int32_t>>& pro
 }  // namespace
 
 TEST_CASE("continuous batching gives every request the tokens it gets alone", "[engine]") {
-  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen3moe", "gpt-oss");
+  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss");
   INFO(arch);
   std::vector<std::vector<int32_t>> prompts;
   for (uint32_t i = 0; i < 32; ++i) prompts.push_back(prompt_of(100 + i, 3 + 2 * i));  // 3..65 tokens
@@ -166,7 +167,7 @@ TEST_CASE("a long prompt arriving is prefilled in capped chunks while running st
 }
 
 TEST_CASE("preemption by recompute when blocks run out loses no request and changes no output", "[engine]") {
-  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen3moe", "gpt-oss");
+  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss");
   INFO(arch);
   // 2 layers x 2 kv heads x 16 dims x 4 bytes x 2 (K and V) = 512 bytes per token, so 1 MiB holds
   // 8 blocks of 256 tokens. Eight 250-token prompts fit one block each, but generating 20 tokens
@@ -194,7 +195,7 @@ TEST_CASE("preemption by recompute when blocks run out loses no request and chan
 }
 
 TEST_CASE("a repeated prompt reuses cached blocks and reproduces the cold prefill's logits", "[engine]") {
-  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen3moe", "gpt-oss");
+  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss");
   INFO(arch);
   loom::Engine engine(engine_config(), synthetic_model(arch));
   const auto prompt = prompt_of(400, 37);

@@ -113,6 +113,8 @@ typedef int32_t loom_activation;
 #define LOOM_ACTIVATION_RELU 4
 /* (ABI 1.5, GLU only) gpt-oss: g' = min(g, 7), u' = clamp(u, -7, 7); dst = g' * sigmoid(1.702 g') * (u' + 1) */
 #define LOOM_ACTIVATION_SWIGLU_OAI 5
+/* (ABI 1.5) 1 / (1 + exp(-x)): the gate of qwen2moe's shared expert */
+#define LOOM_ACTIVATION_SIGMOID 6
 
 typedef struct loom_scale_params {
   uint32_t struct_size;

@@ -88,10 +88,10 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
   SynthSpec spec = in;
   const bool is_llama = spec.arch == "llama" || spec.arch == "smollm3";
   const bool is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2" || spec.arch == "gemma4";
-  const bool is_moe = spec.arch == "qwen3moe" || spec.arch == "gpt-oss";
+  const bool is_moe = spec.arch == "qwen3moe" || spec.arch == "gpt-oss" || spec.arch == "qwen2moe";
   require(is_llama || is_gemma || is_moe || spec.arch == "qwen2" || spec.arch == "qwen3" || spec.arch == "olmo2" ||
               spec.arch == "granite" || spec.arch == "phi3" || spec.arch == "mistral3",
-          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen3, qwen3moe, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
+          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
   require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
   require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
   require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
@@ -117,7 +117,7 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
                                 dtype_name(type) + " block size " + std::to_string(block));
   }
   require(is_moe || (spec.n_expert == 0 && spec.n_expert_used == 0 && spec.expert_ff_dim == 0 && spec.expert_type < 0),
-          "experts are for arch qwen3moe and gpt-oss only");
+          "experts are for the MoE archs (qwen2moe, qwen3moe, gpt-oss) only");
   if (is_moe) {
     if (spec.n_expert == 0) spec.n_expert = 8;
     if (spec.n_expert_used == 0) spec.n_expert_used = 2;
@@ -149,10 +149,10 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
 void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   SynthSpec spec = resolve_synth_spec(in);
   const std::string& a = spec.arch;
-  const bool is_qwen2 = a == "qwen2", is_gemma3 = a == "gemma3", is_gemma2 = a == "gemma2";
+  const bool is_qwen2 = a == "qwen2" || a == "qwen2moe", is_gemma3 = a == "gemma3", is_gemma2 = a == "gemma2";
   const bool is_gemma = is_gemma2 || is_gemma3;
   const bool is_gpt_oss = a == "gpt-oss";
-  const bool is_moe = a == "qwen3moe" || is_gpt_oss;
+  const bool is_moe = a == "qwen3moe" || a == "qwen2moe" || is_gpt_oss;
   const bool qk_norm = is_gemma3 || a == "qwen3" || a == "qwen3moe";  // an RMS norm of each q and k head
   const bool is_olmo2 = a == "olmo2";              // no pre-norms; q/k norms over all heads; post norms
 
@@ -204,6 +204,7 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
     writer.set_uint32(a + ".expert_count", static_cast<uint32_t>(spec.n_expert));
     writer.set_uint32(a + ".expert_used_count", static_cast<uint32_t>(spec.n_expert_used));
     writer.set_uint32(a + ".expert_feed_forward_length", static_cast<uint32_t>(spec.expert_ff_dim));
+    if (a == "qwen2moe") writer.set_uint32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(spec.ff_dim));
   }
   if (a == "granite") {
     // Granite 3's published multipliers (config.json: embedding_multiplier, attention_multiplier,
@@ -286,6 +287,12 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
       model.matrix_of(spec.expert_type, p + "ffn_gate_exps.weight", {dim, eff, n_exp}, inv_sqrt(dim));
       model.matrix_of(spec.expert_type, p + "ffn_up_exps.weight", {dim, eff, n_exp}, inv_sqrt(dim));
       model.matrix_of(spec.expert_type, p + "ffn_down_exps.weight", {eff, dim, n_exp}, inv_sqrt(eff));
+      if (a == "qwen2moe") {  // the shared expert, ff_dim wide, and its per-token gate
+        model.vector(p + "ffn_gate_inp_shexp.weight", dim, 0.0f, inv_sqrt(dim));
+        model.matrix(p + "ffn_gate_shexp.weight", dim, ff, inv_sqrt(dim));
+        model.matrix(p + "ffn_up_shexp.weight", dim, ff, inv_sqrt(dim));
+        model.matrix(p + "ffn_down_shexp.weight", ff, dim, inv_sqrt(ff));
+      }
       if (is_gpt_oss) {
         model.vector(p + "ffn_gate_inp.bias", n_exp, 0.0f, 0.5f);
         model.matrix_of(LOOM_DTYPE_F32, p + "ffn_gate_exps.bias", {eff, n_exp}, 0.1f);

@@ -83,6 +83,8 @@ class Model {
     loom_tensor ffn_router, gate_exps, up_exps, down_exps;
     // gpt-oss: the attention output bias, each head's sink, and the router's and experts' biases.
     loom_tensor bo, attn_sinks, ffn_router_b, gate_exps_b, up_exps_b, down_exps_b;
+    // qwen2moe's shared expert and its per-token gate [dim, 1].
+    loom_tensor shexp_gate_inp, gate_shexp, up_shexp, down_shexp;
   };
   // Shape of the last op list; the same shape with the same buffers means the list is reusable.
   struct GraphKey {
@@ -126,6 +128,7 @@ class Model {
   loom_attention_params attn_global_{}, attn_local_{};
   loom_glu_params glu_params_{};
   loom_moe_route_params moe_route_{};
+  loom_glu_params sigmoid_params_{};
   loom_scale_params embd_scale_{};
   loom_scale_params residual_scale_{};  // granite: each block's output before the residual add
   loom_scale_params logit_scale_{};     // granite: the logits
@@ -139,6 +142,9 @@ class Model {
   // MoE: router logits [n_expert, n_tok], chosen experts' weights and ids [n_used, n_tok], and the
   // experts' outputs [dim, n_used, n_tok]; gate/up use off_g_/off_u_ as [expert_ff, n_used, n_tok].
   uint64_t off_router_ = 0, off_expert_w_ = 0, off_expert_ids_ = 0, off_expert_out_ = 0;
+  // qwen2moe's shared expert: gate/up [shared_ff, n_tok], its output [dim, n_tok], its sigmoid gate
+  // [1, n_tok], and the gated output [dim, n_tok].
+  uint64_t off_shared_g_ = 0, off_shared_u_ = 0, off_shared_out_ = 0, off_shared_gate_ = 0, off_shared_sum_ = 0;
   uint64_t off_ple_ = 0, off_ple_proj_ = 0, off_ple_gate_ = 0;  // [per_layer_dim, n_tok, n_layers] x2, [per_layer_dim, n_tok]
 
   // I32 inputs: tokens | positions | slots | logit_rows | seqs [4, n_seqs] | block_tables.

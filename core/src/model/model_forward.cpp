@@ -15,7 +15,8 @@
 //     h = rms_norm(x) * ffn_norm                                 (olmo2: h = x)
 //     h = (act(h·Wgate) * h·Wup)·Wdown; h = rms_norm(h) * post_ffn_norm (gemma2/3, olmo2); x += h [* ...]
 //       (qwen3moe: h = sum over the router's n_used experts e of w_e (act(h·Wgate_e) * h·Wup_e)·Wdown_e;
-//        gpt-oss: biased router and experts, SWIGLU_OAI, attention sinks, h·Wo + bo)
+//        gpt-oss: biased router and experts, SWIGLU_OAI, attention sinks, h·Wo + bo;
+//        qwen2moe: + sigmoid(h·g_shexp) (act(h·Wgate_s) * h·Wup_s)·Wdown_s, a shared expert)
 //     gemma4: x += rms_norm((gelu(x·Wgate_ple) * ple_input[layer])·Wproj_ple) * post_norm; x *= layer scale
 //   logits = rms_norm(x[logit_rows]) * output_norm · Woutᵀ         // [n_vocab, n_out]
 //   logits = cap * tanh(logits / cap) (gemma2); logits *= 1 / logit_scale (granite)
@@ -134,6 +135,13 @@ void Model::ensure_scratch(int64_t n_tok, int64_t n_out) {
     off_expert_w_ = take(n_used * t);
     off_expert_ids_ = take(n_used * t);  // I32, the same size
     off_expert_out_ = take(dim * n_used * t);
+  }
+  if (info_.shared_expert_ff_dim > 0) {
+    off_shared_g_ = take(uint64_t(info_.shared_expert_ff_dim) * t);
+    off_shared_u_ = take(uint64_t(info_.shared_expert_ff_dim) * t);
+    off_shared_out_ = take(dim * t);
+    off_shared_gate_ = take(t);
+    off_shared_sum_ = take(dim * t);
   }
   off_xo_ = take(dim * r);
   off_logits_ = take(uint64_t(info_.n_vocab) * r);
@@ -324,6 +332,19 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
       const loom_tensor weights = f32(off_expert_w_, n_used, n), router = f32(off_router_, m.n_expert, n);
       const loom_tensor eg = f32(off_g_, eff, n_used, n), eu = f32(off_u_, eff, n_used, n);
       const loom_tensor shared_in = reshape(ffn_in, dim, 1, n), down = f32(off_expert_out_, dim, n_used, n);
+      // qwen2moe's shared expert runs on every token first (ffn_in is h, which the sum overwrites).
+      const bool shared = l.gate_shexp.buffer != nullptr;
+      const int64_t sff = m.shared_expert_ff_dim;
+      const loom_tensor shared_out = f32(off_shared_out_, dim, 1, n), shared_gate = f32(off_shared_gate_, 1, n);
+      if (shared) {
+        const loom_tensor sg = f32(off_shared_g_, sff, n), su = f32(off_shared_u_, sff, n);
+        op(LOOM_OP_MATMUL, sg, {l.gate_shexp, ffn_in});
+        op(LOOM_OP_MATMUL, su, {l.up_shexp, ffn_in});
+        op(LOOM_OP_GLU, sg, {sg, su}, &glu_params_);
+        op(LOOM_OP_MATMUL, reshape(shared_out, dim, n), {l.down_shexp, sg});
+        op(LOOM_OP_MATMUL, shared_gate, {l.shexp_gate_inp, ffn_in});
+        op(LOOM_OP_UNARY, shared_gate, {shared_gate}, &sigmoid_params_);
+      }
       op(LOOM_OP_MATMUL, router, {l.ffn_router, ffn_in});
       if (l.ffn_router_b.buffer != nullptr) op(LOOM_OP_ADD, router, {router, l.ffn_router_b});
       op(LOOM_OP_MOE_ROUTE, weights, {router, ids}, &moe_route_);
@@ -337,6 +358,12 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
       op(LOOM_OP_GLU, eg, {eg, eu}, &glu_params_);
       experts(down, l.down_exps, l.down_exps_b, eg);
       op(LOOM_OP_MOE_SUM, h, {down, weights});
+      if (shared) {
+        // A one-slot sum is the per-token scaling: h += sigmoid gate * shared output.
+        const loom_tensor gated = f32(off_shared_sum_, dim, n);
+        op(LOOM_OP_MOE_SUM, gated, {shared_out, shared_gate});
+        op(LOOM_OP_ADD, h, {h, gated});
+      }
     } else {
       op(LOOM_OP_MATMUL, g, {l.w_gate, ffn_in});
       op(LOOM_OP_MATMUL, u, {l.w_up, ffn_in});

@@ -10,6 +10,9 @@
 //    different head sizes / KV heads / rotary dims, proportional rope on global layers (rope_freqs),
 //    shared KV for the last layers, per-layer embeddings and a scalar output scale per layer.
 //  - qwen2: NEOX rope, q/k/v biases.
+//  - qwen2moe (Qwen1.5-MoE, Qwen2-57B-A14B): qwen2 attention; a softmax router whose chosen weights are
+//    not renormalised, plus a shared expert (expert_shared_feed_forward_length wide) gated per token by
+//    sigmoid(h · ffn_gate_inp_shexp).
 //  - qwen3: NEOX rope, an RMS norm of each q and k head before rope, no biases.
 //  - qwen3moe: qwen3 whose FFNs are mixtures of experts: softmax router over expert_count experts,
 //    expert_used_count chosen per token, their weights normalised to sum 1 (llama.cpp: norm_w true).
@@ -170,7 +173,7 @@ void read_experts(const Reader& r, ModelInfo& info) {
 
 }  // namespace
 
-std::string arch_list() { return "llama, qwen2, qwen3, qwen3moe, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
+std::string arch_list() { return "llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
 
 ModelInfo read_model_info(const gguf::GgufFile& file) {
   ModelInfo info;
@@ -181,6 +184,8 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     info.arch = ModelArch::llama;
   } else if (*arch == "qwen2") {
     info.arch = ModelArch::qwen2;
+  } else if (*arch == "qwen2moe") {
+    info.arch = ModelArch::qwen2moe;
   } else if (*arch == "qwen3") {
     info.arch = ModelArch::qwen3;
   } else if (*arch == "qwen3moe") {
@@ -274,6 +279,12 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     case ModelArch::qwen3:
       info.rope_mode = LOOM_ROPE_NEOX;
       info.qk_norm = true;
+      break;
+    case ModelArch::qwen2moe:
+      info.rope_mode = LOOM_ROPE_NEOX;
+      info.qkv_bias = true;
+      read_experts(r, info);
+      info.shared_expert_ff_dim = r.opt_int("expert_shared_feed_forward_length", info.ff_dim, 1, 1 << 22);
       break;
     case ModelArch::qwen3moe:
       info.rope_mode = LOOM_ROPE_NEOX;

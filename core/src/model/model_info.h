@@ -14,7 +14,7 @@ class GgufFile;
 
 namespace loom {
 
-enum class ModelArch { llama, qwen2, qwen3, qwen3moe, gpt_oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3 };
+enum class ModelArch { llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt_oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3 };
 
 // The attention and FFN geometry of one layer. Most families repeat one shape; Gemma 4 gives its
 // sliding-window and global layers different head sizes, rotary dims and KV heads, widens the FFN
@@ -107,6 +107,9 @@ struct ModelInfo {
   bool attn_sinks = false;
   bool expert_biases = false;
   std::string ffn_norm_name = "ffn_norm";
+  // qwen2moe: a shared expert every token runs beside the chosen ones, its output scaled by
+  // sigmoid(h · ffn_gate_inp_shexp); 0 = none.
+  int32_t shared_expert_ff_dim = 0;
 
   bool is_moe() const { return n_expert > 0; }
   int32_t q_dim() const { return n_heads * head_dim; }
@@ -122,6 +125,6 @@ struct ModelInfo {
 // the tensor list.
 ModelInfo read_model_info(const gguf::GgufFile& file);
 
-std::string arch_list();  // "llama, qwen2, qwen3, qwen3moe, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"
+std::string arch_list();  // "llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"
 
 }  // namespace loom

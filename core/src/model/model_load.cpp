@@ -54,6 +54,7 @@ Model::Model(ModelInfo info, Backend& backend, ModelOptions options) : info_(std
   attn_local_ = attn_global_;
   attn_local_.sliding_window = info_.sliding_window;
   glu_params_ = {sizeof(loom_glu_params), info_.ffn_activation};
+  sigmoid_params_ = {sizeof(loom_glu_params), LOOM_ACTIVATION_SIGMOID};
   moe_route_ = {sizeof(loom_moe_route_params), static_cast<uint32_t>(info_.n_expert_used), info_.expert_gating,
                 info_.expert_weights_norm ? 1u : 0u, info_.expert_weights_scale};
   embd_scale_ = {sizeof(loom_scale_params), info_.embedding_scale};
@@ -190,6 +191,13 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
       add(p + "ffn_gate_exps.weight", {dim, eff, n_exp}, &l.gate_exps);
       add(p + "ffn_up_exps.weight", {dim, eff, n_exp}, &l.up_exps);
       add(p + "ffn_down_exps.weight", {eff, dim, n_exp}, &l.down_exps);
+      if (m.shared_expert_ff_dim > 0) {
+        const int64_t sff = m.shared_expert_ff_dim;
+        add(p + "ffn_gate_inp_shexp.weight", {dim}, &l.shexp_gate_inp);
+        add(p + "ffn_gate_shexp.weight", {dim, sff}, &l.gate_shexp);
+        add(p + "ffn_up_shexp.weight", {dim, sff}, &l.up_shexp);
+        add(p + "ffn_down_shexp.weight", {sff, dim}, &l.down_shexp);
+      }
       if (m.expert_biases) {
         add(p + "ffn_gate_inp.bias", {n_exp}, &l.ffn_router_b);
         add(p + "ffn_gate_exps.bias", {eff, n_exp}, &l.gate_exps_b);
@@ -301,6 +309,10 @@ void Model::check_backend_ops(const gguf::GgufFile& file) const {
     params.block_size = 16;  // the KV cache's, unknown yet
     require_op("PAGED_ATTENTION", "attention sinks (src5) of",
                make_op(LOOM_OP_PAGED_ATTENTION, q, {q, cache, cache, tables, seqs, sinks}, &params));
+  }
+  if (info_.shared_expert_ff_dim > 0) {
+    const loom_tensor g = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, 1, 1);
+    require_op("UNARY", "the SIGMOID activation of", make_op(LOOM_OP_UNARY, g, {g}, &sigmoid_params_));
   }
   if (!info_.is_moe()) return;
   const gguf::TensorInfo* experts = file.find_tensor("blk.0.ffn_gate_exps.weight");

@@ -17,6 +17,7 @@ struct CpuOpRules : plugin_support::BaseOpRules {
   static constexpr bool kMoe = true;
   static constexpr bool kAttentionSinks = true;
   static constexpr bool kSwigluOai = true;
+  static constexpr bool kSigmoid = true;
   static constexpr uint32_t kBufferMagic = cpu::kBufferMagic;
 
   [[noreturn]] static void invalid(const std::string& message) { cpu::invalid(message); }
