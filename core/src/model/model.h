@@ -106,6 +106,8 @@ class Model {
   void ensure_scratch(int64_t n_tok, int64_t n_out);
   void stage_inputs(const ForwardBatch& batch, int64_t max_blocks);
   void build_graph(int64_t n_tok, int64_t n_out, int64_t n_seqs, int64_t max_blocks, const KvCache& kv);
+  // The mixture-of-experts FFN of one layer into `out` [dim, n_tok] (model_moe.cpp).
+  void build_moe_ffn(const LayerWeights& l, const loom_tensor& ffn_in, const loom_tensor& out, int64_t n_tok);
 
   ModelInfo info_;
   Backend& backend_;
