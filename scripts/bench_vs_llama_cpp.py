@@ -345,7 +345,18 @@ def main():
     parser.add_argument("--long-prompt-stream-tokens", type=int, default=512, help="tokens each of those streams generates")
     parser.add_argument("--no-serving", action="store_true", help="skip the serving comparison")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (pp 32, tg 8, 8-token answers): checks the pipeline, not speed")
+    parser.add_argument("--synthetic-moe", metavar="DIR",
+                        help="write the README's synthetic mixture-of-experts model (qwen3moe, 8 experts of 1024, top-2, "
+                             "Q8_0) into DIR and compare on it, micro-benchmarks only")
     args = parser.parse_args()
+    if args.synthetic_moe:
+        Path(args.synthetic_moe).mkdir(parents=True, exist_ok=True)
+        args.model = str(Path(args.synthetic_moe) / "qwen3moe-8x1024-top2-q8_0.gguf")
+        subprocess.run([args.loom, "gguf", "synth", "--arch", "qwen3moe", "--layers", "8", "--dim", "1024", "--heads", "16",
+                        "--kv-heads", "4", "--ff", "2816", "--vocab", "512", "--ctx", "2048", "--seed", "5", "--type", "Q8_0",
+                        "--experts", "8", "--experts-used", "2", "--expert-ff", "1024", "-o", args.model],
+                       check=True, stdout=subprocess.DEVNULL)
+        args.no_serving = True  # a 512-token synthetic vocabulary: serving text would mean nothing
     if args.quick:
         args.pp, args.tg, args.serving_tokens, args.serving_prompt_words = 32, 8, 8, 8
         args.long_prompt_words, args.long_prompt_stream_tokens = min(args.long_prompt_words, 16), 32
