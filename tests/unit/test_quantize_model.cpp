@@ -144,6 +144,24 @@ TEST_CASE("quantize: refuses to overwrite the input (same path, symlink, hard li
   CHECK_FALSE(fs::exists(dir / "out.gguf.loom-tmp"));
 }
 
+TEST_CASE("quantize: a mixture of experts keeps its routers and biases, and quantizes its 3-D experts", "[quantize]") {
+  const auto quantizer = loom::test::make_quantizer();
+  const std::vector<loom::TensorShape> shapes = {
+      {"blk.0.ffn_gate_inp.weight", LOOM_DTYPE_F32, {256, 8}},        // the router, as llama.cpp leaves it
+      {"blk.0.ffn_gate_exps.weight", LOOM_DTYPE_F32, {256, 512, 8}},  // experts: quantized row by row
+      {"blk.0.ffn_gate_exps.bias", LOOM_DTYPE_F32, {512, 8}},         // gpt-oss's expert bias
+      {"blk.0.ffn_gate_inp_shexp.weight", LOOM_DTYPE_F32, {256}},     // qwen2moe's 1-D shared gate
+  };
+  const auto plans = loom::plan_tensors(shapes, *quantizer, LOOM_DTYPE_Q4_K, loom::EmbeddingPolicy::automatic);
+  CHECK(plans[0].to == LOOM_DTYPE_F32);
+  CHECK(plans[0].action == loom::TensorAction::copy);
+  CHECK_THAT(plans[0].note, Catch::Contains("router"));
+  CHECK(plans[1].to == LOOM_DTYPE_Q4_K);
+  CHECK(plans[1].n_rows == 512 * 8);
+  CHECK(plans[2].to == LOOM_DTYPE_F32);
+  CHECK(plans[3].to == LOOM_DTYPE_F32);
+}
+
 TEST_CASE("quantize: plan falls back when the block does not divide the row, and honours --keep-embeddings",
           "[quantize]") {
   const auto quantizer = loom::test::make_quantizer();

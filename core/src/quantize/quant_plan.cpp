@@ -61,6 +61,13 @@ loom_dtype fallback_for(loom_dtype wanted) {
 
 bool is_embedding(const std::string& name) { return name == "token_embd.weight" || name == "output.weight"; }
 
+// What llama.cpp's quantizer never touches among 2-D and 3-D tensors: the MoE routers (a rounding
+// error there flips which experts run) and anything not named *.weight (gpt-oss's expert biases).
+bool is_left_alone(const std::string& name) {
+  const bool weight = name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0;
+  return !weight || name.find("ffn_gate_inp.weight") != std::string::npos;
+}
+
 }  // namespace
 
 EmbeddingPolicy parse_embedding_policy(std::string_view text) {
@@ -166,6 +173,9 @@ std::vector<TensorPlan> plan_tensors(const std::vector<TensorShape>& tensors, co
     if (p.n_rows == 1) {
       wanted = LOOM_DTYPE_F32;
       p.note = "1-D: kept F32";
+    } else if (is_left_alone(t.name)) {
+      wanted = t.type;
+      p.note = "router or bias (llama.cpp leaves it): kept " + dtype_name(t.type);
     } else if (mix_types != nullptr) {
       const auto& mixed = mix_types->at(index);
       wanted = mixed ? *mixed : t.type;
