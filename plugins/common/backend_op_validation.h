@@ -151,6 +151,12 @@ struct OpChecker {
     return extent;
   }
 
+  // Whether optional operand `i` is left out: not among the op's sources, a NULL buffer (run), or
+  // ne[0] == 0 (supports_op, where only shapes are asked).
+  bool absent(uint32_t i) const {
+    return op.n_src <= i || (need_buffers ? op.src[i].buffer == nullptr : op.src[i].ne[0] == 0);
+  }
+
   void expect_dtype(const Tensor& t, loom_dtype dtype, const char* role) const {
     if (t.dtype != dtype)
       unsupported(std::string(role) + " must be " + Rules::dtype_name(dtype) + ", got " + Rules::dtype_name(t.dtype));
@@ -221,7 +227,7 @@ void resolve_moe_op(const OpChecker<Rules>& c, const loom_op& op, typename Rules
       if (a.src[1].ne[1] != 1) c.expect_shape(a.src[1], n_in, n_used, n_tok, 1, "src1 (x)");
       else c.expect_shape(a.src[1], n_in, 1, n_tok, 1, "src1 (x)");
       c.expect_shape(a.dst, n_out, n_used, n_tok, 1, "dst");
-      if (op.n_src >= 4 && !(c.need_buffers ? op.src[3].buffer == nullptr : op.src[3].ne[0] == 0)) {
+      if (!c.absent(3)) {
         a.src[3] = c.tensor(op.src[3], "src3 (bias)");
         c.expect_dtype(a.src[3], LOOM_DTYPE_F32, "src3 (bias)");
         c.expect_shape(a.src[3], n_out, a.src[0].ne[2], 1, 1, "src3 (bias)");
@@ -314,14 +320,10 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
       c.expect_dtype(a.src[0], LOOM_DTYPE_F32, "src0");
       c.expect_dtype(a.dst, LOOM_DTYPE_F32, "dst");
       c.expect_shape(a.dst, a.src[0].ne, "dst");
-      if (op.type == LOOM_OP_RMS_NORM && op.n_src >= 2) {
-        // An absent weight has a NULL buffer (run) or, when only shapes are asked, ne[0] == 0.
-        const bool absent = need_buffers ? op.src[1].buffer == nullptr : op.src[1].ne[0] == 0;
-        if (!absent) {
-          a.src[1] = c.tensor(op.src[1], "src1 (weight)");
-          c.expect_dtype(a.src[1], LOOM_DTYPE_F32, "src1 (weight)");
-          c.expect_shape(a.src[1], a.src[0].ne[0], 1, 1, 1, "src1 (weight)");
-        }
+      if (op.type == LOOM_OP_RMS_NORM && !c.absent(1)) {  // the weight is optional
+        a.src[1] = c.tensor(op.src[1], "src1 (weight)");
+        c.expect_dtype(a.src[1], LOOM_DTYPE_F32, "src1 (weight)");
+        c.expect_shape(a.src[1], a.src[0].ne[0], 1, 1, 1, "src1 (weight)");
       }
       if (op.type == LOOM_OP_SCALE && has(offsetof(loom_scale_params, scale) + 4))
         a.params.scale = params_of<loom_scale_params>(op)->scale;
@@ -465,8 +467,7 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
       a.params.softcap = p->softcap;
       if (p->block_size == 0) c.invalid("block_size must be > 0");
       if (!(p->softcap >= 0.0f)) c.invalid("softcap must be >= 0");
-      // Sinks are optional: absent with n_src 5, a NULL buffer (run) or ne[0] == 0 (shapes only).
-      if (op.n_src >= 6 && !(need_buffers ? op.src[5].buffer == nullptr : op.src[5].ne[0] == 0)) {
+      if (!c.absent(5)) {  // sinks are optional
         if constexpr (Rules::kAttentionSinks) {
           a.src[5] = c.tensor(op.src[5], "src5 (sinks)");
           c.expect_dtype(a.src[5], LOOM_DTYPE_F32, "src5 (sinks)");

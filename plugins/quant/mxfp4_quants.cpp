@@ -6,25 +6,20 @@
 #include <cstring>
 
 #include "formats.h"
+#include "mxfp4_decode.h"
 
 namespace loom::quant {
 
 namespace {
 
-constexpr int8_t kLevels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-float half_scale(uint8_t e) {
-  const uint32_t bits = e < 2 ? 0x00200000u << e : uint32_t(e - 1) << 23;  // subnormal below e = 2
-  float d;
-  std::memcpy(&d, &bits, 4);
-  return d;
-}
+using plugin_support::kMxfp4Levels;
+using plugin_support::mxfp4_half_scale;
 
 uint8_t nearest(float x, float d) {
   int best = 0;
-  float best_err = std::fabs(kLevels[0] * d - x);
+  float best_err = std::fabs(kMxfp4Levels[0] * d - x);
   for (int i = 1; i < 16; ++i) {
-    const float err = std::fabs(kLevels[i] * d - x);
+    const float err = std::fabs(kMxfp4Levels[i] * d - x);
     if (err < best_err) best = i, best_err = err;
   }
   return static_cast<uint8_t>(best);
@@ -38,7 +33,7 @@ bool quantize_row_mxfp4(const float* x, uint8_t* dst, int64_t n, const float*) {
     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
     if (!std::isfinite(amax)) return false;
     const uint8_t e = amax > 0.0f ? static_cast<uint8_t>(std::floor(std::log2(amax)) - 2 + 127) : 0;
-    const float d = half_scale(e);
+    const float d = mxfp4_half_scale(e);
     uint8_t* block = dst + b * 17;
     block[0] = e;
     for (int j = 0; j < 16; ++j) block[1 + j] = static_cast<uint8_t>(nearest(x[j], d) | (nearest(x[j + 16], d) << 4));
@@ -47,13 +42,7 @@ bool quantize_row_mxfp4(const float* x, uint8_t* dst, int64_t n, const float*) {
 }
 
 void dequantize_row_mxfp4(const uint8_t* src, float* y, int64_t n) {
-  for (int64_t b = 0; b < n / 32; ++b, src += 17, y += 32) {
-    const float d = half_scale(src[0]);
-    for (int j = 0; j < 16; ++j) {
-      y[j] = kLevels[src[1 + j] & 0x0F] * d;
-      y[j + 16] = kLevels[src[1 + j] >> 4] * d;
-    }
-  }
+  for (int64_t b = 0; b < n / 32; ++b, src += 17, y += 32) plugin_support::mxfp4_decode_block(src[0], src + 1, y);
 }
 
 }  // namespace loom::quant

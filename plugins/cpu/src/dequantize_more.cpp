@@ -1,9 +1,8 @@
 #include "dequantize_more.h"
 
-#include <cstring>
-
 #include "cpu_tensor.h"
 #include "ggml_blocks.h"
+#include "mxfp4_decode.h"
 
 namespace loom::cpu {
 
@@ -109,18 +108,8 @@ void iq4_nl(const BlockIQ4NL* b, float* y, int64_t n) {
   }
 }
 
-// MXFP4: the E2M1 levels doubled, times 2^(e - 128) (ggml's E8M0 "half" scale, subnormal for e < 2).
 void mxfp4(const BlockMXFP4* b, float* y, int64_t n) {
-  static constexpr int8_t kLevels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-  for (int64_t i = 0; i < n / 32; i++, b++, y += 32) {
-    const uint32_t bits = b->e < 2 ? 0x00200000u << b->e : uint32_t(b->e - 1) << 23;
-    float d;
-    std::memcpy(&d, &bits, 4);
-    for (int j = 0; j < 16; j++) {
-      y[j] = float(kLevels[b->qs[j] & 0xF]) * d;
-      y[j + 16] = float(kLevels[b->qs[j] >> 4]) * d;
-    }
-  }
+  for (int64_t i = 0; i < n / 32; i++, b++, y += 32) plugin_support::mxfp4_decode_block(b->e, b->qs, y);
 }
 
 void iq4_xs(const BlockIQ4XS* b, float* y, int64_t n) {
