@@ -44,6 +44,8 @@ inline const char* op_type_name(loom_op_type type) {
     case LOOM_OP_MOE_ROUTE: return "MOE_ROUTE";
     case LOOM_OP_MOE_MATMUL: return "MOE_MATMUL";
     case LOOM_OP_MOE_SUM: return "MOE_SUM";
+    case LOOM_OP_SSM_CONV: return "SSM_CONV";
+    case LOOM_OP_GATED_DELTA_NET: return "GATED_DELTA_NET";
     default: return nullptr;
   }
 }
@@ -70,6 +72,10 @@ struct BaseOpRules {
   static constexpr bool kAttentionSinks = false;
   static constexpr bool kSwigluOai = false;
   static constexpr bool kSigmoid = false;  // LOOM_ACTIVATION_SIGMOID (ABI 1.5)
+  // SSM_CONV and GATED_DELTA_NET (ABI 1.6); a backend that implements them also has
+  // OpParams::delta_*. LOOM_ACTIVATION_SOFTPLUS (ABI 1.6).
+  static constexpr bool kRecurrent = false;
+  static constexpr bool kSoftplus = false;
 
   // After the common shape and stride checks of one operand (offset and strides not yet bounded).
   template <typename Checker, typename Tensor>
@@ -248,6 +254,59 @@ void resolve_moe_op(const OpChecker<Rules>& c, const loom_op& op, typename Rules
     }
     default: break;
   }
+}
+
+// SSM_CONV and GATED_DELTA_NET (ABI 1.6), for backends with Rules::kRecurrent. Slots in the seqs
+// table are data: the ops check them against the state tensor themselves.
+template <typename Rules, typename NeedSrc, typename Has>
+void resolve_recurrent_op(const OpChecker<Rules>& c, const loom_op& op, typename Rules::OpArgs& a, const NeedSrc& need_src,
+                          const Has& has) {
+  auto all_f32 = [&](std::initializer_list<int> srcs, const char* const* roles) {
+    int k = 0;
+    for (int i : srcs) c.expect_dtype(a.src[i], LOOM_DTYPE_F32, roles[k++]);
+    c.expect_dtype(a.dst, LOOM_DTYPE_F32, "dst");
+  };
+  if (op.type == LOOM_OP_SSM_CONV) {
+    need_src(4);
+    static const char* const roles[] = {"src0 (x)", "src1 (weight)", "src2 (states)"};
+    for (int i = 0; i < 3; ++i) a.src[i] = c.tensor(op.src[i], roles[i]);
+    a.src[3] = c.tensor(op.src[3], "src3 (seqs)");
+    a.dst = c.tensor(op.dst, "dst");
+    all_f32({0, 1, 2}, roles);
+    c.expect_dtype(a.src[3], LOOM_DTYPE_I32, "src3 (seqs)");
+    const int64_t channels = a.src[0].ne[0], n_tok = a.src[0].ne[1], d_conv = a.src[1].ne[0];
+    c.expect_shape(a.src[0], channels, n_tok, 1, 1, "src0 (x)");
+    c.expect_shape(a.src[1], d_conv, channels, 1, 1, "src1 (weight)");
+    if (d_conv < 2) c.invalid("d_conv (src1 ne[0]) must be at least 2");
+    c.expect_shape(a.src[2], d_conv - 1, channels, a.src[2].ne[2], 1, "src2 (states)");
+    c.expect_shape(a.src[3], 4, a.src[3].ne[1], 1, 1, "src3 (seqs)");
+    c.expect_shape(a.dst, channels, n_tok, 1, 1, "dst");
+    return;
+  }
+  need_src(6);
+  static const char* const roles[] = {"src0 (qk)", "src1 (v)", "src2 (g)", "src3 (beta)", "src4 (states)"};
+  for (int i = 0; i < 5; ++i) a.src[i] = c.tensor(op.src[i], roles[i]);
+  a.src[5] = c.tensor(op.src[5], "src5 (seqs)");
+  a.dst = c.tensor(op.dst, "dst");
+  all_f32({0, 1, 2, 3, 4}, roles);
+  c.expect_dtype(a.src[5], LOOM_DTYPE_I32, "src5 (seqs)");
+  const int64_t d_k = a.src[0].ne[0], n_k_heads = a.src[0].ne[1], n_tok = a.src[0].ne[3];
+  const int64_t d_v = a.src[1].ne[0], n_v_heads = a.src[1].ne[1];
+  c.expect_shape(a.src[0], d_k, n_k_heads, 2, n_tok, "src0 (qk)");
+  c.expect_shape(a.src[1], d_v, n_v_heads, n_tok, 1, "src1 (v)");
+  if (n_v_heads % n_k_heads != 0)
+    c.invalid("n_v_heads (" + std::to_string(n_v_heads) + ") is not a multiple of n_k_heads (" + std::to_string(n_k_heads) + ")");
+  c.expect_shape(a.src[2], n_v_heads, n_tok, 1, 1, "src2 (g)");
+  c.expect_shape(a.src[3], n_v_heads, n_tok, 1, 1, "src3 (beta)");
+  c.expect_shape(a.src[4], d_k, d_v, n_v_heads, a.src[4].ne[3], "src4 (states)");
+  c.expect_shape(a.src[5], 4, a.src[5].ne[1], 1, 1, "src5 (seqs)");
+  c.expect_shape(a.dst, d_v, n_v_heads, n_tok, 1, "dst");
+  if (!has(offsetof(loom_delta_net_params, l2_eps) + 4)) c.invalid("needs loom_delta_net_params");
+  const auto* p = params_of<loom_delta_net_params>(op);
+  if (!(p->l2_eps >= 0.0f) || !std::isfinite(p->q_scale)) c.invalid("l2_eps must be >= 0 and q_scale finite");
+  a.params.delta_q_scale = p->q_scale == 0.0f ? 1.0f / std::sqrt(float(d_k)) : p->q_scale;
+  a.params.delta_normalize_qk = p->normalize_qk != 0;
+  a.params.delta_l2_eps = p->l2_eps;
 }
 
 // Throws (through Rules) UNSUPPORTED for dtype/op combinations the backend does not implement,
@@ -489,12 +548,23 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
       }
       break;
     }
+    case LOOM_OP_SSM_CONV:
+    case LOOM_OP_GATED_DELTA_NET: {
+      if constexpr (Rules::kRecurrent) {
+        resolve_recurrent_op(c, op, a, need_src, has);
+      } else {
+        c.unsupported(std::string("the recurrent ops (ABI 1.6, Gated DeltaNet layers) are not implemented by the ") + Rules::kBackendName + " backend");
+      }
+      break;
+    }
     default: Rules::unsupported("op type " + std::to_string(op.type) + not_implemented);
   }
   if (op.type == LOOM_OP_GLU && a.params.activation == LOOM_ACTIVATION_SWIGLU_OAI) {
     if (!Rules::kSwigluOai) c.unsupported("activation SWIGLU_OAI (ABI 1.5) is not implemented by this backend");
   } else if (a.params.activation == LOOM_ACTIVATION_SIGMOID && (op.type == LOOM_OP_UNARY || op.type == LOOM_OP_GLU)) {
     if (!Rules::kSigmoid) c.unsupported("activation SIGMOID (ABI 1.5) is not implemented by this backend");
+  } else if (a.params.activation == LOOM_ACTIVATION_SOFTPLUS && (op.type == LOOM_OP_UNARY || op.type == LOOM_OP_GLU)) {
+    if (!Rules::kSoftplus) c.unsupported("activation SOFTPLUS (ABI 1.6) is not implemented by this backend");
   } else if (op.type == LOOM_OP_UNARY || op.type == LOOM_OP_GLU) {
     const loom_activation act = a.params.activation;
     if (act != LOOM_ACTIVATION_SILU && act != LOOM_ACTIVATION_GELU_TANH && act != LOOM_ACTIVATION_GELU_ERF && act != LOOM_ACTIVATION_RELU)

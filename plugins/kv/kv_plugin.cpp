@@ -52,13 +52,14 @@ AllocatorConfig parse_config(const char* config_json) {
   }
   if (!j.is_object()) throw std::invalid_argument("kv config: expected a JSON object like {\"n_blocks\": 1024}");
   for (const auto& [key, value] : j.items()) {
-    if (key != "n_blocks" && key != "block_size" && key != "prefix_caching") {
+    if (key != "n_blocks" && key != "block_size" && key != "prefix_caching" && key != "n_state_slots") {
       throw std::invalid_argument("kv config: unknown key \"" + key +
-                                  "\" (known: n_blocks, block_size, prefix_caching)");
+                                  "\" (known: n_blocks, block_size, prefix_caching, n_state_slots)");
     }
   }
   config.n_blocks = read_count(j, "n_blocks", config.n_blocks, 1, kMaxBlocks);
   config.block_size = read_count(j, "block_size", config.block_size, 1, kMaxBlockSize);
+  if (j.contains("n_state_slots")) config.n_state_slots = read_count(j, "n_state_slots", 0, 0, kMaxBlocks);
   if (j.contains("prefix_caching")) {
     if (!j.at("prefix_caching").is_boolean()) {
       throw std::invalid_argument("kv config: \"prefix_caching\" must be true or false");
@@ -181,6 +182,14 @@ loom_status kv_set_event_sink(loom_kv_t* kv, loom_kv_event_fn fn, void* user) {
   });
 }
 
+loom_status kv_seq_state_slot(loom_kv_t* kv, uint64_t seq_id, int32_t* out_slot) {
+  return guarded(kv, [&] { return kv->allocator.seq_state_slot(seq_id, out_slot); });
+}
+
+loom_status kv_take_pending_state_copies(loom_kv_t* kv, loom_kv_state_copy* out, uint32_t cap, uint32_t* out_n) {
+  return guarded(kv, [&] { return kv->allocator.take_pending_state_copies(out, cap, out_n); });
+}
+
 const loom_kv_i kTable = {
     sizeof(loom_kv_i),      0,
     kv_create,              kv_destroy,
@@ -190,6 +199,7 @@ const loom_kv_i kTable = {
     kv_seq_fork,            kv_seq_free,
     kv_seq_block_table,     kv_seq_length,
     kv_take_pending_copies, kv_set_event_sink,
+    kv_seq_state_slot,      kv_take_pending_state_copies,
 };
 
 const loom_plugin_desc kDesc = {

@@ -9,7 +9,10 @@ Outcome fail(loom_status status, std::string message) { return {status, std::mov
 }  // namespace
 
 PagedAllocator::PagedAllocator(const AllocatorConfig& config)
-    : config_(config), pool_(config.n_blocks), cache_(config.n_blocks, config.block_size) {
+    : config_(config), pool_(config.n_blocks), cache_(config.n_blocks, config.block_size), state_slots_(config.n_state_slots) {
+  // A recurrent state summarises its whole prefix and cannot be cut back to a block boundary, so a
+  // cached block without the state at its end is of no use: no reuse with state slots (loom/kv.h).
+  if (state_slots_.enabled()) config_.is_prefix_caching = false;
   // Reusing a cached block for new content drops its old registration first.
   pool_.on_evict = [this](int32_t block_id) { unregister(block_id); };
 }
@@ -26,6 +29,8 @@ loom_kv_stats PagedAllocator::stats() const {
   s.prefix_queries = n_prefix_queries_;
   s.prefix_hits = n_prefix_hits_;
   s.tokens_reused = n_tokens_reused_;
+  s.n_state_slots = state_slots_.n_slots();
+  s.n_state_free = state_slots_.n_free();
   return s;
 }
 
@@ -145,8 +150,13 @@ Outcome PagedAllocator::seq_create(uint64_t seq_id, const int32_t* tokens, uint3
                                                std::to_string(n_new + match.n_revived) + " blocks, " +
                                                std::to_string(pool_.n_free()) + " free");
   }
+  if (state_slots_.enabled() && state_slots_.n_free() == 0) {
+    return fail(LOOM_STATUS_OUT_OF_MEMORY, "seq_create: sequence " + std::to_string(seq_id) + " needs a state slot, all " +
+                                               std::to_string(state_slots_.n_slots()) + " are held");
+  }
   Sequence seq;
   seq.tokens.assign(tokens, tokens + n_tokens);
+  if (state_slots_.enabled()) seq.state_slot = state_slots_.take();
   // Revive hits before allocating, so eviction can never pick a block we are about to share.
   for (int32_t block_id : match.blocks) {
     pool_.incref(block_id);
@@ -239,8 +249,16 @@ Outcome PagedAllocator::seq_fork(uint64_t src_seq_id, uint64_t dst_seq_id) {
   if (seqs_.count(dst_seq_id) != 0) {
     return fail(LOOM_STATUS_INVALID_ARGUMENT, "seq_fork: sequence " + std::to_string(dst_seq_id) + " already exists");
   }
+  if (state_slots_.enabled() && state_slots_.n_free() == 0) {
+    return fail(LOOM_STATUS_OUT_OF_MEMORY, "seq_fork: sequence " + std::to_string(dst_seq_id) + " needs a state slot, all " +
+                                               std::to_string(state_slots_.n_slots()) + " are held");
+  }
   Sequence copy = it->second;
   for (int32_t block_id : copy.blocks) pool_.incref(block_id);
+  if (state_slots_.enabled()) {
+    copy.state_slot = state_slots_.take();
+    pending_state_copies_.push_back({sizeof(loom_kv_state_copy), it->second.state_slot, copy.state_slot});
+  }
   seqs_.emplace(dst_seq_id, std::move(copy));
   return Outcome::ok();
 }
@@ -250,6 +268,11 @@ Outcome PagedAllocator::seq_free(uint64_t seq_id) {
   if (it == seqs_.end()) return not_found(seq_id);
   const std::vector<int32_t>& blocks = it->second.blocks;
   for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) release(*b);
+  if (const int32_t slot = it->second.state_slot; slot >= 0) {
+    // A copy into or out of a slot that is no longer held is pointless (and would race with its next owner).
+    std::erase_if(pending_state_copies_, [&](const loom_kv_state_copy& c) { return c.dst_slot == slot || c.src_slot == slot; });
+    state_slots_.give_back(slot);
+  }
   seqs_.erase(it);
   return Outcome::ok();
 }
@@ -286,6 +309,27 @@ Outcome PagedAllocator::take_pending_copies(loom_kv_block_copy* out, uint32_t ca
   }
   std::copy(pending_copies_.begin(), pending_copies_.end(), out);
   pending_copies_.clear();
+  return Outcome::ok();
+}
+
+Outcome PagedAllocator::seq_state_slot(uint64_t seq_id, int32_t* out_slot) const {
+  if (!state_slots_.enabled()) return fail(LOOM_STATUS_UNSUPPORTED, "seq_state_slot: the allocator has no state slots (n_state_slots is 0)");
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return not_found(seq_id);
+  if (out_slot == nullptr) return fail(LOOM_STATUS_INVALID_ARGUMENT, "seq_state_slot: out_slot is NULL");
+  *out_slot = it->second.state_slot;
+  return Outcome::ok();
+}
+
+Outcome PagedAllocator::take_pending_state_copies(loom_kv_state_copy* out, uint32_t cap, uint32_t* out_n) {
+  if (out_n != nullptr) *out_n = static_cast<uint32_t>(pending_state_copies_.size());
+  if (pending_state_copies_.empty()) return Outcome::ok();
+  if (out == nullptr || pending_state_copies_.size() > cap) {
+    return fail(LOOM_STATUS_OUT_OF_RANGE, "take_pending_state_copies: " + std::to_string(pending_state_copies_.size()) +
+                                              " copies pending, capacity is " + std::to_string(cap));
+  }
+  std::copy(pending_state_copies_.begin(), pending_state_copies_.end(), out);
+  pending_state_copies_.clear();
   return Outcome::ok();
 }
 

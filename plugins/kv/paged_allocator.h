@@ -17,6 +17,7 @@
 #include "block_pool.h"
 #include "loom/kv.h"
 #include "prefix_cache.h"
+#include "state_slots.h"
 
 namespace loom::kv {
 
@@ -24,6 +25,7 @@ struct AllocatorConfig {
   uint32_t n_blocks = 1024;
   uint32_t block_size = 16;
   bool is_prefix_caching = true;
+  uint32_t n_state_slots = 0;  // ABI 1.6: one per sequence; > 0 turns prefix reuse off (loom/kv.h)
 };
 
 // Status plus a message for last_error.
@@ -53,12 +55,16 @@ class PagedAllocator {
   // Prefix-cache events (ABI 1.4): every registration and removal from now on, after announcing the
   // blocks already registered (parents first).
   void set_event_sink(loom_kv_event_fn fn, void* user);
+  // State slots (ABI 1.6).
+  Outcome seq_state_slot(uint64_t seq_id, int32_t* out_slot) const;
+  Outcome take_pending_state_copies(loom_kv_state_copy* out, uint32_t cap, uint32_t* out_n);
 
  private:
   struct Sequence {
     std::vector<int32_t> tokens;
     std::vector<int32_t> blocks;
     std::vector<uint64_t> full_block_hashes;  // chain hash of each full block, in order
+    int32_t state_slot = -1;                   // with state slots configured
   };
   struct PrefixMatch {
     std::vector<int32_t> blocks;  // hit blocks, in order
@@ -84,6 +90,8 @@ class PagedAllocator {
   PrefixCache cache_;
   std::unordered_map<uint64_t, Sequence> seqs_;
   std::vector<loom_kv_block_copy> pending_copies_;
+  StateSlots state_slots_;
+  std::vector<loom_kv_state_copy> pending_state_copies_;
   uint64_t n_prefix_queries_ = 0;
   uint64_t n_prefix_hits_ = 0;
   uint64_t n_tokens_reused_ = 0;

@@ -29,8 +29,11 @@ extern "C" {
  * 1.2 added LOOM_ROPE_YARN (backend.h); 1.3 added loom_sampling_params.allowed_tokens (sampler.h);
  * 1.4 added loom_kv_i.set_event_sink and loom_kv_event (kv.h); 1.5 added the mixture-of-experts ops
  * LOOM_OP_MOE_ROUTE, LOOM_OP_MOE_MATMUL and LOOM_OP_MOE_SUM, attention sinks (PAGED_ATTENTION src5),
- * LOOM_ACTIVATION_SWIGLU_OAI, LOOM_ACTIVATION_SIGMOID and loom_backend_i.get_stats (backend.h), and LOOM_DTYPE_MXFP4 (dtype.h). */
-#define LOOM_ABI_MINOR 5
+ * LOOM_ACTIVATION_SWIGLU_OAI, LOOM_ACTIVATION_SIGMOID and loom_backend_i.get_stats (backend.h), and LOOM_DTYPE_MXFP4 (dtype.h);
+ * 1.6 added the recurrent ops LOOM_OP_SSM_CONV and LOOM_OP_GATED_DELTA_NET and LOOM_ACTIVATION_SOFTPLUS
+ * (backend.h), and per-sequence state slots in the KV allocator (kv.h: seq_state_slot,
+ * take_pending_state_copies, loom_kv_stats.n_state_slots / n_state_free). */
+#define LOOM_ABI_MINOR 6
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"
 

@@ -103,6 +103,27 @@ typedef int32_t loom_op_type;
 /* (ABI 1.5) dst[:, t] = sum_j src1[j, t] * src0[:, j, t]. src0 F32 [ne0, n_used, n_tok]; src1 weights
  * F32 [n_used, n_tok]; dst F32 [ne0, n_tok]. */
 #define LOOM_OP_MOE_SUM 16
+/* (ABI 1.6) Causal short convolution with a per-sequence state (the short conv of Gated DeltaNet /
+ * Mamba layers). src0 x F32 [channels, n_tok]; src1 weight F32 [d_conv, channels]; src2 states F32
+ * [d_conv - 1, channels, n_slots], read and written; src3 seqs I32 [4, n_seqs]: for each sequence
+ * (first row, number of rows, state slot, fresh), its rows consecutive in x. For sequence s with
+ * window w = (slot's state columns, then its rows of x): dst[c, first + t] = sum_i src1[i, c] *
+ * w[c, t + i]. fresh != 0 means the sequence starts in this batch: its state is read as zeros.
+ * Afterwards the slot holds the sequence's last d_conv - 1 inputs. dst F32 [channels, n_tok].
+ * A backend that does not implement the recurrent ops answers UNSUPPORTED for both. */
+#define LOOM_OP_SSM_CONV 17
+/* (ABI 1.6) Gated delta rule (Gated DeltaNet linear attention) over a per-sequence state, token by
+ * token. src0 qk F32 [d_k, n_k_heads, 2, n_tok]: q at index 0 and k at index 1 of dim 2 (a view of
+ * one row holding q then k, or of two buffers' worth of strides); src1 v F32 [d_v, n_v_heads, n_tok];
+ * src2 g F32 [n_v_heads, n_tok] (log decay, <= 0); src3 beta F32 [n_v_heads, n_tok] (write strength,
+ * in 0..1); src4 states F32 [d_k, d_v, n_v_heads, n_slots], read and written; src5 seqs as in
+ * SSM_CONV. Rows must be contiguous; other strides are free. v head h reads q/k head h % n_k_heads.
+ * With params.normalize_qk, q and k are first divided by sqrt(sum(x^2) + l2_eps). Per token, with
+ * S = the slot's state of head h (S[i, j]: key dim i, value dim j; zeros when fresh):
+ *   S *= exp(g);  d_j = beta * (v_j - sum_i S[i, j] k_i);  S[i, j] += k_i d_j;
+ *   dst[j] = q_scale * sum_i S[i, j] q_i.
+ * dst F32 [d_v, n_v_heads, n_tok]. params: loom_delta_net_params. */
+#define LOOM_OP_GATED_DELTA_NET 18
 
 #define LOOM_OP_MAX_SRC 6
 
@@ -115,6 +136,8 @@ typedef int32_t loom_activation;
 #define LOOM_ACTIVATION_SWIGLU_OAI 5
 /* (ABI 1.5) 1 / (1 + exp(-x)): the gate of qwen2moe's shared expert */
 #define LOOM_ACTIVATION_SIGMOID 6
+/* (ABI 1.6) log(1 + exp(x)) (x itself above 20, as ggml): Gated DeltaNet's decay */
+#define LOOM_ACTIVATION_SOFTPLUS 7
 
 typedef struct loom_scale_params {
   uint32_t struct_size;
@@ -181,6 +204,13 @@ typedef struct loom_moe_route_params {
   uint32_t normalize;      /* 1: divide the weights by their sum (at least 2^-14), as most families do */
   float scale;             /* weights *= scale afterwards; 0 or 1 = none */
 } loom_moe_route_params;
+
+typedef struct loom_delta_net_params {
+  uint32_t struct_size;
+  float q_scale;         /* 0 = 1 / sqrt(d_k) */
+  uint32_t normalize_qk; /* 1: L2-normalise each q and k head first */
+  float l2_eps;
+} loom_delta_net_params;
 
 typedef struct loom_op {
   uint32_t struct_size;

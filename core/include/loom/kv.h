@@ -31,7 +31,17 @@ typedef struct loom_kv_stats {
   uint64_t prefix_queries;  /* full blocks looked up in the prefix cache */
   uint64_t prefix_hits;     /* of those, found */
   uint64_t tokens_reused;   /* prompt tokens whose prefill was skipped */
+  /* (ABI 1.6; written only when struct_size covers them) */
+  uint32_t n_state_slots;   /* per-sequence state slots configured (0 = none) */
+  uint32_t n_state_free;    /* of those, not held by a sequence */
 } loom_kv_stats;
+
+/* (ABI 1.6) A recurrent state the core must copy before the next forward pass (seq_fork). */
+typedef struct loom_kv_state_copy {
+  uint32_t struct_size;
+  int32_t src_slot;
+  int32_t dst_slot;
+} loom_kv_state_copy;
 
 typedef struct loom_kv_block_copy {
   uint32_t struct_size;
@@ -63,7 +73,17 @@ typedef struct loom_kv_event {
  * ...), on the thread that made them; must not call back into the allocator. */
 typedef void (*loom_kv_event_fn)(void *user, const loom_kv_event *events, uint32_t n_events);
 
-/* config_json: {"n_blocks": N, "block_size": 16, "prefix_caching": true} */
+/* config_json: {"n_blocks": N, "block_size": 16, "prefix_caching": true, "n_state_slots": 0}
+ *
+ * State slots (ABI 1.6) serve models with recurrent layers (Gated DeltaNet, Mamba): each sequence's
+ * state has a fixed size however long it grows, so it lives in one slot of a pool the core owns.
+ * With "n_state_slots": N > 0 every sequence holds exactly one slot from seq_create to seq_free:
+ * seq_create answers OUT_OF_MEMORY (allocating nothing) when no slot is free, seq_fork gives dst a
+ * slot of its own and queues a state copy, and seq_free returns the slot. Because a recurrent state
+ * summarises a whole prefix and cannot be cut back to a block boundary, an allocator with state
+ * slots never reuses cached prefix blocks (seq_create reports 0 cached tokens and blocks_needed
+ * counts every block); seq_truncate keeps the blocks' bookkeeping only, so rolling back tokens is the
+ * core's to refuse. An allocator of ABI < 1.6 ignores the key: the core checks struct_size. */
 typedef struct loom_kv_i {
   uint32_t struct_size;
   uint32_t reserved;
@@ -102,6 +122,12 @@ typedef struct loom_kv_i {
   /* Deliver prefix-cache events to `fn` (NULL stops them). Blocks registered before the call are
    * announced at once as BLOCK_STORED, so a subscriber starts from the allocator's real state. */
   loom_status (*set_event_sink)(loom_kv_t *kv, loom_kv_event_fn fn, void *user);
+
+  /* ---- ABI 1.6 (present when struct_size covers them) ---- */
+  /* The state slot sequence `seq_id` holds (0..n_state_slots-1); UNSUPPORTED without state slots. */
+  loom_status (*seq_state_slot)(loom_kv_t *kv, uint64_t seq_id, int32_t *out_slot);
+  /* State copies the core must perform before the next forward pass (from seq_fork), then forgotten. */
+  loom_status (*take_pending_state_copies)(loom_kv_t *kv, loom_kv_state_copy *out, uint32_t cap, uint32_t *out_n);
 } loom_kv_i;
 
 #ifdef __cplusplus

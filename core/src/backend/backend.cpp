@@ -112,6 +112,10 @@ void Backend::upload(const Buffer& dst, uint64_t dst_offset, const void* src, ui
   check(table_->copy_to_device(instance_, nullptr, dst.get(), dst_offset, src, size), "copy_to_device");
 }
 
+void Backend::copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset, uint64_t size) {
+  check(table_->copy_buffer(instance_, nullptr, dst.get(), dst_offset, src.get(), src_offset, size), "copy_buffer");
+}
+
 void Backend::download(void* dst, const Buffer& src, uint64_t src_offset, uint64_t size) {
   if (size == 0) return;
   check(table_->copy_to_host(instance_, nullptr, dst, src.get(), src_offset, size), "copy_to_host");

@@ -63,6 +63,7 @@ class Backend {
   // Enqueue copies on the default stream. Host memory must stay valid until synchronize().
   void upload(const Buffer& dst, uint64_t dst_offset, const void* src, uint64_t size);
   void download(void* dst, const Buffer& src, uint64_t src_offset, uint64_t size);
+  void copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset, uint64_t size);
 
   // Enqueue ops in order on the default stream (one ABI call for the whole span).
   void run(std::span<const loom_op> ops);

@@ -74,9 +74,11 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
                 " tokens (" + std::to_string(per_token * block_size) + " bytes): raise kv.memory");
   }
   fit_context_to_pool(config, n_blocks * block_size, budget);
-  kv_cache_ = model_->create_kv_cache(static_cast<uint32_t>(n_blocks), block_size, kv_dtype);
+  // A hybrid model's recurrent layers keep one state per running sequence, beside the KV blocks.
+  const auto n_state_slots = model_->info().is_hybrid() ? static_cast<uint32_t>(config.scheduler.max_num_seqs) : 0u;
+  kv_cache_ = model_->create_kv_cache(static_cast<uint32_t>(n_blocks), block_size, kv_dtype, std::max(n_state_slots, 1u));
   kv_ = std::make_unique<KvManager>(remember(find_plugin(config, LOOM_PLUGIN_KIND_KV, config.kv.allocator)),
-                                    static_cast<uint32_t>(n_blocks), block_size, config.kv.prefix_caching);
+                                    static_cast<uint32_t>(n_blocks), block_size, config.kv.prefix_caching, n_state_slots);
   sampler_ = std::make_unique<SamplerHandle>(remember(find_plugin(config, LOOM_PLUGIN_KIND_SAMPLER, config.sampler.plugin)),
                                              config.sampler);
   scheduler_ = std::make_unique<Scheduler>(config.scheduler, *kv_);
@@ -106,6 +108,11 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
   draft_options.block_size = block_size;
   draft_options.kv_dtype = kv_dtype;
   host_models_ = std::make_unique<DrafterHostModels>(*backend_, draft_options);
+  if (config.drafter.kind != "none" && model_->info().is_hybrid()) {
+    // Verification rolls rejected draft tokens back, which a recurrent state cannot undo.
+    throw Error("drafter '" + config.drafter.kind + "': speculative decoding is not available for " + model_->info().arch_name +
+                ", whose recurrent layers cannot roll back rejected draft tokens (set drafter.kind = \"none\")");
+  }
   if (config.drafter.kind != "none") {
     drafter_ = std::make_unique<PluginDrafter>(remember(find_plugin(config, LOOM_PLUGIN_KIND_DRAFTER, config.drafter.kind)),
                                                host_models_->services(), drafter_config_json(config));

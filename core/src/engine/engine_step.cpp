@@ -84,6 +84,7 @@ void Engine::build_batch(const SchedulerDecision& decision) {
     entry.n_query = static_cast<int32_t>(n_rows);
     entry.context_len = static_cast<int32_t>(seq.n_computed + n_rows);
     entry.block_table = kv_->block_table(seq.id);
+    if (kv_->n_state_slots() > 0) entry.state_slot = kv_->state_slot(seq.id);
     for (uint32_t i = 0; i < n_rows; ++i) {
       const int32_t position = static_cast<int32_t>(seq.n_computed + i);
       batch_.tokens.push_back(i < chunk.n_tokens ? seq.tokens[static_cast<size_t>(position)] : seq.draft[i - chunk.n_tokens]);
@@ -102,10 +103,12 @@ void Engine::build_batch(const SchedulerDecision& decision) {
 
 // Copy-on-write: blocks the allocator split off a shared block get its contents before anyone writes.
 void Engine::run_pending_copies() {
+  for (const auto& copy : kv_->take_pending_state_copies()) model_->copy_state_slot(kv_cache_, copy.src_slot, copy.dst_slot);
   const auto copies = kv_->take_pending_copies();
   if (copies.empty()) return;
   const auto& table = backend_->table();
   for (int32_t layer = 0; layer < model_->info().n_layers; ++layer) {
+    if (!model_->info().owns_kv(layer)) continue;  // shared KV is copied with its owner; recurrent layers have none
     for (const loom_tensor* t : {&kv_cache_.k(layer), &kv_cache_.v(layer)}) {
       const uint64_t slot_bytes = t->nb[2];
       for (const auto& copy : copies) {

@@ -8,11 +8,19 @@
 
 namespace loom {
 
-KvManager::KvManager(std::shared_ptr<LoadedPlugin> plugin, uint32_t n_blocks, uint32_t block_size, bool prefix_caching)
-    : plugin_(std::move(plugin)), n_blocks_(n_blocks), block_size_(block_size) {
+KvManager::KvManager(std::shared_ptr<LoadedPlugin> plugin, uint32_t n_blocks, uint32_t block_size, bool prefix_caching,
+                     uint32_t n_state_slots)
+    : plugin_(std::move(plugin)), n_blocks_(n_blocks), block_size_(block_size), n_state_slots_(n_state_slots) {
   table_ = plugin_->kv();
   if (table_ == nullptr) throw Error("plugin '" + plugin_->name() + "' is not a KV allocator");
   nlohmann::json config = {{"n_blocks", n_blocks}, {"block_size", block_size}, {"prefix_caching", prefix_caching}};
+  if (n_state_slots > 0) {
+    if (!LOOM_HAS_MEMBER(table_, loom_kv_i, take_pending_state_copies) || table_->seq_state_slot == nullptr) {
+      throw Error("KV allocator '" + plugin_->name() +
+                  "' has no per-sequence state slots (ABI 1.6), which a model with recurrent layers needs");
+    }
+    config["n_state_slots"] = n_state_slots;
+  }
   char error[LOOM_ERROR_BUFFER_SIZE] = {};
   loom_status status = table_->create(default_host_services(), config.dump().c_str(), &kv_, error, sizeof(error));
   if (status != LOOM_STATUS_OK) throw Error("KV allocator '" + plugin_->name() + "' refused to start: " + error);
@@ -120,6 +128,29 @@ std::vector<loom_kv_block_copy> KvManager::take_pending_copies() {
       return copies;
     }
     if (status != LOOM_STATUS_OK && status != LOOM_STATUS_OUT_OF_RANGE) fail(status, "take_pending_copies");
+    copies.resize(std::max<size_t>(n, copies.size() * 2));
+  }
+}
+
+int32_t KvManager::state_slot(uint64_t seq_id) const {
+  int32_t slot = -1;
+  if (loom_status status = table_->seq_state_slot(kv_, seq_id, &slot); status != LOOM_STATUS_OK) fail(status, "seq_state_slot");
+  return slot;
+}
+
+std::vector<loom_kv_state_copy> KvManager::take_pending_state_copies() {
+  std::vector<loom_kv_state_copy> copies;
+  if (n_state_slots_ == 0 || table_->take_pending_state_copies == nullptr) return copies;
+  copies.resize(16);
+  for (;;) {
+    uint32_t n = 0;
+    for (auto& c : copies) c.struct_size = sizeof(c);
+    loom_status status = table_->take_pending_state_copies(kv_, copies.data(), static_cast<uint32_t>(copies.size()), &n);
+    if (status == LOOM_STATUS_OK && n <= copies.size()) {
+      copies.resize(n);
+      return copies;
+    }
+    if (status != LOOM_STATUS_OK && status != LOOM_STATUS_OUT_OF_RANGE) fail(status, "take_pending_state_copies");
     copies.resize(std::max<size_t>(n, copies.size() * 2));
   }
 }

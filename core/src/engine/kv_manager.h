@@ -25,7 +25,9 @@ using KvEventListener = std::function<void(const KvEvent&)>;
 
 class KvManager {
  public:
-  KvManager(std::shared_ptr<LoadedPlugin> plugin, uint32_t n_blocks, uint32_t block_size, bool prefix_caching);
+  // n_state_slots > 0 (hybrid models) needs an allocator of ABI 1.6 or later: loom::Error otherwise.
+  KvManager(std::shared_ptr<LoadedPlugin> plugin, uint32_t n_blocks, uint32_t block_size, bool prefix_caching,
+            uint32_t n_state_slots = 0);
   ~KvManager();
   KvManager(const KvManager&) = delete;
   KvManager& operator=(const KvManager&) = delete;
@@ -44,6 +46,10 @@ class KvManager {
   void free(uint64_t seq_id);
   std::vector<int32_t> block_table(uint64_t seq_id) const;
   std::vector<loom_kv_block_copy> take_pending_copies();
+  // The sequence's recurrent state slot (ABI 1.6; only with state slots).
+  int32_t state_slot(uint64_t seq_id) const;
+  std::vector<loom_kv_state_copy> take_pending_state_copies();
+  uint32_t n_state_slots() const { return n_state_slots_; }
   // Receive the allocator's prefix-cache events (called from inside the calls above, on their
   // thread). False when the plugin has no set_event_sink (built before ABI 1.4, or it publishes
   // none): the caller then runs without events.
@@ -60,6 +66,7 @@ class KvManager {
   loom_kv_t* kv_ = nullptr;
   uint32_t n_blocks_ = 0;
   uint32_t block_size_ = 0;
+  uint32_t n_state_slots_ = 0;
 };
 
 }  // namespace loom

@@ -15,6 +15,7 @@
 #include "gguf/gguf_writer.h"
 #include "gguf/synth_builder.h"
 #include "gguf/synth_gemma4.h"
+#include "gguf/synth_qwen35.h"
 
 namespace loom::gguf {
 
@@ -89,9 +90,9 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
   const bool is_llama = spec.arch == "llama" || spec.arch == "smollm3";
   const bool is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2" || spec.arch == "gemma4";
   const bool is_moe = spec.arch == "qwen3moe" || spec.arch == "gpt-oss" || spec.arch == "qwen2moe";
-  require(is_llama || is_gemma || is_moe || spec.arch == "qwen2" || spec.arch == "qwen3" || spec.arch == "olmo2" ||
+  require(is_llama || is_gemma || is_moe || spec.arch == "qwen2" || spec.arch == "qwen3" || spec.arch == "qwen35" || spec.arch == "olmo2" ||
               spec.arch == "granite" || spec.arch == "phi3" || spec.arch == "mistral3",
-          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
+          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen2moe, qwen3, qwen3moe, qwen35, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
   require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
   require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
   require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
@@ -159,6 +160,17 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   writer.set_string("general.architecture", a);
   writer.set_string("general.name", spec.name);
   writer.set_uint32("general.file_type", llama_file_type(spec.weight_type));
+  if (a == "qwen35") {
+    build_qwen35_model(spec, writer);
+    if (spec.vocab_from.empty()) {
+      add_synthetic_vocab(writer, spec.n_vocab);
+    } else {
+      copy_vocab(spec.vocab_from, writer, spec.n_vocab);
+    }
+    writer.set_uint32(a + ".vocab_size", static_cast<uint32_t>(spec.n_vocab));
+    add_qwen35_tensors(spec, writer);
+    return;
+  }
   if (a == "gemma4") {
     build_gemma4_model(spec, writer);
     if (spec.vocab_from.empty()) {

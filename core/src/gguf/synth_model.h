@@ -13,7 +13,7 @@ namespace loom::gguf {
 class GgufWriter;
 
 struct SynthSpec {
-  std::string arch = "llama";  // llama | qwen2 | qwen2moe | qwen3 | qwen3moe | gpt-oss | gemma2 | gemma3 | olmo2 | granite | smollm3 | phi3 | mistral3
+  std::string arch = "llama";  // llama | qwen2 | qwen2moe | qwen3 | qwen3moe | qwen35 | gpt-oss | gemma2 | gemma3 | olmo2 | granite | smollm3 | phi3 | mistral3
   std::string name = "loom-synthetic";
   int n_layers = 2;
   int dim = 64;        // embedding_length

@@ -18,6 +18,9 @@ struct ForwardBatch {
     int32_t n_query = 0;       // rows of this sequence in this batch (consecutive)
     int32_t context_len = 0;   // tokens of the sequence after this step, including these rows
     std::vector<int32_t> block_table;  // KV block ids of the sequence, in order
+    // Hybrid models: the sequence's recurrent state slot in the KvCache (the allocator's). A batch
+    // starting at position 0 (context_len == n_query) starts the state from zeros.
+    int32_t state_slot = 0;
   };
   std::vector<Seq> seqs;
   std::vector<int32_t> logit_rows;  // rows whose logits are wanted, e.g. the last row of each sequence

@@ -1,6 +1,8 @@
-// KvCache — the paged K/V pool of one model on one backend: for every layer a K and a V tensor
-// [head_dim, n_kv_heads, n_blocks * block_size]. It holds memory only; which blocks belong to which
-// sequence is decided outside (KV allocator plugin, or Session for the single-sequence case).
+// KvCache — the paged K/V pool of one model on one backend: for every attention layer a K and a V
+// tensor [head_dim, n_kv_heads, n_blocks * block_size]; for every recurrent layer of a hybrid model
+// a pool of per-sequence states instead (short-conv state [d_conv - 1, conv_dim, n_state_slots] and
+// delta-rule state [d_k, d_v, n_v_heads, n_state_slots]). It holds memory only; which blocks and
+// which state slot belong to which sequence is decided outside (KV allocator plugin, or Session).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,10 @@ class KvCache {
   uint64_t bytes() const { return buffer_.size(); }
   const loom_tensor& k(int32_t layer) const { return k_[static_cast<size_t>(layer)]; }
   const loom_tensor& v(int32_t layer) const { return v_[static_cast<size_t>(layer)]; }
+  uint32_t n_state_slots() const { return n_state_slots_; }
+  const loom_tensor& conv_state(int32_t layer) const { return conv_state_[static_cast<size_t>(layer)]; }
+  const loom_tensor& delta_state(int32_t layer) const { return delta_state_[static_cast<size_t>(layer)]; }
+  uint64_t state_bytes() const { return state_buffer_.size(); }
   // Changes whenever the cache's memory changes, so cached op lists know to rebuild.
   uint64_t generation() const { return generation_; }
 
@@ -33,6 +39,9 @@ class KvCache {
   uint32_t block_size_ = 0;
   loom_dtype dtype_ = LOOM_DTYPE_F16;
   std::vector<loom_tensor> k_, v_;  // [n_layers]
+  Buffer state_buffer_;
+  uint32_t n_state_slots_ = 0;
+  std::vector<loom_tensor> conv_state_, delta_state_;  // [n_layers]; empty views for attention layers
   uint64_t generation_ = 0;
 };
 

@@ -1,4 +1,5 @@
-// Model — a decoder-only transformer (llama, qwen2, qwen3, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3) whose weights live in backend buffers and
+// Model — a decoder-only transformer (llama, qwen2, qwen3, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3;
+// the MoE families qwen2moe, qwen3moe, gpt-oss; the hybrid qwen35) whose weights live in backend buffers and
 // whose forward pass is a list of ABI ops (GET_ROWS, RMS_NORM, MATMUL, ROPE, STORE_KV,
 // PAGED_ATTENTION, GLU, ADD, ...) run by the backend in one call.
 //
@@ -66,7 +67,12 @@ class Model {
 
   // A pool of n_blocks blocks of block_size tokens for every layer. loom::Error when the backend
   // cannot hold that dtype or block size, or the memory is not available.
-  KvCache create_kv_cache(uint32_t n_blocks, uint32_t block_size, loom_dtype dtype = LOOM_DTYPE_F16);
+  // A hybrid model (info().is_hybrid()) also gets n_state_slots recurrent states per layer, one per
+  // sequence that can be in a batch (ForwardBatch::Seq::state_slot).
+  KvCache create_kv_cache(uint32_t n_blocks, uint32_t block_size, loom_dtype dtype = LOOM_DTYPE_F16,
+                          uint32_t n_state_slots = 1);
+  // Enqueue a copy of every recurrent layer's state from one slot to another (a forked sequence).
+  void copy_state_slot(const KvCache& kv, int32_t src_slot, int32_t dst_slot);
 
   // Runs the batch; K/V of every token with a slot is stored in `kv`. logits_out is resized to
   // [logit_rows.size() * n_vocab] (row r holds the logits of batch row logit_rows[r]).
@@ -85,6 +91,11 @@ class Model {
     loom_tensor bo, attn_sinks, ffn_router_b, gate_exps_b, up_exps_b, down_exps_b;
     // qwen2moe's shared expert and its per-token gate [dim, 1].
     loom_tensor shexp_gate_inp, gate_shexp, up_shexp, down_shexp;
+    // A Gated DeltaNet layer (qwen35): the q|k|v projection [dim, conv_dim] and the output gate z
+    // [dim, value_dim], the short-conv kernel [d_conv, conv_dim], the decay's time-step bias and
+    // -exp(A_log) [n_v_heads], the write-strength and decay projections [dim, n_v_heads], the
+    // per-head output norm [d_v] and the output projection [value_dim, dim].
+    loom_tensor ssm_in, ssm_gate, ssm_conv, ssm_dt_bias, ssm_a, ssm_beta, ssm_alpha, ssm_norm, ssm_out;
   };
   // Shape of the last op list; the same shape with the same buffers means the list is reusable.
   struct GraphKey {
@@ -108,6 +119,10 @@ class Model {
   void build_graph(int64_t n_tok, int64_t n_out, int64_t n_seqs, int64_t max_blocks, const KvCache& kv);
   // The mixture-of-experts FFN of one layer into `out` [dim, n_tok] (model_moe.cpp).
   void build_moe_ffn(const LayerWeights& l, const loom_tensor& ffn_in, const loom_tensor& out, int64_t n_tok);
+  // A Gated DeltaNet layer's token mixer from `in` into `out` [dim, n_tok] (model_linear_attention.cpp).
+  void build_linear_attention(int32_t il, const loom_tensor& in, const loom_tensor& out, int64_t n_tok, int64_t n_seqs,
+                              const KvCache& kv);
+  void create_state_pool(KvCache& kv, uint32_t n_slots) const;
 
   ModelInfo info_;
   Backend& backend_;
@@ -131,6 +146,8 @@ class Model {
   loom_glu_params glu_params_{};
   loom_moe_route_params moe_route_{};
   loom_glu_params sigmoid_params_{};
+  loom_glu_params silu_params_{}, softplus_params_{};
+  loom_delta_net_params delta_net_params_{};
   loom_scale_params embd_scale_{};
   loom_scale_params residual_scale_{};  // granite: each block's output before the residual add
   loom_scale_params logit_scale_{};     // granite: the logits
@@ -147,12 +164,17 @@ class Model {
   // qwen2moe's shared expert: gate/up [shared_ff, n_tok], its output [dim, n_tok], its sigmoid gate
   // [1, n_tok], and the gated output [dim, n_tok].
   uint64_t off_shared_g_ = 0, off_shared_u_ = 0, off_shared_out_ = 0, off_shared_gate_ = 0, off_shared_sum_ = 0;
-  uint64_t off_ple_ = 0, off_ple_proj_ = 0, off_ple_gate_ = 0;  // [per_layer_dim, n_tok, n_layers] x2, [per_layer_dim, n_tok]
+  uint64_t off_ple_ = 0, off_ple_proj_ = 0, off_ple_gate_ = 0;
+  // Hybrid models: the attention layers' q|gate projection [2 q_dim, n_tok]; the recurrent layers'
+  // q|k|v projection and its convolution [conv_dim, n_tok], output gate z and delta-rule output
+  // [value_dim, n_tok], decay g and write strength beta [n_v_heads, n_tok].
+  uint64_t off_qg_ = 0, off_ssm_in_ = 0, off_ssm_conv_ = 0, off_ssm_z_ = 0, off_ssm_out_ = 0, off_ssm_g_ = 0, off_ssm_beta_ = 0;  // [per_layer_dim, n_tok, n_layers] x2, [per_layer_dim, n_tok]
 
   // I32 inputs: tokens | positions | slots | logit_rows | seqs [4, n_seqs] | block_tables.
   Buffer inputs_;
   std::vector<int32_t> staging_;
   uint64_t off_tokens_ = 0, off_positions_ = 0, off_slots_ = 0, off_rows_ = 0, off_seqs_ = 0, off_tables_ = 0;
+  uint64_t off_state_seqs_ = 0;  // hybrid: [4, n_seqs] (first row, rows, state slot, fresh) for the recurrent ops
   uint64_t off_ple_rows_ = 0;  // gemma4: [n_tok, n_layers] rows of ple_table_ (token * n_layers + layer)
   // mistral3's temperature tuning: per-element q multipliers [q_dim, n_tok], staged only for batches
   // that reach past the original context (before it every multiplier is 1).

@@ -18,6 +18,9 @@
 //        gpt-oss: biased router and experts, SWIGLU_OAI, attention sinks, h·Wo + bo;
 //        qwen2moe: + sigmoid(h·g_shexp) (act(h·Wgate_s) * h·Wup_s)·Wdown_s, a shared expert)
 //     gemma4: x += rms_norm((gelu(x·Wgate_ple) * ple_input[layer])·Wproj_ple) * post_norm; x *= layer scale
+//     qwen35: every layer but each full_attention_interval-th is a Gated DeltaNet token mixer over a
+//       per-sequence recurrent state (model_linear_attention.cpp); the attention layers gate their
+//       output: a = sigmoid(gate) * a, the gate a second half of each head's q projection
 //   logits = rms_norm(x[logit_rows]) * output_norm · Woutᵀ         // [n_vocab, n_out]
 //   logits = cap * tanh(logits / cap) (gemma2); logits *= 1 / logit_scale (granite)
 #include <algorithm>
@@ -81,6 +84,10 @@ void Model::validate(const ForwardBatch& b, const KvCache& kv) const {
       bad_batch(name + "block table of " + std::to_string(seq.block_table.size()) + " blocks cannot hold " +
                 std::to_string(seq.context_len) + " tokens");
     }
+    if (info_.is_hybrid() && (seq.state_slot < 0 || static_cast<uint32_t>(seq.state_slot) >= kv.n_state_slots())) {
+      bad_batch(name + "state slot " + std::to_string(seq.state_slot) + " is outside the KV cache's " +
+                std::to_string(kv.n_state_slots()) + " state slots");
+    }
     for (int32_t block : seq.block_table) {
       if (block < 0 || static_cast<uint32_t>(block) >= kv.n_blocks()) {
         bad_batch(name + "block " + std::to_string(block) + " is outside the KV cache (" + std::to_string(kv.n_blocks()) +
@@ -143,6 +150,15 @@ void Model::ensure_scratch(int64_t n_tok, int64_t n_out) {
     off_shared_gate_ = take(t);
     off_shared_sum_ = take(dim * t);
   }
+  if (info_.is_hybrid()) {
+    off_qg_ = take(2 * q_dim * t);
+    off_ssm_in_ = take(uint64_t(info_.ssm_conv_dim()) * t);
+    off_ssm_conv_ = take(uint64_t(info_.ssm_conv_dim()) * t);
+    off_ssm_z_ = take(uint64_t(info_.ssm_value_dim()) * t);
+    off_ssm_out_ = take(uint64_t(info_.ssm_value_dim()) * t);
+    off_ssm_g_ = take(uint64_t(info_.ssm_n_v_heads) * t);
+    off_ssm_beta_ = take(uint64_t(info_.ssm_n_v_heads) * t);
+  }
   off_xo_ = take(dim * r);
   off_logits_ = take(uint64_t(info_.n_vocab) * r);
   if (ple > 0) {
@@ -167,6 +183,7 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks) {
   };
   const size_t tokens = take(n), positions = take(n), slots = take(n), rows = take(n_out), seqs = take(4 * n_seqs);
   const size_t tables = take(width * n_seqs);
+  const size_t state_seqs = info_.is_hybrid() ? take(4 * n_seqs) : 0;
   const ModelInfo& m = info_;
   q_temperature_ = m.attn_temperature_scale != 0.0f &&
                    std::any_of(b.positions.begin(), b.positions.end(), [&](int32_t p) { return p >= m.n_ctx_original; });
@@ -187,6 +204,13 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks) {
     d[2] = seq.context_len;
     d[3] = 0;
     std::copy(seq.block_table.begin(), seq.block_table.end(), staging_.begin() + static_cast<ptrdiff_t>(tables + width * s));
+    if (info_.is_hybrid()) {
+      int32_t* r = staging_.data() + state_seqs + 4 * s;
+      r[0] = seq.first_row;
+      r[1] = seq.n_query;
+      r[2] = seq.state_slot;
+      r[3] = seq.context_len == seq.n_query ? 1 : 0;  // starts at position 0: the state starts from zeros
+    }
   }
   if (q_temperature_) {
     for (size_t i = 0; i < n; ++i) {
@@ -213,6 +237,7 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks) {
   off_rows_ = rows * 4;
   off_seqs_ = seqs * 4;
   off_tables_ = tables * 4;
+  off_state_seqs_ = state_seqs * 4;
   const uint64_t bytes = at * 4;
   if (!inputs_ || inputs_.size() < bytes) {
     inputs_.reset();
@@ -281,43 +306,58 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
     // Without a pre-norm (olmo2) the block reads the residual stream itself.
     if (m.pre_norms) norm(h, x, l.attn_norm);
     const loom_tensor& attn_in = m.pre_norms ? h : x;
-    op(LOOM_OP_MATMUL, q, {l.wq, attn_in});
-    if (owns_kv) {
-      op(LOOM_OP_MATMUL, k, {l.wk, attn_in});
-      op(LOOM_OP_MATMUL, v, {l.wv, attn_in});
-    }
-    if (l.bq.buffer != nullptr) op(LOOM_OP_ADD, q, {q, l.bq});
-    if (l.bk.buffer != nullptr) op(LOOM_OP_ADD, k, {k, l.bk});
-    if (l.bv.buffer != nullptr) op(LOOM_OP_ADD, v, {v, l.bv});
-    if (m.qk_norm) {
-      norm(q3, q3, l.q_norm);
-      if (owns_kv) norm(k3, k3, l.k_norm);
-    } else if (m.qk_norm_full) {
-      norm(q, q, l.q_norm);
-      norm(k, k, l.k_norm);
-    }
-    if (m.v_norm && owns_kv) op(LOOM_OP_RMS_NORM, v3, {v3}, &norm_params_);
-    const loom_rope_params* rope = local ? &rope_local_ : &rope_global_;
-    const loom_tensor* factors = local && m.freq_factors_global_only ? nullptr : freq_factors;
-    if (!m.layer_uses_rope[static_cast<size_t>(il)]) {
-      // smollm3's NoPE layers: positions reach them only through the other layers.
-    } else if (factors != nullptr) {
-      op(LOOM_OP_ROPE, q3, {q3, positions, *factors}, rope);
-      if (owns_kv) op(LOOM_OP_ROPE, k3, {k3, positions, *factors}, rope);
+    if (m.is_recurrent(il)) {
+      build_linear_attention(il, attn_in, h, n, n_seqs, kv);  // model_linear_attention.cpp
     } else {
-      op(LOOM_OP_ROPE, q3, {q3, positions}, rope);
-      if (owns_kv) op(LOOM_OP_ROPE, k3, {k3, positions}, rope);
+      // qwen35: the q projection holds each head's q then its output gate; the q norm reads q out of it.
+      const loom_tensor qg = f32(off_qg_, 2 * q_dim, n);
+      loom_tensor q_in = q3, gate3 = q3;
+      if (m.attn_output_gate) {
+        q_in = tensor_view(compute_, off_qg_, LOOM_DTYPE_F32, hd, m.n_heads, n);
+        q_in.nb[1] = uint64_t(2 * hd) * 4;
+        q_in.nb[2] = uint64_t(2 * q_dim) * 4;
+        gate3 = q_in;
+        gate3.offset += uint64_t(hd) * 4;
+      }
+      op(LOOM_OP_MATMUL, m.attn_output_gate ? qg : q, {l.wq, attn_in});
+      if (owns_kv) {
+        op(LOOM_OP_MATMUL, k, {l.wk, attn_in});
+        op(LOOM_OP_MATMUL, v, {l.wv, attn_in});
+      }
+      if (l.bq.buffer != nullptr) op(LOOM_OP_ADD, q, {q, l.bq});
+      if (l.bk.buffer != nullptr) op(LOOM_OP_ADD, k, {k, l.bk});
+      if (l.bv.buffer != nullptr) op(LOOM_OP_ADD, v, {v, l.bv});
+      if (m.qk_norm) {
+        norm(q3, q_in, l.q_norm);
+        if (owns_kv) norm(k3, k3, l.k_norm);
+      } else if (m.qk_norm_full) {
+        norm(q, q, l.q_norm);
+        norm(k, k, l.k_norm);
+      }
+      if (m.v_norm && owns_kv) op(LOOM_OP_RMS_NORM, v3, {v3}, &norm_params_);
+      const loom_rope_params* rope = local ? &rope_local_ : &rope_global_;
+      const loom_tensor* factors = local && m.freq_factors_global_only ? nullptr : freq_factors;
+      if (!m.layer_uses_rope[static_cast<size_t>(il)]) {
+        // smollm3's NoPE layers: positions reach them only through the other layers.
+      } else if (factors != nullptr) {
+        op(LOOM_OP_ROPE, q3, {q3, positions, *factors}, rope);
+        if (owns_kv) op(LOOM_OP_ROPE, k3, {k3, positions, *factors}, rope);
+      } else {
+        op(LOOM_OP_ROPE, q3, {q3, positions}, rope);
+        if (owns_kv) op(LOOM_OP_ROPE, k3, {k3, positions}, rope);
+      }
+      if (q_temperature_) op(LOOM_OP_MUL, q, {q, tensor_view(inputs_, off_q_temperature_, LOOM_DTYPE_F32, q_dim, n)});
+      if (owns_kv) op(LOOM_OP_STORE_KV, no_tensor(), {k3, v3, slots, kv.k(il), kv.v(il)});
+      const loom_attention_params* attn_params = local ? &attn_local_ : &attn_global_;
+      if (l.attn_sinks.buffer != nullptr) {
+        op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), tables, seqs, l.attn_sinks}, attn_params);
+      } else {
+        op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), tables, seqs}, attn_params);
+      }
+      if (m.attn_output_gate) op(LOOM_OP_GLU, attn3, {gate3, attn3}, &sigmoid_params_);
+      op(LOOM_OP_MATMUL, h, {l.wo, attn});
+      if (l.bo.buffer != nullptr) op(LOOM_OP_ADD, h, {h, l.bo});
     }
-    if (q_temperature_) op(LOOM_OP_MUL, q, {q, tensor_view(inputs_, off_q_temperature_, LOOM_DTYPE_F32, q_dim, n)});
-    if (owns_kv) op(LOOM_OP_STORE_KV, no_tensor(), {k3, v3, slots, kv.k(il), kv.v(il)});
-    const loom_attention_params* attn_params = local ? &attn_local_ : &attn_global_;
-    if (l.attn_sinks.buffer != nullptr) {
-      op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), tables, seqs, l.attn_sinks}, attn_params);
-    } else {
-      op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), tables, seqs}, attn_params);
-    }
-    op(LOOM_OP_MATMUL, h, {l.wo, attn});
-    if (l.bo.buffer != nullptr) op(LOOM_OP_ADD, h, {h, l.bo});
     if (m.post_norms) norm(h, h, l.post_attn_norm);
     if (m.residual_scale != 1.0f) op(LOOM_OP_SCALE, h, {h}, &residual_scale_);
     op(LOOM_OP_ADD, x, {x, h});

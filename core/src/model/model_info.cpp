@@ -16,6 +16,11 @@
 //  - qwen3: NEOX rope, an RMS norm of each q and k head before rope, no biases.
 //  - qwen3moe: qwen3 whose FFNs are mixtures of experts: softmax router over expert_count experts,
 //    expert_used_count chosen per token, their weights normalised to sum 1 (llama.cpp: norm_w true).
+//  - qwen35 (Qwen 3.5, qwen35.cpp): hybrid. Every full_attention_interval-th layer (default 4) is
+//    attention, the others Gated DeltaNet (ssm.* keys; recurrent state per sequence). Attention layers:
+//    q projection twice as wide (per head q then an output gate), per-head q/k norms, rope over
+//    rope.dimension_count dims (interleaved M-RoPE sections; with a text position in every section it
+//    is NEOX rope), output scaled by sigmoid(gate). The FFN pre-norm is named post_attention_norm.
 //  - gpt-oss (openai-moe.cpp): NEOX rope, even layers sliding-window (pattern 2), a sink score per head,
 //    biased q/k/v/o, the FFN pre-norm named post_attention_norm, and a MoE whose router (with a bias)
 //    chooses by logit and weighs the chosen by a softmax over them alone; biased experts with the
@@ -104,6 +109,7 @@ class Reader {
     return static_cast<float>(*v);
   }
   std::optional<std::string> opt_string(const std::string& suffix) const { return file_.get_string(key(suffix)); }
+  const gguf::GgufFile& file() const { return file_; }
 
   [[noreturn]] void fail(const std::string& k, const std::string& what) const {
     throw Error(file_.label() + ": metadata '" + k + "' " + what);
@@ -171,9 +177,44 @@ void read_experts(const Reader& r, ModelInfo& info) {
   info.expert_weights_scale = r.opt_float("expert_weights_scale").value_or(0.0f);
 }
 
+// Gated DeltaNet layers (qwen35): the ssm.* keys as llama.cpp names them, which layers are recurrent,
+// and the M-RoPE sections of the attention layers.
+void read_linear_attention(const Reader& r, ModelInfo& info) {
+  info.ssm_d_conv = r.need_int("ssm.conv_kernel", 2, 64);
+  info.ssm_d_k = r.need_int("ssm.state_size", 1, 1024);
+  info.ssm_n_k_heads = r.need_int("ssm.group_count", 1, 4096);
+  info.ssm_n_v_heads = r.need_int("ssm.time_step_rank", 1, 4096);
+  const int32_t inner = r.need_int("ssm.inner_size", 1, 1 << 22);
+  if (inner % info.ssm_n_v_heads != 0 || inner / info.ssm_n_v_heads != info.ssm_d_k) {
+    r.fail(r.key("ssm.inner_size"), "(" + std::to_string(inner) + ") must be time_step_rank (" + std::to_string(info.ssm_n_v_heads) +
+                                        ") value heads of state_size (" + std::to_string(info.ssm_d_k) + ")");
+  }
+  if (info.ssm_n_v_heads % info.ssm_n_k_heads != 0) {
+    r.fail(r.key("ssm.time_step_rank"), "(" + std::to_string(info.ssm_n_v_heads) + ") is not a multiple of group_count (" +
+                                            std::to_string(info.ssm_n_k_heads) + ")");
+  }
+  info.ssm_d_v = inner / info.ssm_n_v_heads;
+  const int32_t interval = r.opt_int("full_attention_interval", 4, 1, 4096);
+  info.layer_is_recurrent.resize(static_cast<size_t>(info.n_layers));
+  for (int32_t il = 0; il < info.n_layers; ++il) info.layer_is_recurrent[static_cast<size_t>(il)] = (il + 1) % interval != 0;
+  info.attn_output_gate = true;
+  // Interleaved M-RoPE gives rotated pair s the section s % 3 (time, height, width) while s < 3 *
+  // sections[s % 3]; a text token has one position in all three, so where every pair is covered the
+  // rotation is NEOX rope. A pair left to the fourth section would turn by position 0: refused.
+  const std::string k = r.key("rope.dimension_sections");
+  std::vector<int64_t> sections(4, 0);
+  if (r.file().find(k) != nullptr) sections = r.file().get_int_array(k);
+  if (sections.size() < 3) r.fail(k, "needs at least 3 values");
+  for (int32_t pair = 0; pair < info.n_rot / 2; ++pair) {
+    if (pair >= 3 * sections[static_cast<size_t>(pair % 3)]) {
+      r.fail(k, "leaves rotated pair " + std::to_string(pair) + " outside the time/height/width sections, which Loom does not support");
+    }
+  }
+}
+
 }  // namespace
 
-std::string arch_list() { return "llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
+std::string arch_list() { return "llama, qwen2, qwen2moe, qwen3, qwen3moe, qwen35, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
 
 ModelInfo read_model_info(const gguf::GgufFile& file) {
   ModelInfo info;
@@ -190,6 +231,8 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     info.arch = ModelArch::qwen3;
   } else if (*arch == "qwen3moe") {
     info.arch = ModelArch::qwen3moe;
+  } else if (*arch == "qwen35") {
+    info.arch = ModelArch::qwen35;
   } else if (*arch == "gpt-oss") {
     info.arch = ModelArch::gpt_oss;
   } else if (*arch == "gemma2") {
@@ -291,6 +334,12 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
       info.qk_norm = true;
       read_experts(r, info);
       info.expert_weights_norm = true;
+      break;
+    case ModelArch::qwen35:
+      info.rope_mode = LOOM_ROPE_NEOX;
+      info.qk_norm = true;
+      info.ffn_norm_name = "post_attention_norm";
+      read_linear_attention(r, info);
       break;
     case ModelArch::phi3:
       info.rope_mode = LOOM_ROPE_NEOX;

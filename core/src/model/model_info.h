@@ -14,7 +14,7 @@ class GgufFile;
 
 namespace loom {
 
-enum class ModelArch { llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt_oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3 };
+enum class ModelArch { llama, qwen2, qwen2moe, qwen3, qwen3moe, qwen35, gpt_oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3 };
 
 // The attention and FFN geometry of one layer. Most families repeat one shape; Gemma 4 gives its
 // sliding-window and global layers different head sizes, rotary dims and KV heads, widens the FFN
@@ -111,13 +111,33 @@ struct ModelInfo {
   // sigmoid(h · ffn_gate_inp_shexp); 0 = none.
   int32_t shared_expert_ff_dim = 0;
 
+  // Hybrid models (qwen35): Gated DeltaNet layers beside full-attention ones. A recurrent layer
+  // keeps a per-sequence state instead of KV: a short-conv state [d_conv - 1, conv_dim] and a delta
+  // rule state [d_k, d_v, n_v_heads]. Its q, k (n_k_heads of d_k) and v (n_v_heads of d_v) come
+  // from one projection through the short convolution. The attention layers' q projection carries
+  // an output gate (attn_output_gate: per head, q then gate), applied as sigmoid(gate) * attention.
+  std::vector<bool> layer_is_recurrent;  // [n_layers]; empty = none
+  int32_t ssm_d_conv = 0;
+  int32_t ssm_d_k = 0, ssm_n_k_heads = 0;
+  int32_t ssm_d_v = 0, ssm_n_v_heads = 0;
+  bool attn_output_gate = false;
+
   bool is_moe() const { return n_expert > 0; }
+  bool is_hybrid() const { return ssm_d_conv > 0; }
+  bool is_recurrent(int32_t il) const { return is_hybrid() && layer_is_recurrent[static_cast<size_t>(il)]; }
+  int32_t ssm_key_dim() const { return ssm_d_k * ssm_n_k_heads; }
+  int32_t ssm_value_dim() const { return ssm_d_v * ssm_n_v_heads; }
+  int32_t ssm_conv_dim() const { return 2 * ssm_key_dim() + ssm_value_dim(); }
+  // Floats of one sequence's state in one recurrent layer.
+  int64_t ssm_conv_state_size() const { return int64_t{ssm_d_conv - 1} * ssm_conv_dim(); }
+  int64_t ssm_delta_state_size() const { return int64_t{ssm_d_k} * ssm_d_v * ssm_n_v_heads; }
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
   const LayerShape& layer(int32_t il) const { return layers[static_cast<size_t>(il)]; }
   int32_t q_dim(int32_t il) const { return n_heads * layer(il).head_dim; }
   int32_t kv_dim(int32_t il) const { return layer(il).n_kv_heads * layer(il).head_dim; }
-  bool owns_kv(int32_t il) const { return layer(il).kv_source == il; }
+  // Attention layers that store K/V of their own (not gemma4's shared ones, not recurrent layers).
+  bool owns_kv(int32_t il) const { return layer(il).kv_source == il && !is_recurrent(il); }
 };
 
 // Read and check the hyper-parameters. loom::Error naming the file and key for an unsupported

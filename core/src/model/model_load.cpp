@@ -55,6 +55,10 @@ Model::Model(ModelInfo info, Backend& backend, ModelOptions options) : info_(std
   attn_local_.sliding_window = info_.sliding_window;
   glu_params_ = {sizeof(loom_glu_params), info_.ffn_activation};
   sigmoid_params_ = {sizeof(loom_glu_params), LOOM_ACTIVATION_SIGMOID};
+  silu_params_ = {sizeof(loom_glu_params), LOOM_ACTIVATION_SILU};
+  softplus_params_ = {sizeof(loom_glu_params), LOOM_ACTIVATION_SOFTPLUS};
+  // Gated DeltaNet L2-normalises q and k with the model's RMS epsilon (llama.cpp: build_gdn_l2_norm).
+  delta_net_params_ = {sizeof(loom_delta_net_params), 0.0f, 1u, info_.rms_eps};
   moe_route_ = {sizeof(loom_moe_route_params), static_cast<uint32_t>(info_.n_expert_used), info_.expert_gating,
                 info_.expert_weights_norm ? 1u : 0u, info_.expert_weights_scale};
   embd_scale_ = {sizeof(loom_scale_params), info_.embedding_scale};
@@ -97,7 +101,9 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
     return s;
   };
   // `dims` is the expected GGUF shape (ne0 first). Vectors (norms, biases) become F32.
-  auto add = [&](const std::string& name, std::vector<int64_t> dims, loom_tensor* target, bool optional = false) {
+  // `as_f32`: a matrix that ops read as F32 (the short-conv kernel), widened like the vectors.
+  auto add = [&](const std::string& name, std::vector<int64_t> dims, loom_tensor* target, bool optional = false,
+                 bool as_f32 = false) {
     const gguf::TensorInfo* t = file.find_tensor(name);
     if (t == nullptr) {
       if (optional) {
@@ -116,7 +122,7 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
     p.source = t;
     p.target = target;
     p.dtype = t->type;
-    if (dims.size() == 1) {
+    if (dims.size() == 1 || as_f32) {
       if (t->type != LOOM_DTYPE_F32) {
         if (t->type != LOOM_DTYPE_F16 && t->type != LOOM_DTYPE_BF16) {
           throw Error(file.label() + ": tensor '" + name + "' has type " + dtype_name(t->type) +
@@ -136,7 +142,7 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
     }
     uint64_t rows = 1;
     for (size_t i = 1; i < dims.size(); ++i) rows *= uint64_t(dims[i]);
-    p.bytes = dims.size() == 1 ? uint64_t(dims[0]) * 4 : dtype_row_bytes(p.dtype, dims[0]) * rows;
+    p.bytes = dtype_row_bytes(p.dtype, dims[0]) * rows;
     plan.push_back(p);
   };
 
@@ -162,7 +168,22 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
     // A layer that attends over an earlier layer's KV (gemma4) needs no k/v weights of its own.
     const bool owns_kv = m.owns_kv(il);
     add(p + "attn_norm.weight", {dim}, &l.attn_norm, !m.pre_norms);
-    if (m.fused_qkv) {
+    if (m.is_recurrent(il)) {
+      const int64_t conv = m.ssm_conv_dim(), value = m.ssm_value_dim(), n_v = m.ssm_n_v_heads;
+      add(p + "attn_qkv.weight", {dim, conv}, &l.ssm_in);
+      add(p + "attn_gate.weight", {dim, value}, &l.ssm_gate);
+      add(p + "ssm_conv1d.weight", {m.ssm_d_conv, conv}, &l.ssm_conv, false, true);
+      add(p + "ssm_dt.bias", {n_v}, &l.ssm_dt_bias);
+      add(p + "ssm_a", {n_v}, &l.ssm_a);
+      add(p + "ssm_beta.weight", {dim, n_v}, &l.ssm_beta);
+      add(p + "ssm_alpha.weight", {dim, n_v}, &l.ssm_alpha);
+      add(p + "ssm_norm.weight", {m.ssm_d_v}, &l.ssm_norm);
+      add(p + "ssm_out.weight", {value, dim}, &l.ssm_out);
+    } else if (m.attn_output_gate) {
+      add(p + "attn_q.weight", {dim, 2 * q_dim}, &l.wq);  // per head: q, then its output gate
+      add(p + "attn_k.weight", {dim, kv_dim}, &l.wk);
+      add(p + "attn_v.weight", {dim, kv_dim}, &l.wv);
+    } else if (m.fused_qkv) {
       add(p + "attn_qkv.weight", {dim, q_dim + 2 * kv_dim}, &l.w_qkv);
     } else {
       add(p + "attn_q.weight", {dim, q_dim}, &l.wq);
@@ -172,17 +193,19 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
         add(p + "attn_v.weight", {dim, kv_dim}, &l.wv, m.v_norm);
       }
     }
-    // Biases are required by qwen2 and used when present elsewhere (some llama fine-tunes have them).
-    add(p + "attn_q.bias", {q_dim}, &l.bq, !m.qkv_bias);
-    if (owns_kv) {
-      add(p + "attn_k.bias", {kv_dim}, &l.bk, !m.qkv_bias);
-      add(p + "attn_v.bias", {kv_dim}, &l.bv, !m.qkv_bias);
+    if (!m.is_recurrent(il)) {
+      // Biases are required by qwen2 and used when present elsewhere (some llama fine-tunes have them).
+      add(p + "attn_q.bias", {q_dim}, &l.bq, !m.qkv_bias);
+      if (owns_kv) {
+        add(p + "attn_k.bias", {kv_dim}, &l.bk, !m.qkv_bias);
+        add(p + "attn_v.bias", {kv_dim}, &l.bv, !m.qkv_bias);
+      }
+      add(p + "attn_q_norm.weight", {m.qk_norm_full ? q_dim : hd}, &l.q_norm, !m.qk_norm && !m.qk_norm_full);
+      if (owns_kv) add(p + "attn_k_norm.weight", {m.qk_norm_full ? kv_dim : hd}, &l.k_norm, !m.qk_norm && !m.qk_norm_full);
+      add(p + "attn_output.weight", {q_dim, dim}, &l.wo);
+      add(p + "attn_output.bias", {dim}, &l.bo, true);
+      add(p + "attn_sinks.weight", {m.n_heads}, &l.attn_sinks, !m.attn_sinks);
     }
-    add(p + "attn_q_norm.weight", {m.qk_norm_full ? q_dim : hd}, &l.q_norm, !m.qk_norm && !m.qk_norm_full);
-    if (owns_kv) add(p + "attn_k_norm.weight", {m.qk_norm_full ? kv_dim : hd}, &l.k_norm, !m.qk_norm && !m.qk_norm_full);
-    add(p + "attn_output.weight", {q_dim, dim}, &l.wo);
-    add(p + "attn_output.bias", {dim}, &l.bo, true);
-    add(p + "attn_sinks.weight", {m.n_heads}, &l.attn_sinks, !m.attn_sinks);
     if (m.ffn_norm_name != "post_attention_norm") add(p + "post_attention_norm.weight", {dim}, &l.post_attn_norm, !m.post_norms);
     add(p + m.ffn_norm_name + ".weight", {dim}, &l.ffn_norm, !m.pre_norms);
     if (m.is_moe()) {
@@ -314,6 +337,22 @@ void Model::check_backend_ops(const gguf::GgufFile& file) const {
     const loom_tensor g = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, 1, 1);
     require_op("UNARY", "the SIGMOID activation of", make_op(LOOM_OP_UNARY, g, {g}, &sigmoid_params_));
   }
+  if (info_.is_hybrid()) {
+    const ModelInfo& m = info_;
+    const loom_tensor x = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, m.ssm_conv_dim(), 1);
+    const loom_tensor kernel = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, m.ssm_d_conv, m.ssm_conv_dim());
+    const loom_tensor conv_states = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, m.ssm_d_conv - 1, m.ssm_conv_dim(), 1);
+    const loom_tensor seqs = tensor_view_raw(nullptr, 0, LOOM_DTYPE_I32, 4, 1);
+    const loom_tensor qk = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, m.ssm_d_k, m.ssm_n_k_heads, 2, 1);
+    const loom_tensor v = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, m.ssm_d_v, m.ssm_n_v_heads, 1);
+    const loom_tensor gate = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, m.ssm_n_v_heads, 1);
+    const loom_tensor states = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, m.ssm_d_k, m.ssm_d_v, m.ssm_n_v_heads, 1);
+    require_op("SSM_CONV", "the Gated DeltaNet layers' op", make_op(LOOM_OP_SSM_CONV, x, {x, kernel, conv_states, seqs}));
+    require_op("GATED_DELTA_NET", "the Gated DeltaNet layers' op",
+               make_op(LOOM_OP_GATED_DELTA_NET, v, {qk, v, gate, gate, states, seqs}, &delta_net_params_));
+    require_op("UNARY", "the SOFTPLUS activation of", make_op(LOOM_OP_UNARY, gate, {gate}, &softplus_params_));
+    require_op("UNARY", "the SIGMOID activation of", make_op(LOOM_OP_UNARY, gate, {gate}, &sigmoid_params_));
+  }
   if (!info_.is_moe()) return;
   const gguf::TensorInfo* experts = file.find_tensor("blk.0.ffn_gate_exps.weight");
   const loom_dtype dtype = experts != nullptr ? experts->type : LOOM_DTYPE_F32;
@@ -331,6 +370,52 @@ void Model::check_backend_ops(const gguf::GgufFile& file) const {
   for (const auto& [name, op] : ops) require_op(name, "the mixture-of-experts op", op);
 }
 
+// One F32 state per sequence slot and recurrent layer, zeroed: a fresh sequence reads its state as
+// zeros anyway (the ops' fresh flag), zeroing only keeps unused memory deterministic.
+void Model::create_state_pool(KvCache& kv, uint32_t n_slots) const {
+  if (n_slots == 0) throw Error("KV cache: " + info_.arch_name + " has recurrent layers and needs at least one state slot");
+  const ModelInfo& m = info_;
+  const uint64_t conv_bytes = align_up(uint64_t(m.ssm_conv_state_size()) * 4 * n_slots, kAlign);
+  const uint64_t delta_bytes = align_up(uint64_t(m.ssm_delta_state_size()) * 4 * n_slots, kAlign);
+  int32_t n_recurrent = 0;
+  for (int32_t il = 0; il < m.n_layers; ++il) n_recurrent += m.is_recurrent(il) ? 1 : 0;
+  const uint64_t total = uint64_t(n_recurrent) * (conv_bytes + delta_bytes);
+  kv.state_buffer_ = backend_.alloc(total, LOOM_BUFFER_USAGE_KV);
+  const std::vector<uint8_t> zeros(std::min<uint64_t>(total, uint64_t{1} << 24), 0);
+  for (uint64_t at = 0; at < total; at += zeros.size()) {
+    backend_.upload(kv.state_buffer_, at, zeros.data(), std::min<uint64_t>(zeros.size(), total - at));
+    backend_.synchronize();
+  }
+  kv.n_state_slots_ = n_slots;
+  uint64_t at = 0;
+  for (int32_t il = 0; il < m.n_layers; ++il) {
+    if (!m.is_recurrent(il)) {
+      kv.conv_state_.push_back(no_tensor());
+      kv.delta_state_.push_back(no_tensor());
+      continue;
+    }
+    kv.conv_state_.push_back(tensor_view(kv.state_buffer_, at, LOOM_DTYPE_F32, m.ssm_d_conv - 1, m.ssm_conv_dim(), n_slots));
+    kv.delta_state_.push_back(tensor_view(kv.state_buffer_, at + conv_bytes, LOOM_DTYPE_F32, m.ssm_d_k, m.ssm_d_v,
+                                          m.ssm_n_v_heads, n_slots));
+    at += conv_bytes + delta_bytes;
+  }
+}
+
+void Model::copy_state_slot(const KvCache& kv, int32_t src_slot, int32_t dst_slot) {
+  if (src_slot < 0 || dst_slot < 0 || uint32_t(src_slot) >= kv.n_state_slots_ || uint32_t(dst_slot) >= kv.n_state_slots_) {
+    throw Error("state copy: slot " + std::to_string(src_slot) + " -> " + std::to_string(dst_slot) + " is outside the pool of " +
+                std::to_string(kv.n_state_slots_));
+  }
+  for (int32_t il = 0; il < info_.n_layers; ++il) {
+    if (!info_.is_recurrent(il)) continue;
+    for (const loom_tensor* t : {&kv.conv_state(il), &kv.delta_state(il)}) {
+      const int dim = t == &kv.conv_state(il) ? 2 : 3;
+      backend_.copy(kv.state_buffer_, t->offset + uint64_t(dst_slot) * t->nb[dim], kv.state_buffer_,
+                    t->offset + uint64_t(src_slot) * t->nb[dim], t->nb[dim]);
+    }
+  }
+}
+
 void Model::read_layer_scales(const gguf::GgufFile& file) {
   layer_scale_.clear();
   for (int32_t il = 0; il < info_.n_layers; ++il) {
@@ -345,7 +430,7 @@ void Model::read_layer_scales(const gguf::GgufFile& file) {
   }
 }
 
-KvCache Model::create_kv_cache(uint32_t n_blocks, uint32_t block_size, loom_dtype dtype) {
+KvCache Model::create_kv_cache(uint32_t n_blocks, uint32_t block_size, loom_dtype dtype, uint32_t n_state_slots) {
   if (n_blocks == 0 || block_size == 0) throw Error("KV cache: n_blocks and block_size must be > 0");
   const auto& caps = backend_.caps();
   if (caps.max_block_size > 0 && block_size > caps.max_block_size) {
@@ -371,9 +456,14 @@ KvCache Model::create_kv_cache(uint32_t n_blocks, uint32_t block_size, loom_dtyp
     base[i] = total;
     total += 2 * per_tensor[i];
   }
-  kv.buffer_ = backend_.alloc(total, LOOM_BUFFER_USAGE_KV);
+  kv.buffer_ = backend_.alloc(std::max<uint64_t>(total, kAlign), LOOM_BUFFER_USAGE_KV);
   for (int32_t il = 0; il < info_.n_layers; ++il) {
     const int32_t source = info_.layer(il).kv_source;
+    if (info_.is_recurrent(il)) {
+      kv.k_.push_back(no_tensor());
+      kv.v_.push_back(no_tensor());
+      continue;
+    }
     if (source != il) {
       kv.k_.push_back(kv.k_[static_cast<size_t>(source)]);
       kv.v_.push_back(kv.v_[static_cast<size_t>(source)]);
@@ -385,6 +475,7 @@ KvCache Model::create_kv_cache(uint32_t n_blocks, uint32_t block_size, loom_dtyp
     kv.v_.push_back(
         tensor_view(kv.buffer_, base[i] + per_tensor[i], dtype, shape.head_dim, shape.n_kv_heads, static_cast<int64_t>(n_slots)));
   }
+  if (info_.is_hybrid()) create_state_pool(kv, n_state_slots);
   kv.generation_ = next_kv_generation_++;
   return kv;
 }

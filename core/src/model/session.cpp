@@ -55,6 +55,13 @@ const std::vector<float>& Session::decode(int32_t token) { return prefill(std::s
 
 void Session::truncate(int64_t n_keep) {
   if (n_keep < 0 || n_keep > n_past()) throw Error("truncate: n_keep out of range");
+  if (model_.info().is_hybrid() && n_keep > 0 && n_keep < n_past()) {
+    // A recurrent state cannot be cut back: rebuild it (and the kept K/V) from the kept tokens.
+    const std::vector<int32_t> kept(history_.begin(), history_.begin() + static_cast<ptrdiff_t>(n_keep));
+    history_.clear();
+    prefill(kept);
+    return;
+  }
   history_.resize(static_cast<size_t>(n_keep));
 }
 

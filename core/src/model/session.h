@@ -30,7 +30,8 @@ class Session {
   int64_t n_past() const { return static_cast<int64_t>(history_.size()); }
   int64_t n_ctx() const { return n_ctx_; }
   const std::vector<int32_t>& history() const { return history_; }
-  // Forget everything after the first n_keep tokens (their K/V is simply overwritten later).
+  // Forget everything after the first n_keep tokens (their K/V is simply overwritten later; a hybrid
+  // model's recurrent state is recomputed from the kept tokens).
   void truncate(int64_t n_keep);
   void reset() { truncate(0); }
   Model& model() const { return model_; }

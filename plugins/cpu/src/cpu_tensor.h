@@ -100,6 +100,9 @@ struct OpParams {
   uint32_t moe_n_used = 0;  // MOE_ROUTE (scale is its weight scale)
   loom_moe_gating moe_gating = LOOM_MOE_GATING_SOFTMAX;
   bool moe_normalize = false;
+  float delta_q_scale = 1.0f;  // GATED_DELTA_NET
+  bool delta_normalize_qk = false;
+  float delta_l2_eps = 0.0f;
 };
 
 struct OpArgs {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fast_internal.h"
+#include "recurrent_ops.h"
 #include "reference_ops.h"
 
 namespace loom::cpu {
@@ -234,6 +235,12 @@ void softmax(const OpArgs& a, ThreadPool& pool) {
   });
 }
 
+TaskRunner on_pool(ThreadPool& pool) {
+  return [&pool](int64_t n_tasks, const std::function<void(int64_t)>& fn) {
+    pool.parallel_for(n_tasks, [&](int64_t t, int) { fn(t); });
+  };
+}
+
 }  // namespace
 
 FastOps::FastOps(int n_threads, const std::string& simd)
@@ -277,6 +284,8 @@ void FastOps::run(const OpArgs& a) {
       return pool.parallel_for(a.src[0].ne[1], [&](int64_t t, int) { moe_route_rows(a, t, t + 1); });
     case LOOM_OP_MOE_MATMUL: return fast_moe_matmul(a, pool, *kernels_, moe_counters_);
     case LOOM_OP_MOE_SUM: return pool.parallel_for(a.src[0].ne[2], [&](int64_t t, int) { moe_sum_rows(a, t, t + 1); });
+    case LOOM_OP_SSM_CONV: return ssm_conv(a, on_pool(pool));
+    case LOOM_OP_GATED_DELTA_NET: return gated_delta_net(a, on_pool(pool));
     default: unsupported("op " + std::to_string(a.type) + " has no fast implementation");
   }
 }

@@ -3,6 +3,7 @@
 #include "reference_ops.h"
 
 #include "moe_ops.h"
+#include "recurrent_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -173,6 +174,10 @@ void softmax(const OpArgs& a) {
   }
 }
 
+void in_order(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
+  for (int64_t t = 0; t < n_tasks; ++t) fn(t);
+}
+
 }  // namespace
 
 void run_reference_op(const OpArgs& a) {
@@ -193,6 +198,8 @@ void run_reference_op(const OpArgs& a) {
     case LOOM_OP_MOE_ROUTE: return moe_route_rows(a, 0, a.src[0].ne[1]);
     case LOOM_OP_MOE_MATMUL: return reference_moe_matmul(a);
     case LOOM_OP_MOE_SUM: return moe_sum_rows(a, 0, a.src[0].ne[2]);
+    case LOOM_OP_SSM_CONV: return ssm_conv(a, in_order);
+    case LOOM_OP_GATED_DELTA_NET: return gated_delta_net(a, in_order);
     default: unsupported("op " + std::to_string(a.type) + " has no reference implementation");
   }
 }

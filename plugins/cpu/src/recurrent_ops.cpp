@@ -1,0 +1,116 @@
+#include "recurrent_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace loom::cpu {
+
+namespace {
+
+struct SeqEntry {
+  int64_t first = 0, n = 0, slot = 0;
+  bool fresh = false;
+};
+
+// The seqs table [4, n_seqs], checked against the batch and the state pool: rows inside the batch,
+// slots inside the pool and distinct (two sequences updating one slot would race).
+std::vector<SeqEntry> read_seqs(const Tensor& seqs, int64_t n_tok, int64_t n_slots, const char* op) {
+  std::vector<SeqEntry> out(static_cast<size_t>(seqs.ne[1]));
+  std::vector<int64_t> slots;
+  for (int64_t s = 0; s < seqs.ne[1]; ++s) {
+    const auto* d = reinterpret_cast<const int32_t*>(seqs.at(s));
+    SeqEntry& e = out[static_cast<size_t>(s)];
+    e = {d[0], d[1], d[2], d[3] != 0};
+    const std::string name = std::string(op) + ": sequence " + std::to_string(s);
+    if (e.first < 0 || e.n < 0 || e.first + e.n > n_tok)
+      invalid(name + " rows [" + std::to_string(e.first) + ", +" + std::to_string(e.n) + ") are outside the batch of " + std::to_string(n_tok));
+    if (e.slot < 0 || e.slot >= n_slots)
+      invalid(name + " state slot " + std::to_string(e.slot) + " is outside the pool of " + std::to_string(n_slots));
+    slots.push_back(e.slot);
+  }
+  std::sort(slots.begin(), slots.end());
+  if (std::adjacent_find(slots.begin(), slots.end()) != slots.end()) invalid(std::string(op) + ": two sequences share a state slot");
+  return out;
+}
+
+float* f32_at(const Tensor& t, int64_t i1, int64_t i2 = 0, int64_t i3 = 0) { return reinterpret_cast<float*>(t.at(i1, i2, i3)); }
+
+}  // namespace
+
+void ssm_conv(const OpArgs& a, const TaskRunner& run) {
+  const Tensor &x = a.src[0], &w = a.src[1], &states = a.src[2];
+  const int64_t channels = x.ne[0], n_tok = x.ne[1], d_conv = w.ne[0], d_state = d_conv - 1;
+  const std::vector<SeqEntry> seqs = read_seqs(a.src[3], n_tok, states.ne[2], "SSM_CONV");
+  constexpr int64_t kChannelsPerTask = 64;
+  const int64_t n_tasks = (channels + kChannelsPerTask - 1) / kChannelsPerTask;
+  run(n_tasks, [&](int64_t task) {
+    const int64_t c0 = task * kChannelsPerTask, c1 = std::min(channels, c0 + kChannelsPerTask);
+    std::vector<float> window(static_cast<size_t>(d_conv));
+    for (const SeqEntry& s : seqs) {
+      for (int64_t c = c0; c < c1; ++c) {
+        float* state = f32_at(states, c, s.slot);
+        const float* weight = f32_at(w, c);
+        for (int64_t i = 0; i < d_state; ++i) window[static_cast<size_t>(i)] = s.fresh ? 0.0f : state[i];
+        for (int64_t t = 0; t < s.n; ++t) {
+          // Read the input before writing the output: dst may be x itself.
+          window[static_cast<size_t>(d_state)] = f32_at(x, s.first + t)[c];
+          float sum = 0.0f;
+          for (int64_t i = 0; i < d_conv; ++i) sum += window[static_cast<size_t>(i)] * weight[i];
+          f32_at(a.dst, s.first + t)[c] = sum;
+          std::copy(window.begin() + 1, window.end(), window.begin());
+        }
+        std::copy(window.begin(), window.begin() + d_state, state);
+      }
+    }
+  });
+}
+
+void gated_delta_net(const OpArgs& a, const TaskRunner& run) {
+  const Tensor &qk = a.src[0], &v = a.src[1], &g = a.src[2], &beta = a.src[3], &states = a.src[4];
+  const int64_t d_k = qk.ne[0], n_k_heads = qk.ne[1], n_tok = qk.ne[3];
+  const int64_t d_v = v.ne[0], n_v_heads = v.ne[1];
+  const std::vector<SeqEntry> seqs = read_seqs(a.src[5], n_tok, states.ne[3], "GATED_DELTA_NET");
+  const OpParams& p = a.params;
+  run(static_cast<int64_t>(seqs.size()) * n_v_heads, [&](int64_t task) {
+    const SeqEntry& s = seqs[static_cast<size_t>(task / n_v_heads)];
+    const int64_t h = task % n_v_heads, hk = h % n_k_heads;
+    // S[i, j] at state[j * d_k + i]: each value dim j is one contiguous row over the key dims.
+    float* state = f32_at(states, 0, h, s.slot);
+    if (s.fresh) std::fill_n(state, d_k * d_v, 0.0f);
+    std::vector<float> q(static_cast<size_t>(d_k)), k(static_cast<size_t>(d_k));
+    auto load = [&](float* out, const float* in) {
+      std::copy(in, in + d_k, out);
+      if (!p.delta_normalize_qk) return;
+      float sum = 0.0f;
+      for (int64_t i = 0; i < d_k; ++i) sum += in[i] * in[i];
+      const float inv = 1.0f / std::sqrt(sum + p.delta_l2_eps);
+      for (int64_t i = 0; i < d_k; ++i) out[i] *= inv;
+    };
+    for (int64_t t = s.first; t < s.first + s.n; ++t) {
+      load(q.data(), f32_at(qk, hk, 0, t));
+      load(k.data(), f32_at(qk, hk, 1, t));
+      const float* vt = f32_at(v, h, t);
+      const float decay = std::exp(f32_at(g, t)[h]), b = f32_at(beta, t)[h];
+      float* out = f32_at(a.dst, h, t);
+      for (int64_t j = 0; j < d_v; ++j) {
+        float* row = state + j * d_k;
+        float kv = 0.0f;
+        for (int64_t i = 0; i < d_k; ++i) {
+          row[i] *= decay;
+          kv += row[i] * k[static_cast<size_t>(i)];
+        }
+        const float delta = (vt[j] - kv) * b;
+        float o = 0.0f;
+        for (int64_t i = 0; i < d_k; ++i) {
+          row[i] += k[static_cast<size_t>(i)] * delta;
+          o += row[i] * q[static_cast<size_t>(i)];
+        }
+        out[j] = o * p.delta_q_scale;
+      }
+    }
+  });
+}
+
+}  // namespace loom::cpu
