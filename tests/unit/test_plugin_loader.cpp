@@ -157,6 +157,13 @@ TEST_CASE("a KV allocator table from before ABI 1.4 (no set_event_sink) still va
   table.struct_size = static_cast<uint32_t>(offsetof(loom_kv_i, set_event_sink));
   CHECK_FALSE(loom::validate_plugin_table(LOOM_PLUGIN_KIND_KV, &table).has_value());
   CHECK(LOOM_SLOT(&table, loom_kv_i, set_event_sink) == nullptr);
+  // A 1.4/1.5 table ends before the 1.6 state-slot functions: accepted, and they read as absent (the
+  // engine then refuses only hybrid models, whose recurrent layers need them).
+  table.struct_size = static_cast<uint32_t>(offsetof(loom_kv_i, seq_state_slot));
+  CHECK_FALSE(loom::validate_plugin_table(LOOM_PLUGIN_KIND_KV, &table).has_value());
+  CHECK(LOOM_SLOT(&table, loom_kv_i, seq_state_slot) == nullptr);
+  CHECK(LOOM_SLOT(&table, loom_kv_i, take_pending_state_copies) == nullptr);
+  table.struct_size = static_cast<uint32_t>(offsetof(loom_kv_i, set_event_sink));
   // Smaller than the 1.0 table is refused with the sizes named.
   table.struct_size -= 8;
   const auto error = loom::validate_plugin_table(LOOM_PLUGIN_KIND_KV, &table);
