@@ -96,6 +96,14 @@ SYNTH_SPECS = [
     # test_model_hybrid.cpp, and Loom and llama.cpp by up to 0.17 here (measured), so 0.2.
     {"name": "synth-qwen35-q8_0", "arch": "qwen35", "layers": 8, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 256, "vocab": 512, "ctx": 512, "seed": 42, "type": "Q8_0", "tolerance": 0.2},
+    # Qwen 3.5 MoE: the same hybrid layers, each FFN 8 experts (2 per token, normalised softmax) plus a
+    # sigmoid-gated shared expert.
+    {"name": "synth-qwen35moe-f32", "arch": "qwen35moe", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 128, "vocab": 512, "ctx": 512, "seed": 44, "type": "F32", "experts": 8, "experts_used": 2,
+     "expert_ff": 64},
+    {"name": "synth-qwen35moe-f16", "arch": "qwen35moe", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 128, "vocab": 512, "ctx": 512, "seed": 45, "type": "F16", "experts": 8, "experts_used": 2,
+     "expert_ff": 64},
     # gpt-oss: attention sinks, alternating 8-token sliding windows, biased q/k/v/o, router and experts,
     # the clamped SwiGLU, 8 experts weighed by a softmax over the 2 chosen.
     {"name": "synth-gpt-oss-f32", "arch": "gpt-oss", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,

@@ -29,7 +29,7 @@ constexpr const char* kInfoHelp =
 constexpr const char* kSynthHelp =
     "usage: loom gguf synth [options] -o OUT\n\n"
     "Write a synthetic model with seeded random weights in llama.cpp's GGUF layout.\n"
-    "  --arch A          llama | qwen2 | qwen2moe | qwen3 | qwen3moe | qwen35 | gpt-oss | gemma2 | gemma3 | gemma4 | olmo2 | granite | smollm3 | phi3 | mistral3\n"
+    "  --arch A          llama | qwen2 | qwen2moe | qwen3 | qwen3moe | qwen35 | qwen35moe | gpt-oss | gemma2 | gemma3 | gemma4 | olmo2 | granite | smollm3 | phi3 | mistral3\n"
     "                    (default llama)\n"
     "  --layers N        block count (default 2)\n"
     "  --dim D           embedding length (default 64)\n"
@@ -45,9 +45,9 @@ constexpr const char* kSynthHelp =
     "  --yarn-original-ctx N  YaRN extending context N to --ctx (mistral3: with temperature tuning)\n"
     "  --longrope-original-ctx N  phi3: LongRoPE factors extending context N to --ctx (Phi-3.5 style)\n"
     "  --llama3-rope     llama: Llama 3.1's rope frequency factors (rope_freqs.weight) and base 500000\n"
-    "  --experts N       qwen3moe: experts per layer (default 8)\n"
-    "  --experts-used N  qwen3moe: experts chosen per token (default 2)\n"
-    "  --expert-ff N     qwen3moe: each expert's FFN width (default --ff)\n"
+    "  --experts N       the MoE archs: experts per layer (default 8)\n"
+    "  --experts-used N  the MoE archs: experts chosen per token (default 2)\n"
+    "  --expert-ff N     the MoE archs: each expert's FFN width (default --ff)\n"
     "  --expert-type T   qwen3moe, gpt-oss: the experts' type, --type, F32 or MXFP4 (default --type)\n"
     "  --vocab-from FILE copy the tokenizer.* metadata (and vocabulary size) from this GGUF\n"
     "  -o, --out OUT     output path (required)\n";

@@ -15,10 +15,10 @@
 
 namespace {
 
-// llama, qwen2moe, qwen3moe, gpt-oss or qwen35 (a mixture of 8 experts, 2 per token, as the FFN;
+// llama, qwen2moe, qwen3moe, gpt-oss, qwen35 or qwen35moe (a mixture of 8 experts, 2 per token, as the FFN;
 // qwen2moe adds a shared expert, gpt-oss sinks and sliding windows; qwen35 is a Gated DeltaNet layer
-// with a recurrent state per sequence, then an attention layer): batching must not change what a
-// request gets.
+// with a recurrent state per sequence, then an attention layer; qwen35moe adds qwen2moe's experts):
+// batching must not change what a request gets.
 std::filesystem::path synthetic_model(const std::string& arch = "llama") {
   static std::map<std::string, std::filesystem::path> paths;
   auto& path = paths[arch];
@@ -110,7 +110,7 @@ std::vector<Outcome> run_one_by_one(const std::vector<std::vector<int32_t>>& pro
 }  // namespace
 
 TEST_CASE("continuous batching gives every request the tokens it gets alone", "[engine]") {
-  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss", "qwen35");
+  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss", "qwen35", "qwen35moe");
   INFO(arch);
   std::vector<std::vector<int32_t>> prompts;
   for (uint32_t i = 0; i < 32; ++i) prompts.push_back(prompt_of(100 + i, 3 + 2 * i));  // 3..65 tokens
@@ -168,13 +168,13 @@ TEST_CASE("a long prompt arriving is prefilled in capped chunks while running st
 }
 
 TEST_CASE("preemption by recompute when blocks run out loses no request and changes no output", "[engine]") {
-  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss", "qwen35");
+  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss", "qwen35", "qwen35moe");
   INFO(arch);
   // 2 layers x 2 kv heads x 16 dims x 4 bytes x 2 (K and V) = 512 bytes per token, so 1 MiB holds
   // 8 blocks of 256 tokens. Eight 250-token prompts fit one block each, but generating 20 tokens
   // crosses into a second block: the pool runs out and the youngest sequences are preempted.
   // qwen35's first layer is recurrent (a fixed state per sequence, no KV), so half the bytes per token.
-  auto config = engine_config(arch == "qwen35" ? 1 << 19 : 1 << 20, 512);
+  auto config = engine_config(arch.starts_with("qwen35") ? 1 << 19 : 1 << 20, 512);
   config.kv.block_size = 256;
   config.scheduler.max_num_seqs = 8;
   loom::Engine engine(config, synthetic_model(arch));
@@ -197,7 +197,7 @@ TEST_CASE("preemption by recompute when blocks run out loses no request and chan
 }
 
 TEST_CASE("a repeated prompt reuses cached blocks and reproduces the cold prefill's logits", "[engine]") {
-  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss", "qwen35");
+  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss", "qwen35", "qwen35moe");
   INFO(arch);
   loom::Engine engine(engine_config(), synthetic_model(arch));
   const auto prompt = prompt_of(400, 37);
@@ -220,7 +220,7 @@ TEST_CASE("a repeated prompt reuses cached blocks and reproduces the cold prefil
   run_until_done(engine);
   // A hybrid model's allocator has state slots and reuses no prefix (its recurrent state at a block
   // boundary was not kept, loom/kv.h): the second request recomputes everything, to the same result.
-  const bool hybrid = arch == "qwen35";
+  const bool hybrid = arch.starts_with("qwen35");
   CHECK(first.n_cached == 0);
   CHECK(second.n_cached == (hybrid ? 0 : 36));  // 9 full blocks of 4; the last token is always recomputed
   CHECK(second.tokens == first.tokens);

@@ -115,3 +115,19 @@ TEST_CASE("vulkan: a mixture-of-experts model is refused at load naming the op i
     CHECK(message.find("qwen3moe") != std::string::npos);
   }
 }
+
+TEST_CASE("vulkan: a hybrid model is refused at load naming the recurrent op it lacks", "[vulkan][model][hybrid]") {
+  auto vulkan = vulkan_backend();
+  if (!vulkan) return;
+  const auto path = loom::test::write_small_model(loom::test::small_spec("qwen35", LOOM_DTYPE_F32, 5), "vk-hybrid");
+  try {
+    loom::Model::load(path, *vulkan);
+    FAIL("the Vulkan backend loaded a qwen35 model without the recurrent ops");
+  } catch (const loom::Error& e) {
+    const std::string message = e.what();
+    INFO(message);
+    CHECK(message.find("SSM_CONV") != std::string::npos);
+    CHECK(message.find("vulkan") != std::string::npos);
+    CHECK(message.find("qwen35") != std::string::npos);
+  }
+}

@@ -44,6 +44,12 @@ void build_qwen35_model(const SynthSpec& spec, GgufWriter& writer) {
   u32("ssm.group_count", spec.n_kv_heads);
   u32("ssm.time_step_rank", spec.n_heads);
   u32("ssm.inner_size", int64_t{spec.n_heads} * spec.head_dim);
+  if (a == "qwen35moe") {
+    u32("expert_count", spec.n_expert);
+    u32("expert_used_count", spec.n_expert_used);
+    u32("expert_feed_forward_length", spec.expert_ff_dim);
+    u32("expert_shared_feed_forward_length", spec.ff_dim);
+  }
 }
 
 void add_qwen35_tensors(const SynthSpec& spec, GgufWriter& writer) {
@@ -78,6 +84,20 @@ void add_qwen35_tensors(const SynthSpec& spec, GgufWriter& writer) {
       model.matrix(p + "attn_output.weight", q_dim, dim, inv_sqrt(q_dim));
     }
     model.vector(p + "post_attention_norm.weight", dim, 1.0f, 0.05f);
+    if (spec.arch == "qwen35moe") {
+      // qwen3moe's experts (an F32 router, spread wide so the choice is clear-cut) and qwen2moe's
+      // shared expert, ff_dim wide, with its per-token sigmoid gate.
+      const int64_t n_exp = spec.n_expert, eff = spec.expert_ff_dim;
+      model.matrix_of(LOOM_DTYPE_F32, p + "ffn_gate_inp.weight", {dim, n_exp}, 4.0f * inv_sqrt(dim));
+      model.matrix_of(spec.expert_type, p + "ffn_gate_exps.weight", {dim, eff, n_exp}, inv_sqrt(dim));
+      model.matrix_of(spec.expert_type, p + "ffn_up_exps.weight", {dim, eff, n_exp}, inv_sqrt(dim));
+      model.matrix_of(spec.expert_type, p + "ffn_down_exps.weight", {eff, dim, n_exp}, inv_sqrt(eff));
+      model.vector(p + "ffn_gate_inp_shexp.weight", dim, 0.0f, inv_sqrt(dim));
+      model.matrix(p + "ffn_gate_shexp.weight", dim, ff, inv_sqrt(dim));
+      model.matrix(p + "ffn_up_shexp.weight", dim, ff, inv_sqrt(dim));
+      model.matrix(p + "ffn_down_shexp.weight", ff, dim, inv_sqrt(ff));
+      continue;
+    }
     model.matrix(p + "ffn_gate.weight", dim, ff, inv_sqrt(dim));
     model.matrix(p + "ffn_up.weight", dim, ff, inv_sqrt(dim));
     model.matrix(p + "ffn_down.weight", ff, dim, inv_sqrt(ff));

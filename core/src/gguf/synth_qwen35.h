@@ -1,7 +1,8 @@
 // The Qwen 3.5 part of the synthetic-model writer: a hybrid of Gated DeltaNet layers and gated
 // full-attention layers (every full_attention_interval-th), with llama.cpp's keys and tensor names.
 // The linear-attention geometry follows the attention one: n_kv_heads key heads and n_heads value
-// heads of head_dim each, a short convolution of 4 taps.
+// heads of head_dim each, a short convolution of 4 taps. qwen35moe replaces the FFN with experts
+// and a gated shared expert.
 #pragma once
 
 #include "gguf/synth_model.h"

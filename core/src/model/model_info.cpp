@@ -21,6 +21,8 @@
 //    q projection twice as wide (per head q then an output gate), per-head q/k norms, rope over
 //    rope.dimension_count dims (interleaved M-RoPE sections; with a text position in every section it
 //    is NEOX rope), output scaled by sigmoid(gate). The FFN pre-norm is named post_attention_norm.
+//  - qwen35moe (Qwen 3.5 MoE, qwen35moe.cpp): qwen35's layers with qwen3moe's normalised softmax router
+//    plus qwen2moe's sigmoid-gated shared expert.
 //  - gpt-oss (openai-moe.cpp): NEOX rope, even layers sliding-window (pattern 2), a sink score per head,
 //    biased q/k/v/o, the FFN pre-norm named post_attention_norm, and a MoE whose router (with a bias)
 //    chooses by logit and weighs the chosen by a softmax over them alone; biased experts with the
@@ -214,7 +216,7 @@ void read_linear_attention(const Reader& r, ModelInfo& info) {
 
 }  // namespace
 
-std::string arch_list() { return "llama, qwen2, qwen2moe, qwen3, qwen3moe, qwen35, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
+std::string arch_list() { return "llama, qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
 
 ModelInfo read_model_info(const gguf::GgufFile& file) {
   ModelInfo info;
@@ -233,6 +235,8 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     info.arch = ModelArch::qwen3moe;
   } else if (*arch == "qwen35") {
     info.arch = ModelArch::qwen35;
+  } else if (*arch == "qwen35moe") {
+    info.arch = ModelArch::qwen35moe;
   } else if (*arch == "gpt-oss") {
     info.arch = ModelArch::gpt_oss;
   } else if (*arch == "gemma2") {
@@ -336,10 +340,16 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
       info.expert_weights_norm = true;
       break;
     case ModelArch::qwen35:
+    case ModelArch::qwen35moe:
       info.rope_mode = LOOM_ROPE_NEOX;
       info.qk_norm = true;
       info.ffn_norm_name = "post_attention_norm";
       read_linear_attention(r, info);
+      if (info.arch == ModelArch::qwen35moe) {
+        read_experts(r, info);
+        info.expert_weights_norm = true;
+        info.shared_expert_ff_dim = r.opt_int("expert_shared_feed_forward_length", info.ff_dim, 1, 1 << 22);
+      }
       break;
     case ModelArch::phi3:
       info.rope_mode = LOOM_ROPE_NEOX;

@@ -14,7 +14,7 @@ class GgufFile;
 
 namespace loom {
 
-enum class ModelArch { llama, qwen2, qwen2moe, qwen3, qwen3moe, qwen35, gpt_oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3 };
+enum class ModelArch { llama, qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, gpt_oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3 };
 
 // The attention and FFN geometry of one layer. Most families repeat one shape; Gemma 4 gives its
 // sliding-window and global layers different head sizes, rotary dims and KV heads, widens the FFN

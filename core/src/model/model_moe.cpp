@@ -1,4 +1,4 @@
-// The mixture-of-experts FFN of one layer (qwen2moe, qwen3moe, gpt-oss), appended to the op list by
+// The mixture-of-experts FFN of one layer (qwen2moe, qwen3moe, qwen35moe, gpt-oss), appended to the op list by
 // build_graph in place of the dense gate/up/down:
 //   router = h·Wr (+ br);  ids, w = MOE_ROUTE(router)           // the n_used experts of each token
 //   g, u = MOE_MATMUL(Wgate, h, ids) (+ bias), MOE_MATMUL(Wup, h, ids) (+ bias);  g = act(g) * u
