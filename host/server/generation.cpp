@@ -1,4 +1,5 @@
 #include "server/generation.h"
+#include "server/harmony.h"
 #include "server/reasoning.h"
 
 #include <algorithm>
@@ -61,7 +62,8 @@ void GenerationJob::prepare_prompts() {
       context["bos_token"] = bos;
       context["eos_token"] = eos;
       text = state_.chat_template.render(context);
-      reasoning_ = template_reasons(state_.chat_template.source());
+      harmony_ = template_is_harmony(state_.chat_template.source());
+      reasoning_ = harmony_ || template_reasons(state_.chat_template.source());
       reasoning_tags_ = server::reasoning_tags(state_.chat_template.source());
       reasoning_starts_inside_ = reasoning_ && prompt_opens_reasoning(text, reasoning_tags_);
     } catch (const Error& e) {

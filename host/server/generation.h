@@ -75,6 +75,8 @@ class GenerationJob {
   bool reasoning() const { return reasoning_; }
   bool reasoning_starts_inside() const { return reasoning_starts_inside_; }
   const ReasoningTags& reasoning_tags() const { return reasoning_tags_; }
+  // gpt-oss: the reply is harmony messages (server/harmony.h), reasoning and calls in their channels.
+  bool harmony() const { return harmony_; }
 
  private:
   void prepare_prompts();
@@ -87,7 +89,7 @@ class GenerationJob {
   std::vector<PreparedPrompt> prompts_;
   std::vector<ChoiceProgress> choices_;
   std::shared_ptr<const CompiledConstraint> constraint_;
-  bool reasoning_ = false, reasoning_starts_inside_ = false;
+  bool reasoning_ = false, reasoning_starts_inside_ = false, harmony_ = false;
   ReasoningTags reasoning_tags_ = kThinkTags;  // structured output, compiled once for every choice
   size_t n_finished_ = 0;
   int64_t n_admitted_ = 0;  // counted in state_.n_unfinished, returned by the engine's final events

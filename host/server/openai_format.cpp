@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "server/harmony.h"
 #include "server/reasoning.h"
 
 #include "tokenizer/tokenizer.h"
@@ -75,17 +76,27 @@ json finish_value(FinishReason reason) {
 // Whether this chat call may answer with tool calls (tools given, tool_choice not "none").
 bool tools_active(const GenerationJob& job) { return job.params().tools && job.params().tools->choice != ToolChoice::none; }
 
-// A reasoning model's reply split at </think>; other replies are all content.
+// A reasoning model's reply split at </think> (or into harmony's channels); other replies are all content.
 SplitReply split_reply(const GenerationJob& job, const std::string& text) {
+  if (job.harmony()) {
+    HarmonyReply h = parse_harmony(text);
+    return {std::move(h.reasoning), std::move(h.content), h.closed};
+  }
   if (!job.reasoning()) return {"", text, true};
   return split_reasoning(text, job.reasoning_starts_inside(), job.reasoning_tags());
 }
 
-// The reply read for tool calls: forced ones are a JSON list; otherwise the family's own format.
-ParsedReply read_reply(GenerationJob& job, const std::string& text) {
+// The reply read for tool calls: forced ones are a JSON list; harmony's are commentary messages to
+// functions.NAME; otherwise the family's own format in the content.
+ParsedReply read_reply(GenerationJob& job, const std::string& text, const SplitReply& split) {
   const ToolChoice choice = job.params().tools->choice;
-  if (choice == ToolChoice::required || choice == ToolChoice::named) return parse_forced_tool_calls(text);
-  return parse_tool_calls(text, tool_call_format(job.state().chat_template.source()));
+  if (choice == ToolChoice::required || choice == ToolChoice::named) return parse_forced_tool_calls(split.content);
+  if (job.harmony()) {
+    ParsedReply reply{split.content, {}};
+    for (HarmonyCall& call : parse_harmony(text).calls) reply.calls.push_back({new_call_id(), call.name, call.arguments});
+    return reply;
+  }
+  return parse_tool_calls(split.content, tool_call_format(job.state().chat_template.source()));
 }
 
 json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index) {
@@ -143,7 +154,7 @@ json chat_response(GenerationJob& job) {
                    {"finish_reason", finish_value(cs[i].finish)}};
     if (job.reasoning()) choice["message"]["reasoning_content"] = split.reasoning.empty() ? json(nullptr) : json(split.reasoning);
     if (tools_active(job)) {
-      const ParsedReply reply = read_reply(job, split.content);
+      const ParsedReply reply = read_reply(job, cs[i].text, split);
       if (!reply.calls.empty()) {
         choice["message"]["content"] = reply.content.empty() ? json(nullptr) : json(reply.content);
         choice["message"]["tool_calls"] = tool_calls_json(reply.calls, false);
@@ -181,7 +192,7 @@ std::vector<json> stream_chunks(GenerationJob& job, const ChoiceEvent& ce) {
       // as content or as tool_calls deltas (each call's arguments in one piece).
       if (e.finish == FinishReason::none) return out;
       const SplitReply split = split_reply(job, c.text);
-      const ParsedReply reply = read_reply(job, split.content);
+      const ParsedReply reply = read_reply(job, c.text, split);
       json delta = reply.calls.empty() ? json{{"content", split.content}} : json{{"tool_calls", tool_calls_json(reply.calls, true)}};
       if (!reply.calls.empty() && !reply.content.empty()) delta["content"] = reply.content;
       if (!split.reasoning.empty()) delta["reasoning_content"] = split.reasoning;
@@ -196,9 +207,9 @@ std::vector<json> stream_chunks(GenerationJob& job, const ChoiceEvent& ce) {
     }
     if (job.reasoning()) {
       // What is safe to send (not a partial </think>), split, and the new part of each side.
-      const std::string ready =
-          e.finish == FinishReason::none ? c.text.substr(0, reasoning_safe_length(c.text, job.reasoning_tags())) : c.text;
-      const SplitReply split = split_reasoning(ready, job.reasoning_starts_inside(), job.reasoning_tags());
+      const size_t safe = job.harmony() ? harmony_safe_length(c.text) : reasoning_safe_length(c.text, job.reasoning_tags());
+      const std::string ready = e.finish == FinishReason::none ? c.text.substr(0, safe) : c.text;
+      const SplitReply split = split_reply(job, ready);
       json delta = json::object();
       if (split.reasoning.size() > c.sent_reasoning) delta["reasoning_content"] = split.reasoning.substr(c.sent_reasoning);
       if (split.content.size() > c.sent_content) delta["content"] = split.content.substr(c.sent_content);

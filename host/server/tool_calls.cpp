@@ -118,6 +118,8 @@ ParsedReply parse_mistral(const std::string& text) {
 
 }  // namespace
 
+std::string new_call_id() { return call_id(); }
+
 std::optional<ToolRequest> parse_tool_request(const json& body) {
   auto tools_it = body.find("tools");
   const bool has_tools = tools_it != body.end() && !tools_it->is_null() && !(tools_it->is_array() && tools_it->empty());

@@ -5,6 +5,7 @@
 //   llama3  {"name": ..., "parameters": {...}}, optionally after <|python_tag|>  (Llama 3.1+)
 //   mistral [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]         (Mistral, Ministral)
 //   gemma4  <|tool_call>call:NAME{key:<|"|>text<|"|>,n:1}<tool_call|>     (Gemma 4; tool_calls_gemma4.h)
+//   harmony <|channel|>commentary to=functions.NAME ...<|message|>{...}    (gpt-oss; harmony.h)
 // tool_choice "required" or a named function is enforced by a grammar instead (vLLM's way): the
 // model writes a JSON array of {"name", "parameters"} objects that always parses, whatever its family.
 #pragma once
@@ -61,6 +62,9 @@ ToolCallFormat tool_call_format(const std::string& template_source);
 // Tool calls in a reply written in `format`; text that only looks like a call (invalid JSON, no
 // name) stays content.
 ParsedReply parse_tool_calls(const std::string& text, ToolCallFormat format);
+
+// A fresh OpenAI-style call id (call_ and 24 random characters).
+std::string new_call_id();
 
 // tool_choice required / named: the grammar of the reply, and its reading.
 GrammarSpec forced_tool_call_grammar(const ToolRequest& tools);

@@ -51,6 +51,16 @@ Vocab::Vocab(VocabData vocab_data) : data(std::move(vocab_data)) {
 
   token_to_id.reserve(data.tokens.size());
   for (int32_t id = 0; id < n_ids; ++id) token_to_id.emplace(data.tokens[id], id);
+  // gpt-oss's harmony vocabulary (o200k_harmony): a reply's message structure is part of its text,
+  // so those tokens print like user-defined ones (llama.cpp does the same).
+  const bool harmony = find("<|return|>") >= 0 && find("<|call|>") >= 0 && find("<|channel|>") >= 0;
+  if (harmony && !data.types.empty()) {
+    for (std::string_view text : {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>"}) {
+      if (const int32_t id = find(text); id >= 0 && data.types[static_cast<size_t>(id)] == TokenType::control) {
+        data.types[static_cast<size_t>(id)] = TokenType::user_defined;
+      }
+    }
+  }
 
   merge_rank.reserve(data.merges.size());
   for (size_t rank = 0; rank < data.merges.size(); ++rank) {
@@ -88,14 +98,21 @@ Vocab::Vocab(VocabData vocab_data) : data(std::move(vocab_data)) {
   }
   static constexpr std::string_view eog_texts[] = {
       "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
-      "<|end_of_text|>", "<｜end▁of▁sentence｜>",
+      "<|end_of_text|>", "<｜end▁of▁sentence｜>", "<|return|>", "<|call|>",
   };
   for (std::string_view text : eog_texts) {
     const int32_t id = find(text);
+    // In harmony <|end|> closes one message of a turn (the reasoning, then the answer): the turn ends
+    // with <|return|>, or <|call|> after a tool call.
+    if (harmony && text == "<|end|>") continue;
     if (id >= 0 && type(id) == TokenType::control &&
         std::find(eog_ids.begin(), eog_ids.end(), id) == eog_ids.end()) {
       eog_ids.push_back(id);
     }
+  }
+  if (harmony) {
+    const int32_t end = find("<|end|>");
+    if (end != data.eos_id) std::erase(eog_ids, end);
   }
 }
 
