@@ -27,7 +27,7 @@ struct Type {
 const Type kTypes[] = {{"F32", LOOM_DTYPE_F32, 1, 4, -1},        {"F16", LOOM_DTYPE_F16, 1, 2, -1},
                        {"BF16", LOOM_DTYPE_BF16, 1, 2, -1},      {"Q8_0", LOOM_DTYPE_Q8_0, 32, 34, 0},
                        {"Q4_0", LOOM_DTYPE_Q4_0, 32, 18, 0},     {"Q5_0", LOOM_DTYPE_Q5_0, 32, 22, 0},     {"Q4_K", LOOM_DTYPE_Q4_K, 256, 144, 0},
-                       {"Q6_K", LOOM_DTYPE_Q6_K, 256, 210, 208}};
+                       {"Q6_K", LOOM_DTYPE_Q6_K, 256, 210, 208}, {"MXFP4", LOOM_DTYPE_MXFP4, 32, 17, -1}};
 
 const loom_backend_i* g_api = nullptr;
 

@@ -45,6 +45,7 @@ MatmulPlan plan_for(loom_dtype type, int64_t n_in, const Kernels& k) {
                                      : type == LOOM_DTYPE_Q4_1   ? &k.q4_1
                                      : type == LOOM_DTYPE_Q5_1   ? &k.q5_1
                                      : type == LOOM_DTYPE_IQ4_NL ? &k.iq4_nl
+                                     : type == LOOM_DTYPE_MXFP4  ? &k.mxfp4
                                                                  : nullptr;
       if (integer != nullptr && integer->tile != nullptr) {
         const bool super_blocks = type == LOOM_DTYPE_Q5_K || type == LOOM_DTYPE_IQ4_XS || type == LOOM_DTYPE_Q2_K ||

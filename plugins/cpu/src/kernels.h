@@ -85,6 +85,8 @@ struct Kernels {
   // keeps its integer tiles for every batch.
   FloatGemm float_gemm{};
   int64_t gemm_min_tokens = 0;
+  // MXFP4 on BlockQ8 rows (gpt-oss's experts); {nullptr, nullptr}: rows decode to floats instead.
+  WeightKernels mxfp4{nullptr, nullptr};
 };
 
 const Kernels& scalar_kernels();

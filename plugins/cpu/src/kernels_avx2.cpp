@@ -290,7 +290,8 @@ const Kernels kAvx2 = {"avx2",
                        avx2_q2_k_kernels(),
                        avx2_q3_k_kernels(),
                        avx2_float_gemm(),
-                       kGemmMinTokens};
+                       kGemmMinTokens,
+                       avx2_mxfp4_kernels()};
 
 }  // namespace
 

@@ -1,4 +1,4 @@
-// AVX2 kernels for Q2_K, Q3_K, Q5_K, IQ4_XS (on BlockQ8K rows), Q4_1, Q5_1 and IQ4_NL (on BlockQ8 rows): one weight row x up to kMaxTile BlockQ8K activation rows, and
+// AVX2 kernels for Q2_K, Q3_K, Q5_K, IQ4_XS (on BlockQ8K rows), Q4_1, Q5_1, IQ4_NL and MXFP4 (on BlockQ8 rows): one weight row x up to kMaxTile BlockQ8K activation rows, and
 // the decode loop over many rows. Each 256-value block is unpacked once per tile; the integer dot
 // products are exact, so results differ from the reference only in float summation order and the
 // activations' int8 rounding. This file is compiled with -mavx2 -mfma -mf16c.
@@ -9,6 +9,7 @@
 #include "cpu_tensor.h"
 #include "ggml_blocks.h"
 #include "kernels_avx2_common.h"
+#include "mxfp4_decode.h"
 
 namespace loom::cpu {
 namespace {
@@ -285,7 +286,35 @@ void dot_iq4_nl_t(int64_t n, const void* w, const void* x, size_t xs, float* out
   for (int j = 0; j < NX; j++) out[j] = hsum(acc[j]);
 }
 
+// MXFP4 (gpt-oss's experts): IQ4_NL's kernel with the E2M1 levels (doubled, so they are integers) and
+// the block's E8M0 exponent as ggml's half scale, on the same BlockQ8 activations ggml uses.
+template <int NX>
+void dot_mxfp4_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
+  const auto* wb = static_cast<const loom_block_mxfp4*>(w);
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(plugin_support::kMxfp4Levels)));
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NX];
+  for (int j = 0; j < NX; j++) acc[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; b++) {
+    const __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles_32(wb[b].qs));
+    const __m256i aq = _mm256_sign_epi8(q, q);
+    const float dw = plugin_support::mxfp4_half_scale(wb[b].e);
+    for (int j = 0; j < NX; j++) {
+      const BlockQ8& yb = act_row<BlockQ8>(x, xs, j)[b];
+      const __m256i y = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(yb.qs)), q);
+      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, y), ones);
+      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * yb.d), sum_i32(p), acc[j]);
+    }
+  }
+  for (int j = 0; j < NX; j++) out[j] = hsum(acc[j]);
+}
+
 }  // namespace
+
+WeightKernels avx2_mxfp4_kernels() {
+  return {tile_dispatch<dot_mxfp4_t<1>, dot_mxfp4_t<2>, dot_mxfp4_t<3>, dot_mxfp4_t<4>>, rows_dot<dot_mxfp4_t<1>>};
+}
 
 WeightKernels avx2_q4_1_kernels() {
   return {tile_dispatch<dot_q4_1_t<1>, dot_q4_1_t<2>, dot_q4_1_t<3>, dot_q4_1_t<4>>, rows_dot<dot_q4_1_t<1>>, quantize_q8_sum,
@@ -324,6 +353,7 @@ WeightKernels avx2_iq4_xs_kernels() { return {nullptr, nullptr}; }
 WeightKernels avx2_q4_1_kernels() { return {nullptr, nullptr}; }
 WeightKernels avx2_q5_1_kernels() { return {nullptr, nullptr}; }
 WeightKernels avx2_iq4_nl_kernels() { return {nullptr, nullptr}; }
+WeightKernels avx2_mxfp4_kernels() { return {nullptr, nullptr}; }
 }  // namespace loom::cpu
 
 #endif

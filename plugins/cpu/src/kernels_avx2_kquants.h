@@ -15,5 +15,6 @@ WeightKernels avx2_iq4_xs_kernels();
 WeightKernels avx2_q4_1_kernels();
 WeightKernels avx2_q5_1_kernels();
 WeightKernels avx2_iq4_nl_kernels();
+WeightKernels avx2_mxfp4_kernels();
 
 }  // namespace loom::cpu
