@@ -3,6 +3,8 @@ const uint ACT_SILU = 1u;
 const uint ACT_GELU_TANH = 2u;
 const uint ACT_GELU_ERF = 3u;
 const uint ACT_RELU = 4u;
+const uint ACT_SIGMOID = 6u;   // ABI 1.5
+const uint ACT_SOFTPLUS = 7u;  // ABI 1.6, ggml's cut-off at 20
 
 // erf by Abramowitz & Stegun 7.1.26 refined: |error| < 1.2e-7 (Numerical Recipes erfc, Chebyshev).
 float erf_approx(float x) {
@@ -19,5 +21,7 @@ float activation(uint act, float x) {
   if (act == ACT_GELU_TANH) return 0.5 * x * (1.0 + safe_tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
   if (act == ACT_GELU_ERF) return 0.5 * x * (1.0 + erf_approx(x * 0.7071067811865476));
   if (act == ACT_RELU) return x > 0.0 ? x : 0.0;
+  if (act == ACT_SIGMOID) return 1.0 / (1.0 + exp(-x));
+  if (act == ACT_SOFTPLUS) return x > 20.0 ? x : log(1.0 + exp(x));
   return x;
 }

@@ -17,6 +17,9 @@ const uint ERR_SEQ_ROWS = 3u;
 const uint ERR_SEQ_CTX = 4u;
 const uint ERR_SEQ_TABLE = 5u;
 const uint ERR_BLOCK = 6u;
+const uint ERR_STATE_ROWS = 7u;
+const uint ERR_STATE_SLOT = 8u;
+const uint ERR_STATE_SHARED = 9u;
 
 // The first error of a submission wins; its detail value is kept beside it.
 void report_error(uint code, uint value) {

@@ -26,6 +26,11 @@ struct VkOpRules : plugin_support::BaseOpRules {
   // rope.comp divides by the factors and takes YaRN's blend from the host's frequency table.
   static constexpr bool kRopeFreqFactors = true;
   static constexpr bool kRopeYarn = true;
+  // activation.glsl has both; ssm_conv.comp and gated_delta_net.comp are the recurrent ops (with
+  // their own size limits, checked when recording).
+  static constexpr bool kSigmoid = true;
+  static constexpr bool kSoftplus = true;
+  static constexpr bool kRecurrent = true;
 
   [[noreturn]] static void invalid(const std::string& message) { vk::invalid(message); }
   [[noreturn]] static void unsupported(const std::string& message) { vk::unsupported(message); }

@@ -247,6 +247,49 @@ void record_attention(Context& ctx, Stream& s, const OpArgs& a) {
   s.dispatch(variant(ctx, "paged_attention"), bindings, p.w, p.bytes(), uint64_t(q.ne[2]), uint64_t(q.ne[1]));
 }
 
+void record_ssm_conv(Context& ctx, Stream& s, const OpArgs& a) {
+  const Tensor &x = a.src[0], &w = a.src[1], &states = a.src[2], &seqs = a.src[3], &d = a.dst;
+  if (w.ne[0] > 16) unsupported("SSM_CONV: the vulkan backend convolves at most 16 taps, got " + std::to_string(w.ne[0]));
+  const Bound bx = bind(ctx, x, "src0 (x)"), bw = bind(ctx, w, "src1 (weight)"), bs = bind(ctx, states, "src2 (states)");
+  const Bound bq = bind(ctx, seqs, "src3 (seqs)"), bd = bind(ctx, d, "dst");
+  Binding bindings[kBindings] = {};
+  bindings[0] = bx.binding;
+  bindings[1] = bw.binding;
+  bindings[2] = bs.binding;
+  bindings[3] = bq.binding;
+  bindings[4] = bd.binding;
+  Push p;
+  p.u(bx.rel).u(x.nb[1]).u(bw.rel).u(w.nb[1]).u(bs.rel).u(states.nb[1]).u(states.nb[2]).u(bq.rel).u(seqs.nb[1]);
+  p.u(bd.rel).u(d.nb[1]).u(x.ne[0]).u(x.ne[1]).u(w.ne[0]).u(states.ne[2]).u(seqs.ne[1]);
+  s.dispatch("ssm_conv", bindings, p.w, p.bytes(), ceil_div(uint64_t(x.ne[0]), 64), uint64_t(seqs.ne[1]));
+}
+
+void record_gated_delta_net(Context& ctx, Stream& s, const OpArgs& a) {
+  const Tensor &qk = a.src[0], &v = a.src[1], &g = a.src[2], &beta = a.src[3], &states = a.src[4], &seqs = a.src[5], &d = a.dst;
+  if (qk.ne[0] > 256) unsupported("GATED_DELTA_NET: the vulkan backend takes key heads of at most 256, got " + std::to_string(qk.ne[0]));
+  const Bound bqk = bind(ctx, qk, "src0 (qk)"), bv = bind(ctx, v, "src1 (v)"), bg = bind(ctx, g, "src2 (g)");
+  const Bound bb = bind(ctx, beta, "src3 (beta)"), bs = bind(ctx, states, "src4 (states)"), bq = bind(ctx, seqs, "src5 (seqs)");
+  const Bound bd = bind(ctx, d, "dst");
+  Binding bindings[kBindings] = {};
+  bindings[0] = bqk.binding;
+  bindings[1] = bv.binding;
+  bindings[2] = bg.binding;
+  bindings[3] = bb.binding;
+  bindings[4] = bs.binding;
+  bindings[5] = bq.binding;
+  bindings[6] = bd.binding;
+  Push p;
+  p.u(bqk.rel).u(qk.nb[1]).u(qk.nb[2]).u(qk.nb[3]);
+  p.u(bv.rel).u(v.nb[1]).u(v.nb[2]);
+  p.u(bg.rel).u(g.nb[1]).u(bb.rel).u(beta.nb[1]);
+  p.u(bs.rel).u(states.nb[1]).u(states.nb[2]).u(states.nb[3]);
+  p.u(bq.rel).u(seqs.nb[1]);
+  p.u(bd.rel).u(d.nb[1]).u(d.nb[2]);
+  p.u(qk.ne[0]).u(qk.ne[1]).u(v.ne[0]).u(qk.ne[3]).u(states.ne[3]).u(seqs.ne[1]).u(a.params.delta_normalize_qk ? 1 : 0);
+  p.f(a.params.delta_l2_eps).f(a.params.delta_q_scale);
+  s.dispatch("gated_delta_net", bindings, p.w, p.bytes(), uint64_t(v.ne[1]), uint64_t(seqs.ne[1]));
+}
+
 }  // namespace
 
 void record_op(Context& ctx, Stream& s, const OpArgs& a) {
@@ -269,6 +312,8 @@ void record_op(Context& ctx, Stream& s, const OpArgs& a) {
     case LOOM_OP_ROPE: return record_rope(ctx, s, a);
     case LOOM_OP_STORE_KV: return record_store_kv(ctx, s, a);
     case LOOM_OP_PAGED_ATTENTION: return record_attention(ctx, s, a);
+    case LOOM_OP_SSM_CONV: return record_ssm_conv(ctx, s, a);
+    case LOOM_OP_GATED_DELTA_NET: return record_gated_delta_net(ctx, s, a);
     default: unsupported("op type " + std::to_string(a.type) + " is not implemented by the vulkan backend");
   }
 }

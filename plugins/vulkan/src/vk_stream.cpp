@@ -19,6 +19,9 @@ std::string status_message(uint32_t code, uint32_t value) {
     case 4: return "PAGED_ATTENTION: sequence " + v + ": context length is shorter than its query rows";
     case 5: return "PAGED_ATTENTION: sequence " + v + ": context length needs more blocks than its table holds";
     case 6: return "PAGED_ATTENTION: block " + v + " is outside the cache";
+    case 7: return "SSM_CONV / GATED_DELTA_NET: sequence " + v + ": its rows are outside the batch";
+    case 8: return "SSM_CONV / GATED_DELTA_NET: state slot " + v + " is outside the pool";
+    case 9: return "SSM_CONV / GATED_DELTA_NET: two sequences share state slot " + v;
     default: return "vulkan backend: shader reported error code " + std::to_string(code);
   }
 }
