@@ -31,6 +31,8 @@ struct VkOpRules : plugin_support::BaseOpRules {
   static constexpr bool kSigmoid = true;
   static constexpr bool kSoftplus = true;
   static constexpr bool kRecurrent = true;
+  // moe_route.comp, moe_matvec.comp (every weight type) and moe_sum.comp.
+  static constexpr bool kMoe = true;
 
   [[noreturn]] static void invalid(const std::string& message) { vk::invalid(message); }
   [[noreturn]] static void unsupported(const std::string& message) { vk::unsupported(message); }

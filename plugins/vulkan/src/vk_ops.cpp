@@ -290,6 +290,60 @@ void record_gated_delta_net(Context& ctx, Stream& s, const OpArgs& a) {
   s.dispatch("gated_delta_net", bindings, p.w, p.bytes(), uint64_t(v.ne[1]), uint64_t(seqs.ne[1]));
 }
 
+void record_moe_route(Context& ctx, Stream& s, const OpArgs& a) {
+  const Tensor &logits = a.src[0], &ids = a.src[1], &w = a.dst;
+  if (logits.ne[0] > 512) unsupported("MOE_ROUTE: the vulkan backend routes at most 512 experts, got " + std::to_string(logits.ne[0]));
+  const Bound bl = bind(ctx, logits, "src0 (router logits)"), bi = bind(ctx, ids, "src1 (ids)"), bw = bind(ctx, w, "dst (weights)");
+  Binding bindings[kBindings] = {};
+  bindings[0] = bl.binding;
+  bindings[1] = bi.binding;
+  bindings[2] = bw.binding;
+  Push p;
+  p.u(bl.rel).u(logits.nb[1]).u(bi.rel).u(ids.nb[1]).u(bw.rel).u(w.nb[1]);
+  p.u(logits.ne[0]).u(a.params.moe_n_used).u(logits.ne[1]).u(uint32_t(a.params.moe_gating)).u(a.params.moe_normalize ? 1 : 0);
+  p.f(a.params.scale);
+  s.dispatch("moe_route", bindings, p.w, p.bytes(), ceil_div(uint64_t(logits.ne[1]), 64), 1);
+}
+
+void record_moe_matmul(Context& ctx, Stream& s, const OpArgs& a) {
+  const Tensor &w = a.src[0], &x = a.src[1], &ids = a.src[2], &d = a.dst;
+  const bool bias = a.n_src > 3 && a.src[3].present;
+  const Bound bw = bind(ctx, w, "src0 (expert weights)"), bx = bind(ctx, x, "src1 (x)"), bi = bind(ctx, ids, "src2 (ids)");
+  const Bound bd = bind(ctx, d, "dst");
+  Binding bindings[kBindings] = {};
+  bindings[0] = bw.binding;
+  bindings[1] = bx.binding;
+  bindings[2] = bi.binding;
+  bindings[4] = bd.binding;
+  Push p;
+  p.u(bw.rel).u(w.nb[1]).u(w.nb[2]).u(bx.rel).u(x.nb[1]).u(x.nb[2]).u(bi.rel).u(ids.nb[1]);
+  if (bias) {
+    const Bound bb = bind(ctx, a.src[3], "src3 (bias)");
+    bindings[3] = bb.binding;
+    p.u(bb.rel).u(a.src[3].nb[1]);
+  } else {
+    bindings[3] = bx.binding;  // never read; keeps every declared binding valid
+    p.u(0).u(0);
+  }
+  p.u(bd.rel).u(d.nb[1]).u(d.nb[2]);
+  p.u(w.ne[0]).u(w.ne[1]).u(ids.ne[0]).u(ids.ne[1]).u(w.ne[2]).u(x.ne[1] == 1 ? 1 : 0).u(bias ? 1 : 0);
+  s.dispatch("moe_matvec_" + weight_suffix(w.dtype), bindings, p.w, p.bytes(), ceil_div(uint64_t(w.ne[1]), 64),
+             uint64_t(ids.ne[0] * ids.ne[1]));
+}
+
+void record_moe_sum(Context& ctx, Stream& s, const OpArgs& a) {
+  const Tensor &src = a.src[0], &w = a.src[1], &d = a.dst;
+  const Bound bs = bind(ctx, src, "src0"), bw = bind(ctx, w, "src1 (weights)"), bd = bind(ctx, d, "dst");
+  Binding bindings[kBindings] = {};
+  bindings[0] = bs.binding;
+  bindings[1] = bw.binding;
+  bindings[2] = bd.binding;
+  Push p;
+  p.u(bs.rel).u(src.nb[1]).u(src.nb[2]).u(bw.rel).u(w.nb[1]).u(bd.rel).u(d.nb[1]);
+  p.u(src.ne[0]).u(src.ne[1]).u(src.ne[2]);
+  s.dispatch("moe_sum", bindings, p.w, p.bytes(), ceil_div(uint64_t(src.ne[0]), 64), uint64_t(src.ne[2]));
+}
+
 }  // namespace
 
 void record_op(Context& ctx, Stream& s, const OpArgs& a) {
@@ -313,6 +367,9 @@ void record_op(Context& ctx, Stream& s, const OpArgs& a) {
     case LOOM_OP_STORE_KV: return record_store_kv(ctx, s, a);
     case LOOM_OP_PAGED_ATTENTION: return record_attention(ctx, s, a);
     case LOOM_OP_SSM_CONV: return record_ssm_conv(ctx, s, a);
+    case LOOM_OP_MOE_ROUTE: return record_moe_route(ctx, s, a);
+    case LOOM_OP_MOE_MATMUL: return record_moe_matmul(ctx, s, a);
+    case LOOM_OP_MOE_SUM: return record_moe_sum(ctx, s, a);
     case LOOM_OP_GATED_DELTA_NET: return record_gated_delta_net(ctx, s, a);
     default: unsupported("op type " + std::to_string(a.type) + " is not implemented by the vulkan backend");
   }

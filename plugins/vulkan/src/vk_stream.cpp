@@ -22,6 +22,7 @@ std::string status_message(uint32_t code, uint32_t value) {
     case 7: return "SSM_CONV / GATED_DELTA_NET: sequence " + v + ": its rows are outside the batch";
     case 8: return "SSM_CONV / GATED_DELTA_NET: state slot " + v + " is outside the pool";
     case 9: return "SSM_CONV / GATED_DELTA_NET: two sequences share state slot " + v;
+    case 10: return "MOE_MATMUL: expert id " + v + " is outside the expert tensor";
     default: return "vulkan backend: shader reported error code " + std::to_string(code);
   }
 }

@@ -56,6 +56,9 @@ struct OpParams {
   uint32_t block_size = 0;
   uint32_t sliding_window = 0;
   float softcap = 0.0f;
+  uint32_t moe_n_used = 0;  // MOE_ROUTE (ABI 1.5; scale is its weight scale)
+  loom_moe_gating moe_gating = LOOM_MOE_GATING_SOFTMAX;
+  bool moe_normalize = false;
   float delta_q_scale = 1.0f;  // GATED_DELTA_NET (ABI 1.6)
   bool delta_normalize_qk = false;
   float delta_l2_eps = 0.0f;
