@@ -140,3 +140,24 @@ TEST_CASE("qwen35: a session cut back recomputes its state from the kept tokens"
   const std::vector<float> got = edited.prefill(std::vector<int32_t>(tokens.begin() + 12, tokens.end()));
   CHECK(max_abs_diff(got, expected) <= 1e-3);
 }
+
+TEST_CASE("a backend without the recurrent or mixture-of-experts ops refuses those models at load naming the op",
+          "[model][hybrid][moe]") {
+  // The CPU backend switched to answer UNSUPPORTED for the ops, as a backend lacking them does.
+  auto lacking = loom::Backend::create(loom::find_backend_plugin(loom::test::model_test_config(), "cpu"),
+                                       R"({"threads": 1, "without_ops": "SSM_CONV,GATED_DELTA_NET,MOE_ROUTE"})");
+  for (const char* arch : {"qwen35", "qwen3moe", "qwen35moe"}) {
+    INFO(arch);
+    const auto path = loom::test::write_small_model(loom::test::small_spec(arch, LOOM_DTYPE_F32, 5), std::string("lacking-") + arch);
+    try {
+      loom::Model::load(path, *lacking);
+      FAIL("the model loaded on a backend without its ops");
+    } catch (const loom::Error& e) {
+      const std::string message = e.what();
+      INFO(message);
+      CHECK(message.find(std::string(arch) == "qwen3moe" ? "MOE_ROUTE" : "SSM_CONV") != std::string::npos);
+      CHECK(message.find(arch) != std::string::npos);
+      CHECK(message.find("does not implement") != std::string::npos);
+    }
+  }
+}

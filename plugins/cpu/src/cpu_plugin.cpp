@@ -9,7 +9,9 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
+#include "backend_op_validation.h"
 #include "flat_json.h"
 #include "fast_ops.h"
 #include "loom/loom.h"
@@ -24,6 +26,9 @@ struct loom_backend {
   std::unique_ptr<loom::cpu::FastOps> fast;  // null in reference mode
   std::unique_ptr<loom::cpu::OpProfile> profile;  // only with LOOM_CPU_PROFILE set
   std::string device_name;
+  // config "without_ops": op names this instance answers UNSUPPORTED for, as a backend that lacks
+  // them would (how a host's refusal of such a backend is tested without one).
+  std::vector<loom_op_type> without_ops;
 };
 
 // Streams execute synchronously: every op and copy has finished when its enqueue call returns, and
@@ -124,6 +129,18 @@ loom_status create(const loom_host_services* host, const char* config_json, loom
     if (threads < 1 || threads > 1024) invalid("config_json: \"threads\" must be in [1, 1024], got " + std::to_string(threads));
     const auto simd = config.find("simd");  // "auto" (default), "avx512", "avx2" or "scalar"
     const std::string simd_level = simd == config.end() ? "auto" : simd->second;
+    if (const auto without = config.find("without_ops"); without != config.end()) {
+      std::istringstream names(without->second);
+      for (std::string op_name; std::getline(names, op_name, ',');) {
+        loom_op_type found = 0;
+        for (loom_op_type t = 1; t < 64; ++t) {
+          const char* known = plugin_support::op_type_name(t);
+          if (known != nullptr && op_name == known) found = t;
+        }
+        if (found == 0) invalid("config_json: \"without_ops\" names unknown op '" + op_name + "'");
+        backend->without_ops.push_back(found);
+      }
+    }
     std::ostringstream name;
     if (backend->reference) {
       name << "CPU reference (plain loops, 1 thread)";
@@ -188,6 +205,9 @@ loom_status get_caps(loom_backend_t* backend, loom_backend_caps* out) {
 loom_status supports_op(loom_backend_t* backend, const loom_op* op, char* reason, uint32_t reason_size) {
   if (op == nullptr) return LOOM_STATUS_INVALID_ARGUMENT;
   try {
+    if (backend != nullptr && std::find(backend->without_ops.begin(), backend->without_ops.end(), op->type) != backend->without_ops.end()) {
+      unsupported(std::string(plugin_support::op_type_name(op->type)) + " is switched off by this instance's config (without_ops)");
+    }
     resolve_op(*op, /*need_buffers=*/false);
     write_message(reason, reason_size, "");
     return LOOM_STATUS_OK;

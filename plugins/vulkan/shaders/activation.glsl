@@ -25,3 +25,11 @@ float activation(uint act, float x) {
   if (act == ACT_SOFTPLUS) return x > 20.0 ? x : log(1.0 + exp(x));
   return x;
 }
+
+// One element of a gated unit: act(g) * u, or gpt-oss's clamped form for SWIGLU_OAI (5, ABI 1.5).
+const uint ACT_SWIGLU_OAI = 5u;
+float glu_value(uint act, float g, float u) {
+  if (act != ACT_SWIGLU_OAI) return activation(act, g) * u;
+  float x = min(g, 7.0), y = clamp(u, -7.0, 7.0);
+  return x / (1.0 + exp(-1.702 * x)) * (y + 1.0);
+}

@@ -84,6 +84,21 @@ void decode_chunk(uint row, uint c, uint n_in, out float v[32]) {
   iq4_nibbles(b + 2u, w_f16(b), v);
 }
 #define DECODED_ELSEWHERE
+#elif defined(WTYPE_MXFP4)
+// 17 bytes: an E8M0 exponent, 16 bytes of E2M1 indices (gpt-oss's experts). ggml's levels doubled
+// with its "half" scale 2^(e - 128), subnormal for e < 2; blocks are byte-aligned, read byte by byte.
+const float MXFP4_LEVELS[16] = float[16](0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 0.0, -1.0, -2.0, -3.0, -4.0, -6.0, -8.0, -12.0);
+void decode_chunk(uint row, uint c, uint n_in, out float v[32]) {
+  uint b = row + c * 17u;
+  uint e = w_u8(b);
+  float d = uintBitsToFloat(e < 2u ? 0x00200000u << e : (e - 1u) << 23);
+  [[unroll]] for (uint j = 0u; j < 16u; j++) {
+    uint q = w_u8(b + 1u + j);
+    v[j] = MXFP4_LEVELS[q & 0xfu] * d;
+    v[j + 16u] = MXFP4_LEVELS[q >> 4] * d;
+  }
+}
+#define DECODED_ELSEWHERE
 #elif defined(WTYPE_IQ4_XS)
 // 136 bytes: d, scales_h (2 bits per sub-block), scales_l[4] (4 bits per sub-block), 128 bytes of
 // codebook indices; sub-block ib's scale is d * (6-bit scale - 32).

@@ -12,6 +12,6 @@ void main() {
   for (uint r = gl_WorkGroupID.y; r < pc.n_rows; r += gl_NumWorkGroups.y) {
     uint a = a_row(r) >> 2, b = b_row(r) >> 2, d = d_row(r) >> 2;
     for (uint i = gl_GlobalInvocationID.x; i < pc.ne0; i += gl_NumWorkGroups.x * 64u)
-      D[d + i] = activation(pc.mode, A[a + i]) * B[b + i];
+      D[d + i] = glu_value(pc.mode, A[a + i], B[b + i]);
   }
 }

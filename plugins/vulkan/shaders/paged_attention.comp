@@ -4,6 +4,7 @@
 // (one key per invocation for the score), with an online softmax: running max m, running sum l and
 // the output accumulator rescaled by exp(m_old - m_new) per tile; each invocation owns output
 // dimensions lid, lid + 64, ... (head_dim <= MAX_D). GQA: head h reads kv head h / (n_heads / n_kv_heads).
+// Optional sinks (gpt-oss): one more softmax term per head without a value.
 #define RED_WG 64u
 #define MAX_D 512u
 #include "common.glsl"
@@ -14,6 +15,7 @@ layout(std430, binding = 2) readonly buffer VBuf { uint VC[]; };
 layout(std430, binding = 3) readonly buffer TBuf { int BT[]; };
 layout(std430, binding = 4) readonly buffer SBuf { int SQ[]; };
 layout(std430, binding = 5) writeonly buffer DBuf { float D[]; };
+layout(std430, binding = 6) readonly buffer SinkBuf { float SINK[]; };  // ABI 1.5, when has_sinks
 layout(push_constant) uniform Push {
   uint q_off, q_nb1, q_nb2;
   uint k_off, k_nb1, k_nb2;
@@ -23,6 +25,7 @@ layout(push_constant) uniform Push {
   uint d_off, d_nb1, d_nb2;
   uint head_dim, n_heads, n_kv_heads, n_tok, n_seqs, n_slots, max_blocks, block_size, sliding_window, kv_dtype;
   float scale, softcap;
+  uint has_sinks, sink_off;
 } pc;
 
 const uint DT_F32 = 0u, DT_F16 = 1u;
@@ -128,6 +131,14 @@ void main() {
           }
         }
         barrier();  // p_s / vrow_s are rewritten by the next tile
+      }
+      if (pc.has_sinks != 0u) {
+        // The sink is one more score with no value: it joins the max and the denominator only.
+        float sink = SINK[(pc.sink_off >> 2) + h];
+        float m_final = max(m, sink);
+        float alpha = m == uintBitsToFloat(0xff800000u) ? 0.0 : exp(m - m_final);
+        l = l * alpha + exp(sink - m_final);
+        [[unroll]] for (uint k = 0u; k < MAX_D / 64u; k++) acc[k] *= alpha;
       }
       uint o = (pc.d_off + h * pc.d_nb1 + t * pc.d_nb2) >> 2;
       float inv_l = l > 0.0 ? 1.0 / l : 0.0;

@@ -10,6 +10,7 @@ namespace {
 
 // Shaders read whole words: 4-byte alignment for 32-bit data, 2 for 16-bit data and blocks.
 uint64_t word_alignment(loom_dtype dtype) {
+  if (dtype == LOOM_DTYPE_MXFP4) return 1;  // 17-byte blocks: the shaders read them byte by byte
   return (dtype == LOOM_DTYPE_F32 || dtype == LOOM_DTYPE_I32 || dtype == LOOM_DTYPE_INT8_KV) ? 4 : 2;
 }
 
@@ -33,6 +34,9 @@ struct VkOpRules : plugin_support::BaseOpRules {
   static constexpr bool kRecurrent = true;
   // moe_route.comp, moe_matvec.comp (every weight type) and moe_sum.comp.
   static constexpr bool kMoe = true;
+  // gpt-oss: paged_attention.comp's sinks and glu.comp's clamped SwiGLU.
+  static constexpr bool kAttentionSinks = true;
+  static constexpr bool kSwigluOai = true;
 
   [[noreturn]] static void invalid(const std::string& message) { vk::invalid(message); }
   [[noreturn]] static void unsupported(const std::string& message) { vk::unsupported(message); }
@@ -109,6 +113,7 @@ TypeLayout type_layout(loom_dtype type) {
     case LOOM_DTYPE_Q3_K: return {LOOM_QK_K, 110};
     case LOOM_DTYPE_Q5_K: return {LOOM_QK_K, 176};
     case LOOM_DTYPE_IQ4_XS: return {LOOM_QK_K, 136};
+    case LOOM_DTYPE_MXFP4: return {LOOM_QK_MXFP4, sizeof(loom_block_mxfp4)};
     case LOOM_DTYPE_INT8_KV: return {1, 1};
     default: return {};
   }
@@ -133,6 +138,7 @@ const char* dtype_name(loom_dtype type) {
     case LOOM_DTYPE_Q8_K: return "Q8_K";
     case LOOM_DTYPE_IQ4_NL: return "IQ4_NL";
     case LOOM_DTYPE_IQ4_XS: return "IQ4_XS";
+    case LOOM_DTYPE_MXFP4: return "MXFP4";
     case LOOM_DTYPE_INT8_KV: return "INT8_KV";
     case LOOM_DTYPE_I8_ROW: return "I8_ROW";
     case LOOM_DTYPE_I4_G128: return "I4_G128";
@@ -162,7 +168,8 @@ bool is_weight_dtype(loom_dtype type) {
     case LOOM_DTYPE_Q5_K:
     case LOOM_DTYPE_Q6_K:
     case LOOM_DTYPE_IQ4_NL:
-    case LOOM_DTYPE_IQ4_XS: return true;
+    case LOOM_DTYPE_IQ4_XS:
+    case LOOM_DTYPE_MXFP4: return true;
     default: return false;
   }
 }

@@ -68,6 +68,7 @@ std::string weight_suffix(loom_dtype dtype) {
     case LOOM_DTYPE_Q6_K: return "q6_k";
     case LOOM_DTYPE_IQ4_NL: return "iq4_nl";
     case LOOM_DTYPE_IQ4_XS: return "iq4_xs";
+    case LOOM_DTYPE_MXFP4: return "mxfp4";
     default: unsupported(std::string("no shader for weight dtype ") + dtype_name(dtype));
   }
 }
@@ -235,6 +236,10 @@ void record_attention(Context& ctx, Stream& s, const OpArgs& a) {
   bindings[3] = bt_b.binding;
   bindings[4] = bs.binding;
   bindings[5] = bd.binding;
+  const bool sinks = a.n_src > 5 && a.src[5].present;
+  Bound bsink = bq;  // never read without sinks; keeps every declared binding valid
+  if (sinks) bsink = bind(ctx, a.src[5], "src5 (sinks)");
+  bindings[6] = bsink.binding;
   Push p;
   p.u(bq.rel).u(q.nb[1]).u(q.nb[2]);
   p.u(bk.rel).u(kc.nb[1]).u(kc.nb[2]);
@@ -244,6 +249,7 @@ void record_attention(Context& ctx, Stream& s, const OpArgs& a) {
   p.u(bd.rel).u(d.nb[1]).u(d.nb[2]);
   p.u(q.ne[0]).u(q.ne[1]).u(kc.ne[1]).u(q.ne[2]).u(seqs.ne[1]).u(kc.ne[2]).u(bt.ne[0]).u(a.params.block_size);
   p.u(a.params.sliding_window).u(uint32_t(kc.dtype)).f(a.params.attn_scale).f(a.params.softcap);
+  p.u(sinks ? 1 : 0).u(sinks ? bsink.rel : 0);
   s.dispatch(variant(ctx, "paged_attention"), bindings, p.w, p.bytes(), uint64_t(q.ne[2]), uint64_t(q.ne[1]));
 }
 
