@@ -39,6 +39,12 @@ float* f32_at(const Tensor& t, int64_t i1, int64_t i2 = 0, int64_t i3 = 0) { ret
 
 }  // namespace
 
+float dot_in_order(const float* a, const float* b, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
 void ssm_conv(const OpArgs& a, const TaskRunner& run) {
   const Tensor &x = a.src[0], &w = a.src[1], &states = a.src[2];
   const int64_t channels = x.ne[0], n_tok = x.ne[1], d_conv = w.ne[0], d_state = d_conv - 1;
@@ -46,28 +52,41 @@ void ssm_conv(const OpArgs& a, const TaskRunner& run) {
   constexpr int64_t kChannelsPerTask = 64;
   const int64_t n_tasks = (channels + kChannelsPerTask - 1) / kChannelsPerTask;
   run(n_tasks, [&](int64_t task) {
-    const int64_t c0 = task * kChannelsPerTask, c1 = std::min(channels, c0 + kChannelsPerTask);
-    std::vector<float> window(static_cast<size_t>(d_conv));
+    const int64_t c0 = task * kChannelsPerTask, c1 = std::min(channels, c0 + kChannelsPerTask), cb = c1 - c0;
+    // Tap-major copies of the block's kernel and of its window (a ring of d_conv rows of cb channels),
+    // so every inner loop runs along the channels, which x and dst store contiguously.
+    std::vector<float> taps(static_cast<size_t>(d_conv * cb)), ring(static_cast<size_t>(d_conv * cb)), acc(static_cast<size_t>(cb));
+    for (int64_t c = 0; c < cb; ++c) {
+      for (int64_t i = 0; i < d_conv; ++i) taps[static_cast<size_t>(i * cb + c)] = f32_at(w, c0 + c)[i];
+    }
+    auto ring_row = [&](int64_t r) { return ring.data() + r % d_conv * cb; };
     for (const SeqEntry& s : seqs) {
-      for (int64_t c = c0; c < c1; ++c) {
-        float* state = f32_at(states, c, s.slot);
-        const float* weight = f32_at(w, c);
-        for (int64_t i = 0; i < d_state; ++i) window[static_cast<size_t>(i)] = s.fresh ? 0.0f : state[i];
-        for (int64_t t = 0; t < s.n; ++t) {
-          // Read the input before writing the output: dst may be x itself.
-          window[static_cast<size_t>(d_state)] = f32_at(x, s.first + t)[c];
-          float sum = 0.0f;
-          for (int64_t i = 0; i < d_conv; ++i) sum += window[static_cast<size_t>(i)] * weight[i];
-          f32_at(a.dst, s.first + t)[c] = sum;
-          std::copy(window.begin() + 1, window.end(), window.begin());
+      for (int64_t c = 0; c < cb; ++c) {
+        const float* state = f32_at(states, c0 + c, s.slot);
+        for (int64_t i = 0; i < d_state; ++i) ring[static_cast<size_t>(i * cb + c)] = s.fresh ? 0.0f : state[i];
+      }
+      int64_t oldest = 0;  // the ring row holding the window's first tap
+      for (int64_t t = 0; t < s.n; ++t) {
+        float* newest = ring_row(oldest + d_state);
+        std::copy_n(f32_at(x, s.first + t) + c0, cb, newest);  // read before the write below: dst may be x
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t i = 0; i < d_conv; ++i) {
+          const float* in = ring_row(oldest + i);
+          const float* tap = taps.data() + i * cb;
+          for (int64_t c = 0; c < cb; ++c) acc[static_cast<size_t>(c)] += tap[c] * in[c];
         }
-        std::copy(window.begin(), window.begin() + d_state, state);
+        std::copy(acc.begin(), acc.end(), f32_at(a.dst, s.first + t) + c0);
+        oldest = (oldest + 1) % d_conv;
+      }
+      for (int64_t c = 0; c < cb; ++c) {
+        float* state = f32_at(states, c0 + c, s.slot);
+        for (int64_t i = 0; i < d_state; ++i) state[i] = ring_row(oldest + i)[c];
       }
     }
   });
 }
 
-void gated_delta_net(const OpArgs& a, const TaskRunner& run) {
+void gated_delta_net(const OpArgs& a, const TaskRunner& run, DotFn dot) {
   const Tensor &qk = a.src[0], &v = a.src[1], &g = a.src[2], &beta = a.src[3], &states = a.src[4];
   const int64_t d_k = qk.ne[0], n_k_heads = qk.ne[1], n_tok = qk.ne[3];
   const int64_t d_v = v.ne[0], n_v_heads = v.ne[1];
@@ -96,18 +115,10 @@ void gated_delta_net(const OpArgs& a, const TaskRunner& run) {
       float* out = f32_at(a.dst, h, t);
       for (int64_t j = 0; j < d_v; ++j) {
         float* row = state + j * d_k;
-        float kv = 0.0f;
-        for (int64_t i = 0; i < d_k; ++i) {
-          row[i] *= decay;
-          kv += row[i] * k[static_cast<size_t>(i)];
-        }
-        const float delta = (vt[j] - kv) * b;
-        float o = 0.0f;
-        for (int64_t i = 0; i < d_k; ++i) {
-          row[i] += k[static_cast<size_t>(i)] * delta;
-          o += row[i] * q[static_cast<size_t>(i)];
-        }
-        out[j] = o * p.delta_q_scale;
+        for (int64_t i = 0; i < d_k; ++i) row[i] *= decay;
+        const float delta = (vt[j] - dot(row, k.data(), d_k)) * b;
+        for (int64_t i = 0; i < d_k; ++i) row[i] += k[static_cast<size_t>(i)] * delta;
+        out[j] = dot(row, q.data(), d_k) * p.delta_q_scale;
       }
     }
   });
