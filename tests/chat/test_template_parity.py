@@ -32,6 +32,7 @@ FAMILIES = [
     "ibm-granite-granite-3.3-2B-Instruct", "ibm-granite-granite-4.0",
     "deepseek-ai-DeepSeek-R1-Distill-Llama-8B", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
     "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use",
+    "openai-gpt-oss-120b",  # harmony: reasoning, tools and the generation prompt
 ]
 
 WEATHER_TOOL = {
