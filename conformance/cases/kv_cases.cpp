@@ -512,6 +512,7 @@ std::vector<Case> kv_cases() {
   add("kv.events_mirror_prefix_cache", case_events_mirror_prefix_cache);
   add("kv.random_ops_no_prefix_cache", [](CaseContext& ctx) { random_run(ctx, {32, 8, false, 3000, 7}); });
   for (Case& c : kv_state_cases()) cases.push_back(std::move(c));
+  for (Case& c : kv_checkpoint_cases()) cases.push_back(std::move(c));
   return cases;
 }
 

@@ -96,4 +96,29 @@ inline std::vector<int32_t> iota_tokens(uint32_t n, int32_t first) {
   return tokens;
 }
 
+// ---- State slots (ABI 1.6) and checkpoints (ABI 1.7) ----
+
+inline int32_t slot_of(const KvInstance& kv, uint64_t seq_id) {
+  int32_t slot = -1;
+  kv.ok(kv->seq_state_slot(kv.get(), seq_id, &slot), "seq_state_slot");
+  return slot;
+}
+
+inline std::vector<loom_kv_state_copy> take_state_copies(const KvInstance& kv) {
+  uint32_t n = 0;
+  const loom_status probe = kv->take_pending_state_copies(kv.get(), nullptr, 0, &n);
+  if (n == 0) {
+    require(probe == LOOM_STATUS_OK, "take_pending_state_copies with nothing pending returned " + status_text(probe));
+    return {};
+  }
+  std::vector<loom_kv_state_copy> copies(n);
+  uint32_t n2 = 0;
+  kv.ok(kv->take_pending_state_copies(kv.get(), copies.data(), n, &n2), "take_pending_state_copies");
+  require(n2 == n, "take_pending_state_copies reported two different counts");
+  return copies;
+}
+
+// A simulated recurrent state: a fold of every token a sequence has seen.
+inline uint64_t fold(uint64_t state, int32_t token) { return (state ^ static_cast<uint32_t>(token)) * 0x100000001b3ull + 1; }
+
 }  // namespace loom::conformance

@@ -49,7 +49,8 @@ struct Case {
 std::vector<Case> abi_cases();      // every kind: version negotiation, struct sizes, NULL slots, init failure
 std::vector<Case> backend_cases();  // each op vs the CPU reference, guard regions, paged attention
 std::vector<Case> kv_cases();
-std::vector<Case> kv_state_cases();  // ABI 1.6 state slots; appended by kv_cases()
+std::vector<Case> kv_state_cases();       // ABI 1.6 state slots; appended by kv_cases()
+std::vector<Case> kv_checkpoint_cases();  // ABI 1.7 state checkpoints; appended by kv_cases()
 std::vector<Case> quantizer_cases();
 std::vector<Case> sampler_cases();
 std::vector<Case> drafter_cases();

@@ -52,14 +52,21 @@ AllocatorConfig parse_config(const char* config_json) {
   }
   if (!j.is_object()) throw std::invalid_argument("kv config: expected a JSON object like {\"n_blocks\": 1024}");
   for (const auto& [key, value] : j.items()) {
-    if (key != "n_blocks" && key != "block_size" && key != "prefix_caching" && key != "n_state_slots") {
+    if (key != "n_blocks" && key != "block_size" && key != "prefix_caching" && key != "n_state_slots" &&
+        key != "n_state_checkpoints") {
       throw std::invalid_argument("kv config: unknown key \"" + key +
-                                  "\" (known: n_blocks, block_size, prefix_caching, n_state_slots)");
+                                  "\" (known: n_blocks, block_size, prefix_caching, n_state_slots, n_state_checkpoints)");
     }
   }
   config.n_blocks = read_count(j, "n_blocks", config.n_blocks, 1, kMaxBlocks);
   config.block_size = read_count(j, "block_size", config.block_size, 1, kMaxBlockSize);
   if (j.contains("n_state_slots")) config.n_state_slots = read_count(j, "n_state_slots", 0, 0, kMaxBlocks);
+  if (j.contains("n_state_checkpoints")) {
+    config.n_state_checkpoints = read_count(j, "n_state_checkpoints", 0, 0, kMaxBlocks);
+    if (config.n_state_checkpoints > 0 && config.n_state_slots == 0) {
+      throw std::invalid_argument("kv config: \"n_state_checkpoints\" keeps sequences' recurrent states and needs \"n_state_slots\" > 0");
+    }
+  }
   if (j.contains("prefix_caching")) {
     if (!j.at("prefix_caching").is_boolean()) {
       throw std::invalid_argument("kv config: \"prefix_caching\" must be true or false");
@@ -190,6 +197,10 @@ loom_status kv_take_pending_state_copies(loom_kv_t* kv, loom_kv_state_copy* out,
   return guarded(kv, [&] { return kv->allocator.take_pending_state_copies(out, cap, out_n); });
 }
 
+loom_status kv_seq_checkpoint_state(loom_kv_t* kv, uint64_t seq_id, uint32_t n_tokens) {
+  return guarded(kv, [&] { return kv->allocator.seq_checkpoint_state(seq_id, n_tokens); });
+}
+
 const loom_kv_i kTable = {
     sizeof(loom_kv_i),      0,
     kv_create,              kv_destroy,
@@ -200,6 +211,7 @@ const loom_kv_i kTable = {
     kv_seq_block_table,     kv_seq_length,
     kv_take_pending_copies, kv_set_event_sink,
     kv_seq_state_slot,      kv_take_pending_state_copies,
+    kv_seq_checkpoint_state,
 };
 
 const loom_plugin_desc kDesc = {

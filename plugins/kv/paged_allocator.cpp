@@ -9,10 +9,15 @@ Outcome fail(loom_status status, std::string message) { return {status, std::mov
 }  // namespace
 
 PagedAllocator::PagedAllocator(const AllocatorConfig& config)
-    : config_(config), pool_(config.n_blocks), cache_(config.n_blocks, config.block_size), state_slots_(config.n_state_slots) {
+    : config_(config),
+      pool_(config.n_blocks),
+      cache_(config.n_blocks, config.block_size),
+      state_slots_(config.n_state_slots),
+      checkpoints_(static_cast<int32_t>(config.n_state_slots), config.n_state_slots > 0 ? config.n_state_checkpoints : 0) {
   // A recurrent state summarises its whole prefix and cannot be cut back to a block boundary, so a
-  // cached block without the state at its end is of no use: no reuse with state slots (loom/kv.h).
-  if (state_slots_.enabled()) config_.is_prefix_caching = false;
+  // cached block without the state at its end is of no use: without checkpoints, no reuse with
+  // state slots (loom/kv.h).
+  if (state_slots_.enabled() && !checkpoints_.enabled()) config_.is_prefix_caching = false;
   // Reusing a cached block for new content drops its old registration first.
   pool_.on_evict = [this](int32_t block_id) { unregister(block_id); };
 }
@@ -31,28 +36,46 @@ loom_kv_stats PagedAllocator::stats() const {
   s.tokens_reused = n_tokens_reused_;
   s.n_state_slots = state_slots_.n_slots();
   s.n_state_free = state_slots_.n_free();
+  s.n_state_checkpoints = checkpoints_.n_slots();
+  s.n_checkpoints_held = checkpoints_.n_held();
   return s;
+}
+
+std::vector<int32_t> PagedAllocator::registered_chain(const int32_t* tokens, uint32_t n_blocks, uint32_t* n_queries) const {
+  const uint32_t bs = config_.block_size;
+  std::vector<int32_t> chain;
+  uint64_t parent_hash = kRootHash;
+  int32_t parent_block = kNoBlock;
+  for (uint32_t i = 0; i < n_blocks; ++i) {
+    const int32_t* block_tokens = tokens + static_cast<size_t>(i) * bs;
+    const uint64_t hash = chain_hash(parent_hash, block_tokens, bs);
+    if (n_queries != nullptr) ++*n_queries;
+    const int32_t block_id = cache_.lookup(hash, parent_block, block_tokens);
+    if (block_id == kNoBlock) break;
+    chain.push_back(block_id);
+    parent_hash = hash;
+    parent_block = block_id;
+  }
+  return chain;
 }
 
 PagedAllocator::PrefixMatch PagedAllocator::match_prefix(const int32_t* tokens, uint32_t n_tokens) const {
   PrefixMatch match;
   if (!config_.is_prefix_caching || n_tokens == 0) return match;
-  const uint32_t bs = config_.block_size;
   // Only blocks that end strictly before the last token: at least one token is always computed
   // (its logits are needed), so a prompt that is entirely cached still recomputes its last block.
-  const uint32_t n_lookups = (n_tokens - 1) / bs;
-  uint64_t parent_hash = kRootHash;
-  int32_t parent_block = kNoBlock;
-  for (uint32_t i = 0; i < n_lookups; ++i) {
-    const int32_t* block_tokens = tokens + static_cast<size_t>(i) * bs;
-    const uint64_t hash = chain_hash(parent_hash, block_tokens, bs);
-    ++match.n_queries;
-    const int32_t block_id = cache_.lookup(hash, parent_block, block_tokens);
-    if (block_id == kNoBlock) break;
-    match.blocks.push_back(block_id);
+  match.blocks = registered_chain(tokens, (n_tokens - 1) / config_.block_size, &match.n_queries);
+  for (int32_t block_id : match.blocks) {
     if (pool_.ref_count(block_id) == 0) ++match.n_revived;
-    parent_hash = hash;
-    parent_block = block_id;
+  }
+  if (state_slots_.enabled()) {
+    // A recurrent state can only resume where it was kept: cut the hit back to the deepest block
+    // holding a checkpoint.
+    while (!match.blocks.empty() && !checkpoints_.slot_of(match.blocks.back())) {
+      if (pool_.ref_count(match.blocks.back()) == 0) --match.n_revived;
+      match.blocks.pop_back();
+    }
+    if (!match.blocks.empty()) match.state_checkpoint = *checkpoints_.slot_of(match.blocks.back());
   }
   return match;
 }
@@ -102,6 +125,7 @@ void PagedAllocator::unregister(int32_t block_id) {
     event_fn_(event_user_, &event, 1);
   }
   cache_.remove(block_id);
+  checkpoints_.detach(block_id);  // the state at its end belongs to content it no longer holds
 }
 
 void PagedAllocator::set_event_sink(loom_kv_event_fn fn, void* user) {
@@ -175,6 +199,11 @@ Outcome PagedAllocator::seq_create(uint64_t seq_id, const int32_t* tokens, uint3
   n_prefix_hits_ += n_hits;
   n_tokens_reused_ += static_cast<uint64_t>(n_hits) * bs;
   if (out_n_cached != nullptr) *out_n_cached = n_hits * bs;
+  if (match.state_checkpoint >= 0) {
+    // The new sequence resumes from the state kept at its last reused block.
+    pending_state_copies_.push_back({sizeof(loom_kv_state_copy), match.state_checkpoint, seq.state_slot});
+    checkpoints_.touch(match.blocks.back());
+  }
   seqs_.emplace(seq_id, std::move(seq));
   return Outcome::ok();
 }
@@ -270,7 +299,16 @@ Outcome PagedAllocator::seq_free(uint64_t seq_id) {
   for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) release(*b);
   if (const int32_t slot = it->second.state_slot; slot >= 0) {
     // A copy into or out of a slot that is no longer held is pointless (and would race with its next owner).
-    std::erase_if(pending_state_copies_, [&](const loom_kv_state_copy& c) { return c.dst_slot == slot || c.src_slot == slot; });
+    std::vector<int32_t> lost_checkpoints;  // checkpoint slots whose state was to come from this one
+    std::erase_if(pending_state_copies_, [&](const loom_kv_state_copy& c) {
+      if (c.src_slot == slot && c.dst_slot >= static_cast<int32_t>(state_slots_.n_slots())) lost_checkpoints.push_back(c.dst_slot);
+      return c.dst_slot == slot || c.src_slot == slot;
+    });
+    for (int32_t checkpoint : lost_checkpoints) {
+      const bool refilled = std::any_of(pending_state_copies_.begin(), pending_state_copies_.end(),
+                                        [&](const loom_kv_state_copy& c) { return c.dst_slot == checkpoint; });
+      if (auto block = checkpoints_.block_of_slot(checkpoint); block && !refilled) checkpoints_.detach(*block);
+    }
     state_slots_.give_back(slot);
   }
   seqs_.erase(it);
@@ -330,6 +368,30 @@ Outcome PagedAllocator::take_pending_state_copies(loom_kv_state_copy* out, uint3
   }
   std::copy(pending_state_copies_.begin(), pending_state_copies_.end(), out);
   pending_state_copies_.clear();
+  return Outcome::ok();
+}
+
+Outcome PagedAllocator::seq_checkpoint_state(uint64_t seq_id, uint32_t n_tokens) {
+  if (!checkpoints_.enabled()) {
+    return fail(LOOM_STATUS_UNSUPPORTED, "seq_checkpoint_state: the allocator keeps no state checkpoints (n_state_checkpoints is 0)");
+  }
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return not_found(seq_id);
+  Sequence& seq = it->second;
+  const uint32_t bs = config_.block_size;
+  if (n_tokens == 0 || n_tokens % bs != 0 || n_tokens > seq.tokens.size()) {
+    return fail(LOOM_STATUS_INVALID_ARGUMENT, "seq_checkpoint_state: n_tokens " + std::to_string(n_tokens) +
+                                                  " is not a block boundary within the " + std::to_string(seq.tokens.size()) +
+                                                  " tokens of sequence " + std::to_string(seq_id));
+  }
+  // The block a later lookup of these tokens reaches: this sequence's own, or, when another block
+  // registered the same content first, that one (equal tokens give an equal state).
+  const std::vector<int32_t> chain = registered_chain(seq.tokens.data(), n_tokens / bs, nullptr);
+  if (chain.size() != n_tokens / bs) return Outcome::ok();
+  const int32_t block_id = chain.back();
+  if (checkpoints_.slot_of(block_id)) return Outcome::ok();
+  const int32_t slot = checkpoints_.attach(block_id);
+  pending_state_copies_.push_back({sizeof(loom_kv_state_copy), seq.state_slot, slot});
   return Outcome::ok();
 }
 

@@ -17,6 +17,7 @@
 #include "block_pool.h"
 #include "loom/kv.h"
 #include "prefix_cache.h"
+#include "state_checkpoints.h"
 #include "state_slots.h"
 
 namespace loom::kv {
@@ -25,7 +26,10 @@ struct AllocatorConfig {
   uint32_t n_blocks = 1024;
   uint32_t block_size = 16;
   bool is_prefix_caching = true;
-  uint32_t n_state_slots = 0;  // ABI 1.6: one per sequence; > 0 turns prefix reuse off (loom/kv.h)
+  uint32_t n_state_slots = 0;  // ABI 1.6: one per sequence
+  // ABI 1.7: slots keeping the state at a cached block's end; with state slots but none of these,
+  // no prefix is reused (loom/kv.h).
+  uint32_t n_state_checkpoints = 0;
 };
 
 // Status plus a message for last_error.
@@ -58,6 +62,8 @@ class PagedAllocator {
   // State slots (ABI 1.6).
   Outcome seq_state_slot(uint64_t seq_id, int32_t* out_slot) const;
   Outcome take_pending_state_copies(loom_kv_state_copy* out, uint32_t cap, uint32_t* out_n);
+  // State checkpoints (ABI 1.7).
+  Outcome seq_checkpoint_state(uint64_t seq_id, uint32_t n_tokens);
 
  private:
   struct Sequence {
@@ -70,9 +76,12 @@ class PagedAllocator {
     std::vector<int32_t> blocks;  // hit blocks, in order
     uint32_t n_queries = 0;
     uint32_t n_revived = 0;       // hits on unreferenced (cached) blocks
+    int32_t state_checkpoint = -1;  // with state slots: the checkpoint slot at the last hit's end
   };
 
   PrefixMatch match_prefix(const int32_t* tokens, uint32_t n_tokens) const;
+  // The registered blocks holding the first n_blocks blocks of `tokens`, as far as they go.
+  std::vector<int32_t> registered_chain(const int32_t* tokens, uint32_t n_blocks, uint32_t* n_queries) const;
   uint32_t blocks_for(uint64_t n_tokens) const {
     return static_cast<uint32_t>((n_tokens + config_.block_size - 1) / config_.block_size);
   }
@@ -92,6 +101,7 @@ class PagedAllocator {
   std::vector<loom_kv_block_copy> pending_copies_;
   StateSlots state_slots_;
   std::vector<loom_kv_state_copy> pending_state_copies_;
+  StateCheckpoints checkpoints_;
   uint64_t n_prefix_queries_ = 0;
   uint64_t n_prefix_hits_ = 0;
   uint64_t n_tokens_reused_ = 0;

@@ -198,8 +198,14 @@ TEST_CASE("preemption by recompute when blocks run out loses no request and chan
 
 TEST_CASE("a repeated prompt reuses cached blocks and reproduces the cold prefill's logits", "[engine]") {
   const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss", "qwen35", "qwen35moe");
-  INFO(arch);
-  loom::Engine engine(engine_config(), synthetic_model(arch));
+  // Hybrid models resume from the recurrent state checkpointed at the prompt's last full block; with
+  // no checkpoints they reuse nothing (the state at a block boundary was not kept, loom/kv.h).
+  const bool hybrid = arch.starts_with("qwen35");
+  const int64_t checkpoints = hybrid ? GENERATE(16, 0) : 16;
+  INFO(arch << ", " << checkpoints << " state checkpoints");
+  auto config = engine_config();
+  config.kv.state_checkpoints = checkpoints;
+  loom::Engine engine(config, synthetic_model(arch));
   const auto prompt = prompt_of(400, 37);
   Outcome first, second;
   std::vector<loom::TokenLogprob> cold, hot;
@@ -218,11 +224,9 @@ TEST_CASE("a repeated prompt reuses cached blocks and reproduces the cold prefil
   run_until_done(engine);
   engine.submit(with_logprobs(&second, &hot));
   run_until_done(engine);
-  // A hybrid model's allocator has state slots and reuses no prefix (its recurrent state at a block
-  // boundary was not kept, loom/kv.h): the second request recomputes everything, to the same result.
-  const bool hybrid = arch.starts_with("qwen35");
+  const bool reuses = checkpoints > 0;
   CHECK(first.n_cached == 0);
-  CHECK(second.n_cached == (hybrid ? 0 : 36));  // 9 full blocks of 4; the last token is always recomputed
+  CHECK(second.n_cached == (reuses ? 36 : 0));  // 9 full blocks of 4; the last token is always recomputed
   CHECK(second.tokens == first.tokens);
   REQUIRE(cold.size() == 8);
   REQUIRE(hot.size() == 8);
@@ -236,10 +240,69 @@ TEST_CASE("a repeated prompt reuses cached blocks and reproduces the cold prefil
     }
   }
   auto stats = engine.stats();
-  if (hybrid) {
-    CHECK(stats.prefix_hits == 0);
-  } else {
+  if (reuses) {
     CHECK(stats.prefix_hits >= 9);
+  } else {
+    CHECK(stats.prefix_hits == 0);
+  }
+}
+
+// A hybrid model reuses a cached prefix only up to a block whose recurrent state was checkpointed:
+// a conversation's next turn (the earlier prompt plus more) resumes there, a prompt that only shares
+// part of the way with it recomputes, and either way each request's logits equal a cold run's.
+TEST_CASE("hybrid models resume from the recurrent state kept at a cached prompt's end", "[engine]") {
+  const std::string arch = GENERATE(as<std::string>{}, "qwen35", "qwen35moe");
+  INFO(arch);
+  const auto turn = prompt_of(410, 37);
+  auto next_turn = turn;
+  const auto more = prompt_of(411, 24);
+  next_turn.insert(next_turn.end(), more.begin() + 1, more.end());  // 60 tokens
+  auto partial = std::vector<int32_t>(turn.begin(), turn.begin() + 21);
+  const auto other = prompt_of(412, 20);
+  partial.insert(partial.end(), other.begin() + 1, other.end());  // shares 5 blocks with `turn`, no checkpoint there
+  const std::vector<std::vector<int32_t>> later = {next_turn, partial, next_turn};
+
+  auto run = [&](bool prefix_caching, std::vector<std::vector<loom::TokenLogprob>>* logprobs) {
+    auto config = engine_config();
+    config.kv.prefix_caching = prefix_caching;
+    loom::Engine engine(config, synthetic_model(arch));
+    std::vector<Outcome> outcomes(1 + later.size());
+    logprobs->assign(outcomes.size(), {});
+    auto submit = [&](const std::vector<int32_t>& prompt, size_t i) {
+      auto request = greedy_request(prompt, 6, &outcomes[i], engine);
+      request.n_logprobs = 4;
+      request.want_logprobs = true;
+      auto forward = request.on_event;
+      request.on_event = [forward, out = &(*logprobs)[i]](const loom::RequestEvent& e) {
+        out->insert(out->end(), e.logprobs.begin(), e.logprobs.end());
+        forward(e);
+      };
+      engine.submit(std::move(request));
+    };
+    submit(turn, 0);
+    run_until_done(engine);
+    for (size_t i = 0; i < later.size(); ++i) submit(later[i], i + 1);  // together: one batch
+    run_until_done(engine);
+    return outcomes;
+  };
+  std::vector<std::vector<loom::TokenLogprob>> cold_logprobs, warm_logprobs;
+  const auto cold = run(false, &cold_logprobs);
+  const auto warm = run(true, &warm_logprobs);
+  CHECK(warm[0].n_cached == 0);
+  CHECK(warm[1].n_cached == 36);  // the checkpoint at the end of `turn`'s 9th block
+  CHECK(warm[2].n_cached == 0);   // its 5 shared blocks hold no checkpoint
+  CHECK(warm[3].n_cached == 36);
+  for (size_t i = 0; i < cold.size(); ++i) {
+    INFO("request " << i);
+    CHECK(cold[i].n_cached == 0);
+    CHECK(warm[i].tokens == cold[i].tokens);
+    REQUIRE(warm_logprobs[i].size() == cold_logprobs[i].size());
+    for (size_t step = 0; step < cold_logprobs[i].size(); ++step) {
+      for (size_t k = 0; k < cold_logprobs[i][step].top.size(); ++k) {
+        CHECK(warm_logprobs[i][step].top[k].first == cold_logprobs[i][step].top[k].first);
+        CHECK(warm_logprobs[i][step].top[k].second == Approx(cold_logprobs[i][step].top[k].second).margin(1e-4));
+      }
+    }
   }
 }
 

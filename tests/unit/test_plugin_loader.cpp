@@ -163,6 +163,11 @@ TEST_CASE("a KV allocator table from before ABI 1.4 (no set_event_sink) still va
   CHECK_FALSE(loom::validate_plugin_table(LOOM_PLUGIN_KIND_KV, &table).has_value());
   CHECK(LOOM_SLOT(&table, loom_kv_i, seq_state_slot) == nullptr);
   CHECK(LOOM_SLOT(&table, loom_kv_i, take_pending_state_copies) == nullptr);
+  // A 1.6 table ends before seq_checkpoint_state: accepted, and it reads as absent (the engine then
+  // runs hybrid models without prefix reuse).
+  table.struct_size = static_cast<uint32_t>(offsetof(loom_kv_i, seq_checkpoint_state));
+  CHECK_FALSE(loom::validate_plugin_table(LOOM_PLUGIN_KIND_KV, &table).has_value());
+  CHECK(LOOM_SLOT(&table, loom_kv_i, seq_checkpoint_state) == nullptr);
   table.struct_size = static_cast<uint32_t>(offsetof(loom_kv_i, set_event_sink));
   // Smaller than the 1.0 table is refused with the sizes named.
   table.struct_size -= 8;

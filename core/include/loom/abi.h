@@ -32,8 +32,10 @@ extern "C" {
  * LOOM_ACTIVATION_SWIGLU_OAI, LOOM_ACTIVATION_SIGMOID and loom_backend_i.get_stats (backend.h), and LOOM_DTYPE_MXFP4 (dtype.h);
  * 1.6 added the recurrent ops LOOM_OP_SSM_CONV and LOOM_OP_GATED_DELTA_NET and LOOM_ACTIVATION_SOFTPLUS
  * (backend.h), and per-sequence state slots in the KV allocator (kv.h: seq_state_slot,
- * take_pending_state_copies, loom_kv_stats.n_state_slots / n_state_free). */
-#define LOOM_ABI_MINOR 6
+ * take_pending_state_copies, loom_kv_stats.n_state_slots / n_state_free); 1.7 added recurrent-state
+ * checkpoints for prefix reuse by hybrid models (kv.h: seq_checkpoint_state, config key
+ * n_state_checkpoints, loom_kv_stats.n_state_checkpoints / n_checkpoints_held). */
+#define LOOM_ABI_MINOR 7
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"
 

@@ -34,6 +34,9 @@ typedef struct loom_kv_stats {
   /* (ABI 1.6; written only when struct_size covers them) */
   uint32_t n_state_slots;   /* per-sequence state slots configured (0 = none) */
   uint32_t n_state_free;    /* of those, not held by a sequence */
+  /* (ABI 1.7; written only when struct_size covers them) */
+  uint32_t n_state_checkpoints;  /* checkpoint slots configured (0 = none) */
+  uint32_t n_checkpoints_held;   /* of those, holding the state at the end of a cached block */
 } loom_kv_stats;
 
 /* (ABI 1.6) A recurrent state the core must copy before the next forward pass (seq_fork). */
@@ -73,17 +76,29 @@ typedef struct loom_kv_event {
  * ...), on the thread that made them; must not call back into the allocator. */
 typedef void (*loom_kv_event_fn)(void *user, const loom_kv_event *events, uint32_t n_events);
 
-/* config_json: {"n_blocks": N, "block_size": 16, "prefix_caching": true, "n_state_slots": 0}
+/* config_json: {"n_blocks": N, "block_size": 16, "prefix_caching": true, "n_state_slots": 0,
+ *               "n_state_checkpoints": 0}
  *
  * State slots (ABI 1.6) serve models with recurrent layers (Gated DeltaNet, Mamba): each sequence's
  * state has a fixed size however long it grows, so it lives in one slot of a pool the core owns.
  * With "n_state_slots": N > 0 every sequence holds exactly one slot from seq_create to seq_free:
  * seq_create answers OUT_OF_MEMORY (allocating nothing) when no slot is free, seq_fork gives dst a
- * slot of its own and queues a state copy, and seq_free returns the slot. Because a recurrent state
- * summarises a whole prefix and cannot be cut back to a block boundary, an allocator with state
- * slots never reuses cached prefix blocks (seq_create reports 0 cached tokens and blocks_needed
- * counts every block); seq_truncate keeps the blocks' bookkeeping only, so rolling back tokens is the
- * core's to refuse. An allocator of ABI < 1.6 ignores the key: the core checks struct_size. */
+ * slot of its own and queues a state copy, and seq_free returns the slot. seq_truncate keeps the
+ * blocks' bookkeeping only, so rolling back tokens is the core's to refuse.
+ *
+ * A recurrent state summarises a whole prefix and cannot be cut back to a block boundary, so a
+ * cached block is only worth reusing where the state at its end was kept. State checkpoints (ABI
+ * 1.7, "n_state_checkpoints": M > 0, only beside state slots) are M more slots of the core's pool,
+ * numbered N..N+M-1 after the sequences' slots. The core calls seq_checkpoint_state when a
+ * sequence's state covers exactly its first n tokens, n a multiple of the block size (the allocator
+ * then queues a copy of the state into a checkpoint slot and attaches it to the block ending at n);
+ * seq_create then reuses cached blocks only up to the deepest one holding a checkpoint, and queues
+ * a copy of that checkpoint into the new sequence's slot. A checkpoint lives as long as its block's
+ * registration, and the least recently used one is recycled when all M are held. Without
+ * checkpoints (M = 0, or an allocator of ABI 1.6) an allocator with state slots reuses no cached
+ * prefix (seq_create reports 0 cached tokens and blocks_needed counts every block). An allocator of
+ * ABI < 1.6 ignores "n_state_slots" and one of ABI 1.6 "n_state_checkpoints": the core checks
+ * struct_size before sending them. */
 typedef struct loom_kv_i {
   uint32_t struct_size;
   uint32_t reserved;
@@ -128,6 +143,16 @@ typedef struct loom_kv_i {
   loom_status (*seq_state_slot)(loom_kv_t *kv, uint64_t seq_id, int32_t *out_slot);
   /* State copies the core must perform before the next forward pass (from seq_fork), then forgotten. */
   loom_status (*take_pending_state_copies)(loom_kv_t *kv, loom_kv_state_copy *out, uint32_t cap, uint32_t *out_n);
+
+  /* ---- ABI 1.7 (present when struct_size covers it) ---- */
+  /* The state in sequence `seq_id`'s slot now summarises exactly its first n_tokens tokens
+   * (0 < n_tokens <= its length, a multiple of the block size): keep a copy for prefix reuse. Queues
+   * a state copy into a checkpoint slot attached to the registered block a lookup of those tokens
+   * reaches (the sequence's own, or the one that registered the same content first), and answers OK
+   * without doing anything when no such block is registered (prefix caching off, an evicted
+   * prefix) or it already holds a checkpoint. UNSUPPORTED without checkpoints configured; INVALID_ARGUMENT for an
+   * n_tokens off a block boundary or past the sequence. */
+  loom_status (*seq_checkpoint_state)(loom_kv_t *kv, uint64_t seq_id, uint32_t n_tokens);
 } loom_kv_i;
 
 #ifdef __cplusplus

@@ -35,6 +35,9 @@ struct KvSettings {
   double memory_fraction = 0.0;        // of device memory; 0 = use memory_bytes
   std::string dtype = "f16";           // f32 | f16 | int8
   bool prefix_caching = true;
+  // Hybrid models (recurrent layers): how many cached prompts keep the recurrent state at their last
+  // full block, so a prompt repeating one resumes there (each costs one sequence's state memory).
+  int64_t state_checkpoints = 16;
 };
 
 struct SchedulerSettings {

@@ -252,6 +252,7 @@ std::vector<KeySpec> build_schema() {
       number_key("kv", "memory_fraction", LOOM_FIELD(kv, memory_fraction), 0.0, 0.99),
       string_key("kv", "dtype", LOOM_FIELD(kv, dtype), {"f32", "f16", "int8"}),
       bool_key("kv", "prefix_caching", LOOM_FIELD(kv, prefix_caching)),
+      integer_key("kv", "state_checkpoints", LOOM_FIELD(kv, state_checkpoints), 0, 4096),
 
       integer_key("scheduler", "max_num_seqs", LOOM_FIELD(scheduler, max_num_seqs), 1, 4096),
       integer_key("scheduler", "max_batched_tokens", LOOM_FIELD(scheduler, max_batched_tokens), 1, 1 << 20),

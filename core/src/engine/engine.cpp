@@ -74,11 +74,16 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
                 " tokens (" + std::to_string(per_token * block_size) + " bytes): raise kv.memory");
   }
   fit_context_to_pool(config, n_blocks * block_size, budget);
-  // A hybrid model's recurrent layers keep one state per running sequence, beside the KV blocks.
-  const auto n_state_slots = model_->info().is_hybrid() ? static_cast<uint32_t>(config.scheduler.max_num_seqs) : 0u;
-  kv_cache_ = model_->create_kv_cache(static_cast<uint32_t>(n_blocks), block_size, kv_dtype, std::max(n_state_slots, 1u));
+  // A hybrid model's recurrent layers keep one state per running sequence, beside the KV blocks, and
+  // checkpoints of the state at the end of cached prompts, which prefix reuse resumes from.
+  const bool is_hybrid = model_->info().is_hybrid();
+  const auto n_state_slots = is_hybrid ? static_cast<uint32_t>(config.scheduler.max_num_seqs) : 0u;
+  const auto n_checkpoints = is_hybrid && config.kv.prefix_caching ? static_cast<uint32_t>(config.kv.state_checkpoints) : 0u;
   kv_ = std::make_unique<KvManager>(remember(find_plugin(config, LOOM_PLUGIN_KIND_KV, config.kv.allocator)),
-                                    static_cast<uint32_t>(n_blocks), block_size, config.kv.prefix_caching, n_state_slots);
+                                    static_cast<uint32_t>(n_blocks), block_size, config.kv.prefix_caching, n_state_slots,
+                                    n_checkpoints);
+  kv_cache_ = model_->create_kv_cache(static_cast<uint32_t>(n_blocks), block_size, kv_dtype,
+                                      std::max(n_state_slots + kv_->n_state_checkpoints(), 1u));
   sampler_ = std::make_unique<SamplerHandle>(remember(find_plugin(config, LOOM_PLUGIN_KIND_SAMPLER, config.sampler.plugin)),
                                              config.sampler);
   scheduler_ = std::make_unique<Scheduler>(config.scheduler, *kv_);

@@ -114,6 +114,7 @@ class Engine {
             FinishReason finish, const std::string& error = "");
   void build_batch(const SchedulerDecision& decision);
   void run_pending_copies();
+  void checkpoint_states(const SchedulerDecision& decision);
   void sample_and_advance(const SchedulerDecision& decision);
   void accept_token(Sequence& seq, int32_t token, TokenLogprob logprob);
   void propose_drafts(const SchedulerDecision& decision);

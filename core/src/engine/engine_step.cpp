@@ -47,6 +47,7 @@ bool Engine::step() {
     run_pending_copies();
     model_->forward(batch_, kv_cache_, logits_);
     sample_and_advance(decision);
+    checkpoint_states(decision);
   }
 
   update_stats(true);
@@ -98,6 +99,17 @@ void Engine::build_batch(const SchedulerDecision& decision) {
       }
     }
     batch_.seqs.push_back(std::move(entry));
+  }
+}
+
+// Hybrid models: a sequence whose prefill just reached its checkpoint boundary has the recurrent state
+// there in its slot; the allocator queues a copy, run before the next forward pass.
+void Engine::checkpoint_states(const SchedulerDecision& decision) {
+  for (const auto& chunk : decision.chunks) {
+    Sequence& seq = *chunk.seq;
+    if (seq.state_checkpoint_at == 0 || seq.n_computed != seq.state_checkpoint_at || !seq.has_kv) continue;
+    kv_->checkpoint_state(seq.id, seq.state_checkpoint_at);
+    seq.state_checkpoint_at = 0;
   }
 }
 

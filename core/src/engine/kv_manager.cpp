@@ -9,7 +9,7 @@
 namespace loom {
 
 KvManager::KvManager(std::shared_ptr<LoadedPlugin> plugin, uint32_t n_blocks, uint32_t block_size, bool prefix_caching,
-                     uint32_t n_state_slots)
+                     uint32_t n_state_slots, uint32_t n_state_checkpoints)
     : plugin_(std::move(plugin)), n_blocks_(n_blocks), block_size_(block_size), n_state_slots_(n_state_slots) {
   table_ = plugin_->kv();
   if (table_ == nullptr) throw Error("plugin '" + plugin_->name() + "' is not a KV allocator");
@@ -20,6 +20,11 @@ KvManager::KvManager(std::shared_ptr<LoadedPlugin> plugin, uint32_t n_blocks, ui
                   "' has no per-sequence state slots (ABI 1.6), which a model with recurrent layers needs");
     }
     config["n_state_slots"] = n_state_slots;
+    if (n_state_checkpoints > 0 && LOOM_HAS_MEMBER(table_, loom_kv_i, seq_checkpoint_state) &&
+        table_->seq_checkpoint_state != nullptr) {
+      config["n_state_checkpoints"] = n_state_checkpoints;
+      n_state_checkpoints_ = n_state_checkpoints;
+    }
   }
   char error[LOOM_ERROR_BUFFER_SIZE] = {};
   loom_status status = table_->create(default_host_services(), config.dump().c_str(), &kv_, error, sizeof(error));
@@ -136,6 +141,13 @@ int32_t KvManager::state_slot(uint64_t seq_id) const {
   int32_t slot = -1;
   if (loom_status status = table_->seq_state_slot(kv_, seq_id, &slot); status != LOOM_STATUS_OK) fail(status, "seq_state_slot");
   return slot;
+}
+
+void KvManager::checkpoint_state(uint64_t seq_id, uint32_t n_tokens) {
+  if (n_state_checkpoints_ == 0) return;
+  if (loom_status status = table_->seq_checkpoint_state(kv_, seq_id, n_tokens); status != LOOM_STATUS_OK) {
+    fail(status, "seq_checkpoint_state");
+  }
 }
 
 std::vector<loom_kv_state_copy> KvManager::take_pending_state_copies() {

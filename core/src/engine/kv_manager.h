@@ -26,8 +26,9 @@ using KvEventListener = std::function<void(const KvEvent&)>;
 class KvManager {
  public:
   // n_state_slots > 0 (hybrid models) needs an allocator of ABI 1.6 or later: loom::Error otherwise.
+  // n_state_checkpoints (ABI 1.7) is dropped to 0 for an older allocator: it then reuses no prefix.
   KvManager(std::shared_ptr<LoadedPlugin> plugin, uint32_t n_blocks, uint32_t block_size, bool prefix_caching,
-            uint32_t n_state_slots = 0);
+            uint32_t n_state_slots = 0, uint32_t n_state_checkpoints = 0);
   ~KvManager();
   KvManager(const KvManager&) = delete;
   KvManager& operator=(const KvManager&) = delete;
@@ -50,6 +51,10 @@ class KvManager {
   int32_t state_slot(uint64_t seq_id) const;
   std::vector<loom_kv_state_copy> take_pending_state_copies();
   uint32_t n_state_slots() const { return n_state_slots_; }
+  // Keep the sequence's state, which now covers its first n_tokens (a block boundary), for prefix
+  // reuse (ABI 1.7; only with checkpoints).
+  void checkpoint_state(uint64_t seq_id, uint32_t n_tokens);
+  uint32_t n_state_checkpoints() const { return n_state_checkpoints_; }
   // Receive the allocator's prefix-cache events (called from inside the calls above, on their
   // thread). False when the plugin has no set_event_sink (built before ABI 1.4, or it publishes
   // none): the caller then runs without events.
@@ -67,6 +72,7 @@ class KvManager {
   uint32_t n_blocks_ = 0;
   uint32_t block_size_ = 0;
   uint32_t n_state_slots_ = 0;
+  uint32_t n_state_checkpoints_ = 0;
 };
 
 }  // namespace loom

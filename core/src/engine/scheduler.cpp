@@ -89,7 +89,17 @@ bool Scheduler::admit(Sequence* seq) {
   seq->has_kv = true;
   seq->n_kv_tokens = static_cast<uint32_t>(seq->tokens.size());
   seq->n_computed = std::min(*n_cached, computed_prefix(seq, *n_cached));
+  // A recurrent state resumes exactly where its checkpoint was taken (the allocator queued the copy),
+  // or from nothing.
+  if (kv_.n_state_slots() > 0 && seq->n_computed != *n_cached) seq->n_computed = 0;
   if (seq->n_preemptions == 0) seq->n_cached = seq->n_computed;
+  seq->state_checkpoint_at = 0;
+  if (kv_.n_state_checkpoints() > 0 && seq->n_prompt > 0) {
+    // The deepest block a later prompt repeating this one can reuse (a prompt's last token is
+    // always computed).
+    const uint32_t boundary = (seq->n_prompt - 1) / kv_.block_size() * kv_.block_size();
+    if (boundary > seq->n_computed) seq->state_checkpoint_at = boundary;
+  }
   seq->status = SequenceStatus::running;
   running_.push_back(seq);
   return true;
@@ -130,6 +140,8 @@ SchedulerDecision Scheduler::schedule() {
       if (!settings_.chunked_prefill && !decision.chunks.empty()) return false;
       n = static_cast<uint32_t>(prompt_budget);
     }
+    // A chunk ends where the recurrent state is to be checkpointed, so the state is there to copy.
+    if (seq->state_checkpoint_at > seq->n_computed) n = std::min(n, seq->state_checkpoint_at - seq->n_computed);
     decision.chunks.push_back({seq, n});
     prompt_budget -= n;
     return true;

@@ -23,6 +23,9 @@ struct Sequence {
   uint32_t n_computed = 0;      // tokens whose KV is in the cache
   uint32_t n_kv_tokens = 0;     // tokens the KV allocator holds slots for
   uint32_t n_cached = 0;        // of the prompt, reused from the prefix cache (first admission)
+  // Hybrid models: the block boundary where the recurrent state is checkpointed for prefix reuse
+  // (the prompt's last full block before its final token); prefill chunks end there. 0 = none.
+  uint32_t state_checkpoint_at = 0;
   bool has_kv = false;          // the KV allocator holds this sequence
   SequenceStatus status = SequenceStatus::waiting;
   bool cancel_requested = false;
