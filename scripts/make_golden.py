@@ -104,6 +104,14 @@ SYNTH_SPECS = [
     {"name": "synth-qwen35moe-f16", "arch": "qwen35moe", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
      "head_dim": 0, "ff": 128, "vocab": 512, "ctx": 512, "seed": 45, "type": "F16", "experts": 8, "experts_used": 2,
      "expert_ff": 64},
+    # Qwen3-Next: qwen35moe's layers with plain partial NEOX rope, value heads grouped by key head (4
+    # value heads over 2 key heads: head h reads key head h / 2) and beta/alpha fused in ssm_ba.
+    {"name": "synth-qwen3next-f32", "arch": "qwen3next", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 128, "vocab": 512, "ctx": 512, "seed": 46, "type": "F32", "experts": 8, "experts_used": 2,
+     "expert_ff": 64},
+    {"name": "synth-qwen3next-f16", "arch": "qwen3next", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,
+     "head_dim": 0, "ff": 128, "vocab": 512, "ctx": 512, "seed": 47, "type": "F16", "experts": 8, "experts_used": 2,
+     "expert_ff": 64},
     # gpt-oss: attention sinks, alternating 8-token sliding windows, biased q/k/v/o, router and experts,
     # the clamped SwiGLU, 8 experts weighed by a softmax over the 2 chosen.
     {"name": "synth-gpt-oss-f32", "arch": "gpt-oss", "layers": 4, "dim": 128, "heads": 4, "kv_heads": 2,

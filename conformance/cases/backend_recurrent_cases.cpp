@@ -63,6 +63,7 @@ struct DeltaNetShape {
   int64_t d = 16, n_k_heads = 2, n_v_heads = 4;
   bool normalize = true;
   float q_scale = 0.0f;
+  bool grouped = false;  // ABI 1.7: v head h reads key head h / (n_v / n_k) instead of h % n_k
 };
 
 void case_gated_delta_net(CaseContext& ctx, const DeltaNetShape& sh, uint32_t seed) {
@@ -76,7 +77,7 @@ void case_gated_delta_net(CaseContext& ctx, const DeltaNetShape& sh, uint32_t se
   HostTensor states = f32_tensor(states0, d, d, hv, kSlots), seqs = i32_tensor(kSeqs, 4, 3);
   HostTensor dst = zero_tensor(LOOM_DTYPE_F32, d, hv, kTokens);
   const float eps = 1e-6f;
-  const loom_delta_net_params params{sizeof(loom_delta_net_params), sh.q_scale, sh.normalize ? 1u : 0u, eps};
+  const loom_delta_net_params params{sizeof(loom_delta_net_params), sh.q_scale, sh.normalize ? 1u : 0u, eps, sh.grouped ? 1u : 0u};
   auto dut = device_under_test(ctx);
   run_or_fail(*dut, LOOM_OP_GATED_DELTA_NET, {&qk, &v, &g, &beta, &states, &seqs}, &dst, &params, "GATED_DELTA_NET");
 
@@ -101,7 +102,8 @@ void case_gated_delta_net(CaseContext& ctx, const DeltaNetShape& sh, uint32_t se
       if (kSeqs[4 * s + 3] == 0)
         for (int64_t k = 0; k < d * d; ++k) S[size_t(k)] = states0[size_t((slot * hv + h) * d * d + k)];
       for (int64_t t = first; t < first + n; ++t) {
-        const std::vector<double> q = vec(0, h % hk, t), k = vec(1, h % hk, t);
+        const int64_t key_head = sh.grouped ? h / (hv / hk) : h % hk;
+        const std::vector<double> q = vec(0, key_head, t), k = vec(1, key_head, t);
         const double decay = std::exp(double(g0[size_t(t * hv + h)])), b = beta0[size_t(t * hv + h)];
         for (double& x : S) x *= decay;
         for (int64_t j = 0; j < d; ++j) {
@@ -144,6 +146,8 @@ std::vector<Case> backend_recurrent_cases() {
       backend_case("backend.gated_delta_net.d16_gqa", [](CaseContext& ctx) { case_gated_delta_net(ctx, {}, 71); }),
       backend_case("backend.gated_delta_net.d32_unnormalized_scaled",
                    [](CaseContext& ctx) { case_gated_delta_net(ctx, {32, 4, 4, false, 0.5f}, 72); }),
+      backend_case("backend.gated_delta_net.d16_grouped_heads",
+                   [](CaseContext& ctx) { case_gated_delta_net(ctx, {16, 2, 6, true, 0.0f, true}, 73); }),
       backend_case("backend.ssm_conv.slot_out_of_range_is_an_error",
                    [](CaseContext& ctx) { case_bad_slot(ctx, {0, 4, 2, 1}, "state slot 2 of 2"); }),
       backend_case("backend.ssm_conv.shared_slot_is_an_error",

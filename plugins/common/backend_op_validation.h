@@ -307,6 +307,7 @@ void resolve_recurrent_op(const OpChecker<Rules>& c, const loom_op& op, typename
   a.params.delta_q_scale = p->q_scale == 0.0f ? 1.0f / std::sqrt(float(d_k)) : p->q_scale;
   a.params.delta_normalize_qk = p->normalize_qk != 0;
   a.params.delta_l2_eps = p->l2_eps;
+  a.params.delta_grouped_heads = has(offsetof(loom_delta_net_params, grouped_heads) + 4) && p->grouped_heads != 0;
 }
 
 // Throws (through Rules) UNSUPPORTED for dtype/op combinations the backend does not implement,

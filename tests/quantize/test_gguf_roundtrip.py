@@ -21,17 +21,62 @@ def run(cmd):
         raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), p.returncode, p.stderr.strip()))
 
 
-def llama_cpp_check(path):
-    """Loads the file in llama.cpp and evaluates a few tokens; returns None when llama-cpp-python is absent."""
+# Evaluated in a child process: a crash inside llama.cpp must not take the test down with it.
+CHECK_SCRIPT = r"""
+import math, sys
+import llama_cpp
+llm = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=64, n_threads=2, logits_all=False, verbose=False)
+llm.eval([1, 40, 41, 42])
+sys.exit(0 if all(math.isfinite(float(v)) for v in llm.scores[llm.n_tokens - 1]) else 3)
+"""
+
+# llama.cpp re-quantizes the same F32 source to `qtype` with its own quantizer.
+QUANTIZE_SCRIPT = r"""
+import ctypes, sys
+import llama_cpp
+params = llama_cpp.llama_model_quantize_default_params()
+params.ftype = int(sys.argv[3])
+sys.exit(llama_cpp.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), ctypes.byref(params)))
+"""
+
+# general.file_type (llama_ftype) of a file whose matrices are all `qtype`.
+FTYPES = {"Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9, "Q2_K": 10, "Q3_K": 12, "Q4_K": 15, "Q5_K": 17,
+          "Q6_K": 18, "IQ4_NL": 25, "IQ4_XS": 30}
+
+
+def llama_cpp_available():
     try:
-        import llama_cpp
+        import llama_cpp  # noqa: F401
     except ImportError:
-        return None
-    import math
-    llm = llama_cpp.Llama(model_path=path, n_ctx=64, n_threads=2, logits_all=False, verbose=False)
-    llm.eval([1, 40, 41, 42])
-    logits = llm.scores[llm.n_tokens - 1]
-    return all(math.isfinite(float(v)) for v in logits)
+        return False
+    return True
+
+
+def llama_cpp_eval(path):
+    """'finite', 'non-finite' or 'crashed (signal N)': llama.cpp loading the file and evaluating 4 tokens."""
+    p = subprocess.run([sys.executable, "-c", CHECK_SCRIPT, path], capture_output=True, text=True, timeout=300)
+    if p.returncode == 0:
+        return "finite"
+    if p.returncode == 3:
+        return "non-finite"
+    last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
+    return "crashed (status %d%s)" % (p.returncode, ": " + last if last else "")
+
+
+def llama_cpp_check(path, src, qtype, tmp):
+    """None without llama-cpp-python; else (ok, what happened). A crash counts against Loom's file only
+    when llama.cpp evaluates its own quantization of the same source to the same type."""
+    if not llama_cpp_available():
+        return None, "skipped (llama-cpp-python not installed)"
+    verdict = llama_cpp_eval(path)
+    if verdict == "finite":
+        return True, "loaded it, finite logits"
+    if verdict.startswith("crashed"):
+        own = os.path.join(tmp, qtype + "-llama.gguf")
+        q = subprocess.run([sys.executable, "-c", QUANTIZE_SCRIPT, src, own, str(FTYPES[qtype])], capture_output=True, timeout=300)
+        if q.returncode == 0 and llama_cpp_eval(own).startswith("crashed"):
+            return None, "%s, as on its own %s quantization of the same model (a llama.cpp build problem, not the file)" % (verdict, qtype)
+    return False, verdict
 
 
 def main():
@@ -63,12 +108,11 @@ def main():
                     n_typed += 1
                 if not np.array_equal(values, loom_values[t.name]):
                     mismatched.append(t.name)
-            loaded = llama_cpp_check(q)
+            loaded, what = llama_cpp_check(q, src, qtype, tmp)
             verdict = "ok" if not mismatched and n_typed > 0 and loaded is not False else "FAIL"
             print("%-7s %d tensors of the type; gguf-py decodes %s; llama.cpp %s  %s" % (
                 qtype, n_typed, "every tensor as Loom does" if not mismatched else "differently: " + ", ".join(mismatched),
-                "skipped (llama-cpp-python not installed)" if loaded is None else
-                ("loaded it, finite logits" if loaded else "gave non-finite logits"), verdict))
+                what, verdict))
             if verdict != "ok":
                 failures.append(qtype)
     if failures:

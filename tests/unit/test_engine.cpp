@@ -15,9 +15,10 @@
 
 namespace {
 
-// llama, qwen2moe, qwen3moe, gpt-oss, qwen35 or qwen35moe (a mixture of 8 experts, 2 per token, as the FFN;
+// llama, qwen2moe, qwen3moe, gpt-oss, qwen35, qwen35moe or qwen3next (a mixture of 8 experts, 2 per token, as the FFN;
 // qwen2moe adds a shared expert, gpt-oss sinks and sliding windows; qwen35 is a Gated DeltaNet layer
-// with a recurrent state per sequence, then an attention layer; qwen35moe adds qwen2moe's experts):
+// with a recurrent state per sequence, then an attention layer; qwen35moe adds qwen2moe's experts, and
+// qwen3next is qwen35moe with grouped value heads and a fused beta/alpha projection):
 // batching must not change what a request gets.
 std::filesystem::path synthetic_model(const std::string& arch = "llama") {
   static std::map<std::string, std::filesystem::path> paths;
@@ -110,7 +111,7 @@ std::vector<Outcome> run_one_by_one(const std::vector<std::vector<int32_t>>& pro
 }  // namespace
 
 TEST_CASE("continuous batching gives every request the tokens it gets alone", "[engine]") {
-  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss", "qwen35", "qwen35moe");
+  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss", "qwen35", "qwen35moe", "qwen3next");
   INFO(arch);
   std::vector<std::vector<int32_t>> prompts;
   for (uint32_t i = 0; i < 32; ++i) prompts.push_back(prompt_of(100 + i, 3 + 2 * i));  // 3..65 tokens
@@ -168,13 +169,13 @@ TEST_CASE("a long prompt arriving is prefilled in capped chunks while running st
 }
 
 TEST_CASE("preemption by recompute when blocks run out loses no request and changes no output", "[engine]") {
-  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss", "qwen35", "qwen35moe");
+  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss", "qwen35", "qwen35moe", "qwen3next");
   INFO(arch);
   // 2 layers x 2 kv heads x 16 dims x 4 bytes x 2 (K and V) = 512 bytes per token, so 1 MiB holds
   // 8 blocks of 256 tokens. Eight 250-token prompts fit one block each, but generating 20 tokens
   // crosses into a second block: the pool runs out and the youngest sequences are preempted.
   // qwen35's first layer is recurrent (a fixed state per sequence, no KV), so half the bytes per token.
-  auto config = engine_config(arch.starts_with("qwen35") ? 1 << 19 : 1 << 20, 512);
+  auto config = engine_config(arch.starts_with("qwen3") && arch != "qwen3moe" ? 1 << 19 : 1 << 20, 512);
   config.kv.block_size = 256;
   config.scheduler.max_num_seqs = 8;
   loom::Engine engine(config, synthetic_model(arch));
@@ -197,10 +198,10 @@ TEST_CASE("preemption by recompute when blocks run out loses no request and chan
 }
 
 TEST_CASE("a repeated prompt reuses cached blocks and reproduces the cold prefill's logits", "[engine]") {
-  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss", "qwen35", "qwen35moe");
+  const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss", "qwen35", "qwen35moe", "qwen3next");
   // Hybrid models resume from the recurrent state checkpointed at the prompt's last full block; with
   // no checkpoints they reuse nothing (the state at a block boundary was not kept, loom/kv.h).
-  const bool hybrid = arch.starts_with("qwen35");
+  const bool hybrid = arch.starts_with("qwen35") || arch == "qwen3next";
   const int64_t checkpoints = hybrid ? GENERATE(16, 0) : 16;
   INFO(arch << ", " << checkpoints << " state checkpoints");
   auto config = engine_config();
@@ -251,7 +252,7 @@ TEST_CASE("a repeated prompt reuses cached blocks and reproduces the cold prefil
 // a conversation's next turn (the earlier prompt plus more) resumes there, a prompt that only shares
 // part of the way with it recomputes, and either way each request's logits equal a cold run's.
 TEST_CASE("hybrid models resume from the recurrent state kept at a cached prompt's end", "[engine]") {
-  const std::string arch = GENERATE(as<std::string>{}, "qwen35", "qwen35moe");
+  const std::string arch = GENERATE(as<std::string>{}, "qwen35", "qwen35moe", "qwen3next");
   INFO(arch);
   const auto turn = prompt_of(410, 37);
   auto next_turn = turn;

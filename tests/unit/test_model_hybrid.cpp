@@ -146,7 +146,7 @@ TEST_CASE("a backend without the recurrent or mixture-of-experts ops refuses tho
   // The CPU backend switched to answer UNSUPPORTED for the ops, as a backend lacking them does.
   auto lacking = loom::Backend::create(loom::find_backend_plugin(loom::test::model_test_config(), "cpu"),
                                        R"({"threads": 1, "without_ops": "SSM_CONV,GATED_DELTA_NET,MOE_ROUTE"})");
-  for (const char* arch : {"qwen35", "qwen3moe", "qwen35moe"}) {
+  for (const char* arch : {"qwen35", "qwen3moe", "qwen35moe", "qwen3next"}) {
     INFO(arch);
     const auto path = loom::test::write_small_model(loom::test::small_spec(arch, LOOM_DTYPE_F32, 5), std::string("lacking-") + arch);
     try {

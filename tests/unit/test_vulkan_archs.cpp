@@ -128,10 +128,13 @@ TEST_CASE("vulkan: a hybrid model (qwen35) matches the CPU reference, in one bat
   auto vulkan = vulkan_backend();
   if (!vulkan) return;
   auto cpu = loom::test::cpu_backend(true);
-  auto spec = loom::test::small_spec("qwen35", LOOM_DTYPE_F32, 5);
+  // qwen3next: value heads grouped by key head (GATED_DELTA_NET's grouped_heads), beta/alpha fused.
+  const std::string arch = GENERATE(as<std::string>{}, "qwen35", "qwen3next");
+  INFO(arch);
+  auto spec = loom::test::small_spec(arch, LOOM_DTYPE_F32, 5);
   spec.n_layers = 4;  // three Gated DeltaNet layers, then gated attention
   spec.n_ctx = 256;
-  const auto path = loom::test::write_small_model(spec, "vk-hybrid");
+  const auto path = loom::test::write_small_model(spec, "vk-hybrid-" + arch);
   const auto prompt = prompt_of(40, spec.n_vocab);
   const auto want = prefill(*cpu, path, prompt, 64);
   const auto got = prefill(*vulkan, path, prompt, 64);

@@ -34,7 +34,8 @@ extern "C" {
  * (backend.h), and per-sequence state slots in the KV allocator (kv.h: seq_state_slot,
  * take_pending_state_copies, loom_kv_stats.n_state_slots / n_state_free); 1.7 added recurrent-state
  * checkpoints for prefix reuse by hybrid models (kv.h: seq_checkpoint_state, config key
- * n_state_checkpoints, loom_kv_stats.n_state_checkpoints / n_checkpoints_held). */
+ * n_state_checkpoints, loom_kv_stats.n_state_checkpoints / n_checkpoints_held) and
+ * loom_delta_net_params.grouped_heads (backend.h: Qwen3-Next's value-head order). */
 #define LOOM_ABI_MINOR 7
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"

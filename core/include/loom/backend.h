@@ -117,7 +117,8 @@ typedef int32_t loom_op_type;
  * one row holding q then k, or of two buffers' worth of strides); src1 v F32 [d_v, n_v_heads, n_tok];
  * src2 g F32 [n_v_heads, n_tok] (log decay, <= 0); src3 beta F32 [n_v_heads, n_tok] (write strength,
  * in 0..1); src4 states F32 [d_k, d_v, n_v_heads, n_slots], read and written; src5 seqs as in
- * SSM_CONV. Rows must be contiguous; other strides are free. v head h reads q/k head h % n_k_heads.
+ * SSM_CONV. Rows must be contiguous; other strides are free. v head h reads q/k head h % n_k_heads
+ * (tiled, Qwen 3.5), or h / (n_v_heads / n_k_heads) with params.grouped_heads (ABI 1.7, Qwen3-Next).
  * With params.normalize_qk, q and k are first divided by sqrt(sum(x^2) + l2_eps). Per token, with
  * S = the slot's state of head h (S[i, j]: key dim i, value dim j; zeros when fresh):
  *   S *= exp(g);  d_j = beta * (v_j - sum_i S[i, j] k_i);  S[i, j] += k_i d_j;
@@ -210,6 +211,10 @@ typedef struct loom_delta_net_params {
   float q_scale;         /* 0 = 1 / sqrt(d_k) */
   uint32_t normalize_qk; /* 1: L2-normalise each q and k head first */
   float l2_eps;
+  /* (ABI 1.7; read only when struct_size covers it) 1: value heads are grouped by key head (v head h
+   * reads key head h / (n_v_heads / n_k_heads)); 0: tiled (h % n_k_heads). A backend of ABI 1.6
+   * ignores it, so the core refuses grouped models on such a backend. */
+  uint32_t grouped_heads;
 } loom_delta_net_params;
 
 typedef struct loom_op {

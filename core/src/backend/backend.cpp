@@ -90,6 +90,8 @@ void Backend::fail(loom_status status, const std::string& what) const {
               "): " + (message != nullptr && message[0] ? message : "no message"));
 }
 
+uint32_t Backend::abi_minor() const { return plugin_ != nullptr ? plugin_->desc().abi_minor : LOOM_ABI_MINOR; }
+
 bool Backend::supports_weight_dtype(loom_dtype type) const {
   const uint32_t n = std::min<uint32_t>(caps_.n_weight_dtypes, LOOM_BACKEND_MAX_DTYPES);
   return std::find(caps_.weight_dtypes, caps_.weight_dtypes + n, type) != caps_.weight_dtypes + n;

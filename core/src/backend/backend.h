@@ -54,6 +54,7 @@ class Backend {
   Backend& operator=(const Backend&) = delete;
 
   const std::string& name() const { return name_; }  // the plugin's name, e.g. "cpu"
+  uint32_t abi_minor() const;                         // the ABI minor version the plugin was built against
   const loom_backend_caps& caps() const { return caps_; }
   bool supports_weight_dtype(loom_dtype type) const;
   bool supports_kv_dtype(loom_dtype type) const;

@@ -89,10 +89,11 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
   SynthSpec spec = in;
   const bool is_llama = spec.arch == "llama" || spec.arch == "smollm3";
   const bool is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2" || spec.arch == "gemma4";
-  const bool is_moe = spec.arch == "qwen3moe" || spec.arch == "gpt-oss" || spec.arch == "qwen2moe" || spec.arch == "qwen35moe";
+  const bool is_moe = spec.arch == "qwen3moe" || spec.arch == "gpt-oss" || spec.arch == "qwen2moe" || spec.arch == "qwen35moe" ||
+                      spec.arch == "qwen3next";
   require(is_llama || is_gemma || is_moe || spec.arch == "qwen2" || spec.arch == "qwen3" || spec.arch == "qwen35" || spec.arch == "olmo2" ||
               spec.arch == "granite" || spec.arch == "phi3" || spec.arch == "mistral3",
-          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
+          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
   require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
   require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
   require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
@@ -118,7 +119,7 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
                                 dtype_name(type) + " block size " + std::to_string(block));
   }
   require(is_moe || (spec.n_expert == 0 && spec.n_expert_used == 0 && spec.expert_ff_dim == 0 && spec.expert_type < 0),
-          "experts are for the MoE archs (qwen2moe, qwen3moe, qwen35moe, gpt-oss) only");
+          "experts are for the MoE archs (qwen2moe, qwen3moe, qwen35moe, qwen3next, gpt-oss) only");
   if (is_moe) {
     if (spec.n_expert == 0) spec.n_expert = 8;
     if (spec.n_expert_used == 0) spec.n_expert_used = 2;
@@ -160,7 +161,7 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   writer.set_string("general.architecture", a);
   writer.set_string("general.name", spec.name);
   writer.set_uint32("general.file_type", llama_file_type(spec.weight_type));
-  if (a == "qwen35" || a == "qwen35moe") {
+  if (a == "qwen35" || a == "qwen35moe" || a == "qwen3next") {
     build_qwen35_model(spec, writer);
     if (spec.vocab_from.empty()) {
       add_synthetic_vocab(writer, spec.n_vocab);

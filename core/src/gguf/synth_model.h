@@ -13,7 +13,7 @@ namespace loom::gguf {
 class GgufWriter;
 
 struct SynthSpec {
-  std::string arch = "llama";  // llama | qwen2 | qwen2moe | qwen3 | qwen3moe | qwen35 | qwen35moe | gpt-oss | gemma2 | gemma3 | olmo2 | granite | smollm3 | phi3 | mistral3
+  std::string arch = "llama";  // llama | qwen2 | qwen2moe | qwen3 | qwen3moe | qwen35 | qwen35moe | qwen3next | gpt-oss | gemma2 | gemma3 | olmo2 | granite | smollm3 | phi3 | mistral3
   std::string name = "loom-synthetic";
   int n_layers = 2;
   int dim = 64;        // embedding_length
@@ -35,7 +35,7 @@ struct SynthSpec {
   // mistral3 adds Ministral 3's yarn_log_multiplier 1 and temperature tuning (beta 0.1).
   int yarn_original_ctx = 0;
   int longrope_original_ctx = 0;     // phi3 only, > 0: LongRoPE (long/short factors, attn factor) extending this context to n_ctx
-  // the MoE archs only (qwen2moe, qwen3moe, qwen35moe, gpt-oss): experts per layer (0: 8), chosen per token (0: 2) and their FFN width (0: ff_dim).
+  // the MoE archs only (qwen2moe, qwen3moe, qwen35moe, qwen3next, gpt-oss): experts per layer (0: 8), chosen per token (0: 2) and their FFN width (0: ff_dim).
   int n_expert = 0;
   int n_expert_used = 0;
   int expert_ff_dim = 0;

@@ -31,20 +31,22 @@ void build_qwen35_model(const SynthSpec& spec, GgufWriter& writer) {
   u32("attention.value_length", spec.head_dim);
   writer.set_float32(a + ".attention.layer_norm_rms_epsilon", spec.rms_eps);
   writer.set_float32(a + ".rope.freq_base", spec.rope_freq_base);
-  // Partial rotary embedding as published (a quarter of the head there, half here), its pairs split
-  // into interleaved M-RoPE sections that together cover every pair.
+  // Partial rotary embedding as published (a quarter of the head there, half here); Qwen 3.5 splits
+  // its pairs into interleaved M-RoPE sections that together cover every pair.
   const int n_rot = spec.head_dim / 2;
   u32("rope.dimension_count", n_rot);
-  std::vector<int32_t> sections(4, 0);
-  for (int pair = 0; pair < n_rot / 2; ++pair) ++sections[static_cast<size_t>(pair % 3)];
-  writer.set_int32_array(a + ".rope.dimension_sections", sections);
+  if (a != "qwen3next") {
+    std::vector<int32_t> sections(4, 0);
+    for (int pair = 0; pair < n_rot / 2; ++pair) ++sections[static_cast<size_t>(pair % 3)];
+    writer.set_int32_array(a + ".rope.dimension_sections", sections);
+  }
   u32("full_attention_interval", full_attention_interval(spec));
   u32("ssm.conv_kernel", kConvKernel);
   u32("ssm.state_size", spec.head_dim);
   u32("ssm.group_count", spec.n_kv_heads);
   u32("ssm.time_step_rank", spec.n_heads);
   u32("ssm.inner_size", int64_t{spec.n_heads} * spec.head_dim);
-  if (a == "qwen35moe") {
+  if (a != "qwen35") {
     u32("expert_count", spec.n_expert);
     u32("expert_used_count", spec.n_expert_used);
     u32("expert_feed_forward_length", spec.expert_ff_dim);
@@ -71,8 +73,13 @@ void add_qwen35_tensors(const SynthSpec& spec, GgufWriter& writer) {
       // Decays exp(-a * softplus(alpha + dt)) mostly in 0.7..0.95: the state carries many tokens.
       model.vector(p + "ssm_dt.bias", n_v, -2.0f, 0.3f);
       model.vector(p + "ssm_a", n_v, -1.0f, 0.2f);
-      model.matrix(p + "ssm_beta.weight", dim, n_v, inv_sqrt(dim));
-      model.matrix(p + "ssm_alpha.weight", dim, n_v, 0.5f * inv_sqrt(dim));
+      if (spec.arch == "qwen3next") {
+        // Per key head, its group's beta rows then its alpha rows (value heads grouped by key head).
+        model.matrix(p + "ssm_ba.weight", dim, 2 * n_v, 0.75f * inv_sqrt(dim));
+      } else {
+        model.matrix(p + "ssm_beta.weight", dim, n_v, inv_sqrt(dim));
+        model.matrix(p + "ssm_alpha.weight", dim, n_v, 0.5f * inv_sqrt(dim));
+      }
       model.vector(p + "ssm_norm.weight", hd, 1.0f, 0.05f);
       model.matrix(p + "ssm_out.weight", value_dim, dim, inv_sqrt(value_dim));
     } else {
@@ -84,7 +91,7 @@ void add_qwen35_tensors(const SynthSpec& spec, GgufWriter& writer) {
       model.matrix(p + "attn_output.weight", q_dim, dim, inv_sqrt(q_dim));
     }
     model.vector(p + "post_attention_norm.weight", dim, 1.0f, 0.05f);
-    if (spec.arch == "qwen35moe") {
+    if (spec.arch != "qwen35") {
       // qwen3moe's experts (an F32 router, spread wide so the choice is clear-cut) and qwen2moe's
       // shared expert, ff_dim wide, with its per-token sigmoid gate.
       const int64_t n_exp = spec.n_expert, eff = spec.expert_ff_dim;

@@ -96,6 +96,7 @@ class Model {
     // -exp(A_log) [n_v_heads], the write-strength and decay projections [dim, n_v_heads], the
     // per-head output norm [d_v] and the output projection [value_dim, dim].
     loom_tensor ssm_in, ssm_gate, ssm_conv, ssm_dt_bias, ssm_a, ssm_beta, ssm_alpha, ssm_norm, ssm_out;
+    loom_tensor ssm_ba;  // qwen3next: beta and alpha in one matrix; ssm_beta / ssm_alpha are row views of it
   };
   // Shape of the last op list; the same shape with the same buffers means the list is reusable.
   struct GraphKey {

@@ -23,6 +23,9 @@
 //    is NEOX rope), output scaled by sigmoid(gate). The FFN pre-norm is named post_attention_norm.
 //  - qwen35moe (Qwen 3.5 MoE, qwen35moe.cpp): qwen35's layers with qwen3moe's normalised softmax router
 //    plus qwen2moe's sigmoid-gated shared expert.
+//  - qwen3next (Qwen3-Next, qwen3next.cpp): qwen35moe's layers with plain NEOX partial rope (no
+//    M-RoPE sections), value heads grouped by key head rather than tiled, and the beta and alpha
+//    projections fused into ssm_ba (per key head: its group's betas, then its alphas).
 //  - gpt-oss (openai-moe.cpp): NEOX rope, even layers sliding-window (pattern 2), a sink score per head,
 //    biased q/k/v/o, the FFN pre-norm named post_attention_norm, and a MoE whose router (with a bias)
 //    chooses by logit and weighs the chosen by a softmax over them alone; biased experts with the
@@ -200,6 +203,11 @@ void read_linear_attention(const Reader& r, ModelInfo& info) {
   info.layer_is_recurrent.resize(static_cast<size_t>(info.n_layers));
   for (int32_t il = 0; il < info.n_layers; ++il) info.layer_is_recurrent[static_cast<size_t>(il)] = (il + 1) % interval != 0;
   info.attn_output_gate = true;
+  if (info.arch == ModelArch::qwen3next) {
+    info.ssm_grouped_heads = true;
+    info.ssm_fused_beta_alpha = true;
+    return;  // plain NEOX rope over rope.dimension_count dims
+  }
   // Interleaved M-RoPE gives rotated pair s the section s % 3 (time, height, width) while s < 3 *
   // sections[s % 3]; a text token has one position in all three, so where every pair is covered the
   // rotation is NEOX rope. A pair left to the fourth section would turn by position 0: refused.
@@ -216,7 +224,7 @@ void read_linear_attention(const Reader& r, ModelInfo& info) {
 
 }  // namespace
 
-std::string arch_list() { return "llama, qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
+std::string arch_list() { return "llama, qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
 
 ModelInfo read_model_info(const gguf::GgufFile& file) {
   ModelInfo info;
@@ -237,6 +245,8 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     info.arch = ModelArch::qwen35;
   } else if (*arch == "qwen35moe") {
     info.arch = ModelArch::qwen35moe;
+  } else if (*arch == "qwen3next") {
+    info.arch = ModelArch::qwen3next;
   } else if (*arch == "gpt-oss") {
     info.arch = ModelArch::gpt_oss;
   } else if (*arch == "gemma2") {
@@ -341,11 +351,12 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
       break;
     case ModelArch::qwen35:
     case ModelArch::qwen35moe:
+    case ModelArch::qwen3next:
       info.rope_mode = LOOM_ROPE_NEOX;
       info.qk_norm = true;
       info.ffn_norm_name = "post_attention_norm";
       read_linear_attention(r, info);
-      if (info.arch == ModelArch::qwen35moe) {
+      if (info.arch != ModelArch::qwen35) {
         read_experts(r, info);
         info.expert_weights_norm = true;
         info.shared_expert_ff_dim = r.opt_int("expert_shared_feed_forward_length", info.ff_dim, 1, 1 << 22);

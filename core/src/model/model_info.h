@@ -14,7 +14,7 @@ class GgufFile;
 
 namespace loom {
 
-enum class ModelArch { llama, qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, gpt_oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3 };
+enum class ModelArch { llama, qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, qwen3next, gpt_oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3 };
 
 // The attention and FFN geometry of one layer. Most families repeat one shape; Gemma 4 gives its
 // sliding-window and global layers different head sizes, rotary dims and KV heads, widens the FFN
@@ -121,6 +121,11 @@ struct ModelInfo {
   int32_t ssm_d_k = 0, ssm_n_k_heads = 0;
   int32_t ssm_d_v = 0, ssm_n_v_heads = 0;
   bool attn_output_gate = false;
+  // qwen3next: value heads grouped by key head (v head h reads key head h / (n_v / n_k); qwen35's
+  // files are reordered to tiled, h % n_k), and beta/alpha in one projection, per key head first the
+  // group's betas then its alphas (ssm_ba).
+  bool ssm_grouped_heads = false;
+  bool ssm_fused_beta_alpha = false;
 
   bool is_moe() const { return n_expert > 0; }
   bool is_hybrid() const { return ssm_d_conv > 0; }

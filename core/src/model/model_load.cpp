@@ -29,7 +29,23 @@ struct PlannedTensor {
   Conversion conversion = Conversion::none;
   uint64_t offset = 0;
   uint64_t bytes = 0;
+  // Row i of the uploaded matrix is row row_order[i] of the file's (empty = as stored). Rows are
+  // whole blocks in every type, so a reordering is a byte-range gather.
+  std::vector<int64_t> row_order;
 };
+
+// Rows of a per-key-head interleaving [group 0: a0 (n_a rows), b0 (n_b rows) | group 1: a1, b1 | ...]
+// in the order [a0, a1, ..., b0, b1, ...].
+std::vector<int64_t> ungroup_rows(int64_t n_groups, int64_t n_a, int64_t n_b) {
+  std::vector<int64_t> order;
+  for (int64_t part = 0; part < 2; ++part) {
+    for (int64_t g = 0; g < n_groups; ++g) {
+      const int64_t first = g * (n_a + n_b) + (part == 0 ? 0 : n_a);
+      for (int64_t r = 0; r < (part == 0 ? n_a : n_b); ++r) order.push_back(first + r);
+    }
+  }
+  return order;
+}
 
 }  // namespace
 
@@ -58,7 +74,7 @@ Model::Model(ModelInfo info, Backend& backend, ModelOptions options) : info_(std
   silu_params_ = {sizeof(loom_glu_params), LOOM_ACTIVATION_SILU};
   softplus_params_ = {sizeof(loom_glu_params), LOOM_ACTIVATION_SOFTPLUS};
   // Gated DeltaNet L2-normalises q and k with the model's RMS epsilon (llama.cpp: build_gdn_l2_norm).
-  delta_net_params_ = {sizeof(loom_delta_net_params), 0.0f, 1u, info_.rms_eps};
+  delta_net_params_ = {sizeof(loom_delta_net_params), 0.0f, 1u, info_.rms_eps, info_.ssm_grouped_heads ? 1u : 0u};
   moe_route_ = {sizeof(loom_moe_route_params), static_cast<uint32_t>(info_.n_expert_used), info_.expert_gating,
                 info_.expert_weights_norm ? 1u : 0u, info_.expert_weights_scale};
   embd_scale_ = {sizeof(loom_scale_params), info_.embedding_scale};
@@ -170,13 +186,25 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
     add(p + "attn_norm.weight", {dim}, &l.attn_norm, !m.pre_norms);
     if (m.is_recurrent(il)) {
       const int64_t conv = m.ssm_conv_dim(), value = m.ssm_value_dim(), n_v = m.ssm_n_v_heads;
+      if (file.find_tensor(p + "ssm_in.weight") != nullptr && file.find_tensor(p + "attn_qkv.weight") == nullptr) {
+        throw Error(file.label() + ": tensor '" + p + "ssm_in.weight' is the early Qwen3-Next layout (q|k|v|z interleaved per key "
+                    "head), which Loom does not load; convert the model again with a current convert_hf_to_gguf.py, which "
+                    "writes 'attn_qkv' and 'attn_gate'");
+      }
       add(p + "attn_qkv.weight", {dim, conv}, &l.ssm_in);
       add(p + "attn_gate.weight", {dim, value}, &l.ssm_gate);
       add(p + "ssm_conv1d.weight", {m.ssm_d_conv, conv}, &l.ssm_conv, false, true);
       add(p + "ssm_dt.bias", {n_v}, &l.ssm_dt_bias);
       add(p + "ssm_a", {n_v}, &l.ssm_a);
-      add(p + "ssm_beta.weight", {dim, n_v}, &l.ssm_beta);
-      add(p + "ssm_alpha.weight", {dim, n_v}, &l.ssm_alpha);
+      if (m.ssm_fused_beta_alpha) {
+        // qwen3next: per key head its group's betas then alphas; uploaded as all betas, then all
+        // alphas, so each is a row view (after the upload).
+        add(p + "ssm_ba.weight", {dim, 2 * n_v}, &l.ssm_ba);
+        plan.back().row_order = ungroup_rows(m.ssm_n_k_heads, n_v / m.ssm_n_k_heads, n_v / m.ssm_n_k_heads);
+      } else {
+        add(p + "ssm_beta.weight", {dim, n_v}, &l.ssm_beta);
+        add(p + "ssm_alpha.weight", {dim, n_v}, &l.ssm_alpha);
+      }
       add(p + "ssm_norm.weight", {m.ssm_d_v}, &l.ssm_norm);
       add(p + "ssm_out.weight", {value, dim}, &l.ssm_out);
     } else if (m.attn_output_gate) {
@@ -258,6 +286,10 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
     *p.target = tensor_view(weights_, p.offset, p.dtype, d[0], d.size() > 1 ? d[1] : 1, d.size() > 2 ? d[2] : 1);
     switch (p.conversion) {
       case Conversion::none:
+        if (!p.row_order.empty()) {
+          converted.assign(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(p.bytes));
+          break;
+        }
         backend_.upload(weights_, p.offset, data.data(), p.bytes);
         continue;
       case Conversion::q5_0_to_q8_0:
@@ -270,6 +302,14 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
         std::memcpy(converted.data(), values.data(), converted.size());
         break;
       }
+    }
+    if (!p.row_order.empty()) {
+      const uint64_t row_bytes = p.bytes / p.row_order.size();
+      std::vector<uint8_t> gathered(p.bytes);
+      for (size_t i = 0; i < p.row_order.size(); ++i) {
+        std::memcpy(gathered.data() + i * row_bytes, converted.data() + uint64_t(p.row_order[i]) * row_bytes, row_bytes);
+      }
+      converted.swap(gathered);
     }
     backend_.upload(weights_, p.offset, converted.data(), p.bytes);
     backend_.synchronize();  // `converted` is reused for the next tensor
@@ -289,6 +329,10 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
     if (m.fused_gate_up) {
       l.w_gate = row_range(l.w_gate_up, 0, ff);
       l.w_up = row_range(l.w_gate_up, ff, ff);
+    }
+    if (m.is_recurrent(il) && m.ssm_fused_beta_alpha) {
+      l.ssm_beta = row_range(l.ssm_ba, 0, m.ssm_n_v_heads);
+      l.ssm_alpha = row_range(l.ssm_ba, m.ssm_n_v_heads, m.ssm_n_v_heads);
     }
     if (m.owns_kv(il) && l.wv.buffer == nullptr) l.wv = l.wk;  // values are the (un-normed) keys
   }
@@ -348,6 +392,11 @@ void Model::check_backend_ops(const gguf::GgufFile& file) const {
     const loom_tensor gate = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, m.ssm_n_v_heads, 1);
     const loom_tensor states = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, m.ssm_d_k, m.ssm_d_v, m.ssm_n_v_heads, 1);
     require_op("SSM_CONV", "the Gated DeltaNet layers' op", make_op(LOOM_OP_SSM_CONV, x, {x, kernel, conv_states, seqs}));
+    if (m.ssm_grouped_heads && backend_.abi_minor() < 7) {
+      // A backend built against 1.6 headers never reads grouped_heads and would pair the wrong heads.
+      throw Error(file.label() + ": " + m.arch_name + " needs GATED_DELTA_NET with grouped value heads (ABI 1.7); backend '" +
+                  backend_.name() + "' speaks ABI 1." + std::to_string(backend_.abi_minor()));
+    }
     require_op("GATED_DELTA_NET", "the Gated DeltaNet layers' op",
                make_op(LOOM_OP_GATED_DELTA_NET, v, {qk, v, gate, gate, states, seqs}, &delta_net_params_));
     require_op("UNARY", "the SOFTPLUS activation of", make_op(LOOM_OP_UNARY, gate, {gate}, &softplus_params_));

@@ -103,6 +103,7 @@ struct OpParams {
   float delta_q_scale = 1.0f;  // GATED_DELTA_NET
   bool delta_normalize_qk = false;
   float delta_l2_eps = 0.0f;
+  bool delta_grouped_heads = false;  // (ABI 1.7) v head h reads key head h / (n_v / n_k), not h % n_k
 };
 
 struct OpArgs {

@@ -94,7 +94,7 @@ void gated_delta_net(const OpArgs& a, const TaskRunner& run, DotFn dot) {
   const OpParams& p = a.params;
   run(static_cast<int64_t>(seqs.size()) * n_v_heads, [&](int64_t task) {
     const SeqEntry& s = seqs[static_cast<size_t>(task / n_v_heads)];
-    const int64_t h = task % n_v_heads, hk = h % n_k_heads;
+    const int64_t h = task % n_v_heads, hk = p.delta_grouped_heads ? h / (n_v_heads / n_k_heads) : h % n_k_heads;
     // S[i, j] at state[j * d_k + i]: each value dim j is one contiguous row over the key dims.
     float* state = f32_at(states, 0, h, s.slot);
     if (s.fresh) std::fill_n(state, d_k * d_v, 0.0f);

@@ -21,7 +21,7 @@ layout(push_constant) uniform Push {
   uint s_off, s_nb1, s_nb2, s_nb3;
   uint q_off, q_nb1;
   uint d_off, d_nb1, d_nb2;
-  uint d_k, n_k_heads, d_v, n_tok, n_slots, n_seqs, normalize;
+  uint d_k, n_k_heads, d_v, n_tok, n_slots, n_seqs, flags;  // flags: 1 normalise q/k, 2 grouped heads
   float l2_eps, q_scale;
 } pc;
 
@@ -37,7 +37,7 @@ void stage(uint which, uint hk, uint t, uint lid) {
     part += x * x;
     if (which == 0u) qs[i] = x; else ks[i] = x;
   }
-  float inv = pc.normalize != 0u ? 1.0 / sqrt(wg_sum(part) + pc.l2_eps) : 1.0;
+  float inv = (pc.flags & 1u) != 0u ? 1.0 / sqrt(wg_sum(part) + pc.l2_eps) : 1.0;
   barrier();
   for (uint i = lid; i < pc.d_k; i += 64u) {
     if (which == 0u) qs[i] *= inv; else ks[i] *= inv;
@@ -46,7 +46,8 @@ void stage(uint which, uint hk, uint t, uint lid) {
 
 void main() {
   uint lid = gl_LocalInvocationIndex;
-  uint h = gl_WorkGroupID.x, hk = h % pc.n_k_heads;
+  uint h = gl_WorkGroupID.x;
+  uint hk = (pc.flags & 2u) != 0u ? h / (gl_NumWorkGroups.x / pc.n_k_heads) : h % pc.n_k_heads;
   for (uint s = gl_WorkGroupID.y; s < pc.n_seqs; s += gl_NumWorkGroups.y) {
     uint q = (pc.q_off + s * pc.q_nb1) >> 2;
     int first = Q[q], n = Q[q + 1], slot = Q[q + 2];

@@ -291,7 +291,7 @@ void record_gated_delta_net(Context& ctx, Stream& s, const OpArgs& a) {
   p.u(bs.rel).u(states.nb[1]).u(states.nb[2]).u(states.nb[3]);
   p.u(bq.rel).u(seqs.nb[1]);
   p.u(bd.rel).u(d.nb[1]).u(d.nb[2]);
-  p.u(qk.ne[0]).u(qk.ne[1]).u(v.ne[0]).u(qk.ne[3]).u(states.ne[3]).u(seqs.ne[1]).u(a.params.delta_normalize_qk ? 1 : 0);
+  p.u(qk.ne[0]).u(qk.ne[1]).u(v.ne[0]).u(qk.ne[3]).u(states.ne[3]).u(seqs.ne[1]).u((a.params.delta_normalize_qk ? 1u : 0u) | (a.params.delta_grouped_heads ? 2u : 0u));
   p.f(a.params.delta_l2_eps).f(a.params.delta_q_scale);
   s.dispatch("gated_delta_net", bindings, p.w, p.bytes(), uint64_t(v.ne[1]), uint64_t(seqs.ne[1]));
 }
