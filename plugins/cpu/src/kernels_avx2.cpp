@@ -57,7 +57,12 @@ void dot_q8_family_t(int64_t n, const void* w, const void* x, size_t xs, float* 
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NX];
   for (int j = 0; j < NX; j++) acc[j] = _mm256_setzero_ps();
+  // Tiled matrices keep their rows contiguous: fetch the row after next a line per block, so a batch
+  // of few tokens per row (a mixture of experts' matmul) does not wait on DRAM (see kernels_avx512.cpp).
+  const char* ahead = reinterpret_cast<const char*>(wb + 2 * (n / 32));
+  const int64_t ahead_lines = int64_t((n / 32) * sizeof(typename S::Block) + 63) / 64;
   for (int64_t b = 0; b < n / 32; b++) {
+    if (b < ahead_lines) _mm_prefetch(ahead + 64 * b, _MM_HINT_T0);
     const __m256i q = S::load(wb[b]);
     const __m256i aq = _mm256_sign_epi8(q, q);  // |q| as unsigned; the sign moves onto y
     const float dw = h2f(wb[b].d);
