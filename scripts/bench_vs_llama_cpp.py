@@ -58,8 +58,9 @@ def peer_binaries(cache):
     return bin_dir if all((bin_dir / t).exists() for t in PEER_TOOLS) else None
 
 
-def build_peer(cache):
-    """Downloads the pinned sdist (pip, hash-checked), builds the three tools into cache/build."""
+def build_peer(cache, without_amx=False):
+    """Downloads the pinned sdist (pip, hash-checked), builds the three tools into cache/build;
+    without_amx: for the native instruction set less AMX (see peer_runs)."""
     cache.mkdir(parents=True, exist_ok=True)
     src = cache / "src" / "llama_cpp_python-0.3.36" / "vendor" / "llama.cpp"
     if not src.exists():
@@ -75,13 +76,22 @@ def build_peer(cache):
                 members = [m for m in tar.getmembers() if "/vendor/llama.cpp/" in m.name]
                 tar.extractall(cache / "src", members=members, filter="data")
     log(f"building {', '.join(PEER_TOOLS)} (cached in {cache}; minutes the first time)")
+    native_flags = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" if without_amx else ""
     subprocess.run(["cmake", "-S", str(src), "-B", str(cache / "build"), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
                     "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-                    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON"],
+                    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON",
+                    f"-DCMAKE_C_FLAGS={native_flags}", f"-DCMAKE_CXX_FLAGS={native_flags}"],
                    check=True, stdout=subprocess.DEVNULL)
     subprocess.run(["cmake", "--build", str(cache / "build"), "-j", str(os.cpu_count() or 2), "--target", *PEER_TOOLS],
                    check=True, stdout=subprocess.DEVNULL)
     return peer_binaries(cache)
+
+
+def peer_runs(bin_dir, model):
+    """False when llama-bench dies by a signal on a tiny run of the model (a build the CPU cannot run)."""
+    proc = subprocess.run([str(bin_dir / "llama-bench"), "-m", model, "-t", "2", "-p", "8", "-n", "1", "-r", "1"],
+                          capture_output=True, text=True)
+    return proc.returncode >= 0
 
 
 # ---- micro-benchmarks -------------------------------------------------------------------------------
@@ -379,9 +389,18 @@ def main():
         bin_dir = peer_binaries(cache)
         if bin_dir is None and args.peer == "build":
             bin_dir = build_peer(cache)
-        if bin_dir is None:
+        if bin_dir is not None and not peer_runs(bin_dir, args.model) and args.peer == "build":
+            # ggml's AMX matmul (compiled in by -march=native where cpuinfo lists AMX) crashed at its
+            # first tile instruction on a Xeon VM whose AMX otherwise works: rebuild without it.
+            log("llama-bench crashed on this model; rebuilding llama.cpp without AMX")
+            peer_info["note"] = "built without AMX: the native build crashed in ggml's AMX matmul"
+            bin_dir = build_peer(cache, without_amx=True)
+            if not peer_runs(bin_dir, args.model):
+                bin_dir = None
+                peer_info["skipped"] = "llama-bench crashes on this model even without AMX"
+        if bin_dir is None and not peer_info["skipped"]:
             peer_info["skipped"] = f"no llama.cpp build in {cache} (--peer cached)"
-        else:
+        elif bin_dir is not None:
             peer_info["binaries"] = str(bin_dir)
     if peer_info["skipped"]:
         log(f"llama.cpp skipped: {peer_info['skipped']}; Loom only")
