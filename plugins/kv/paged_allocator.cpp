@@ -6,6 +6,21 @@ namespace loom::kv {
 
 namespace {
 Outcome fail(loom_status status, std::string message) { return {status, std::move(message)}; }
+
+// A take_pending_* call: the queued copies into `out` and forgotten, or OUT_OF_RANGE with nothing
+// forgotten when they do not fit (*out_n says how many; the caller retries with that much room).
+template <typename Copy>
+Outcome hand_over(std::vector<Copy>& pending, Copy* out, uint32_t cap, uint32_t* out_n, const char* what) {
+  if (out_n != nullptr) *out_n = static_cast<uint32_t>(pending.size());
+  if (pending.empty()) return Outcome::ok();
+  if (out == nullptr || pending.size() > cap) {
+    return fail(LOOM_STATUS_OUT_OF_RANGE, std::string(what) + ": " + std::to_string(pending.size()) +
+                                              " copies pending, capacity is " + std::to_string(cap));
+  }
+  std::copy(pending.begin(), pending.end(), out);
+  pending.clear();
+  return Outcome::ok();
+}
 }  // namespace
 
 PagedAllocator::PagedAllocator(const AllocatorConfig& config)
@@ -338,16 +353,7 @@ Outcome PagedAllocator::seq_length(uint64_t seq_id, uint32_t* out_n_tokens) cons
 }
 
 Outcome PagedAllocator::take_pending_copies(loom_kv_block_copy* out, uint32_t cap, uint32_t* out_n) {
-  if (out_n != nullptr) *out_n = static_cast<uint32_t>(pending_copies_.size());
-  if (pending_copies_.empty()) return Outcome::ok();
-  if (out == nullptr || pending_copies_.size() > cap) {
-    // Nothing is forgotten: the caller retries with room for *out_n copies.
-    return fail(LOOM_STATUS_OUT_OF_RANGE, "take_pending_copies: " + std::to_string(pending_copies_.size()) +
-                                              " copies pending, capacity is " + std::to_string(cap));
-  }
-  std::copy(pending_copies_.begin(), pending_copies_.end(), out);
-  pending_copies_.clear();
-  return Outcome::ok();
+  return hand_over(pending_copies_, out, cap, out_n, "take_pending_copies");
 }
 
 Outcome PagedAllocator::seq_state_slot(uint64_t seq_id, int32_t* out_slot) const {
@@ -360,15 +366,7 @@ Outcome PagedAllocator::seq_state_slot(uint64_t seq_id, int32_t* out_slot) const
 }
 
 Outcome PagedAllocator::take_pending_state_copies(loom_kv_state_copy* out, uint32_t cap, uint32_t* out_n) {
-  if (out_n != nullptr) *out_n = static_cast<uint32_t>(pending_state_copies_.size());
-  if (pending_state_copies_.empty()) return Outcome::ok();
-  if (out == nullptr || pending_state_copies_.size() > cap) {
-    return fail(LOOM_STATUS_OUT_OF_RANGE, "take_pending_state_copies: " + std::to_string(pending_state_copies_.size()) +
-                                              " copies pending, capacity is " + std::to_string(cap));
-  }
-  std::copy(pending_state_copies_.begin(), pending_state_copies_.end(), out);
-  pending_state_copies_.clear();
-  return Outcome::ok();
+  return hand_over(pending_state_copies_, out, cap, out_n, "take_pending_state_copies");
 }
 
 Outcome PagedAllocator::seq_checkpoint_state(uint64_t seq_id, uint32_t n_tokens) {

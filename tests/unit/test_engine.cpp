@@ -43,6 +43,9 @@ std::filesystem::path synthetic_model(const std::string& arch = "llama") {
   return path;
 }
 
+// The families whose first layer is recurrent (a fixed state per sequence, no KV).
+bool is_hybrid(const std::string& arch) { return arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next"; }
+
 loom::Config engine_config(int64_t kv_bytes = 8ll << 20, int64_t max_batched = 64) {
   loom::Config config;
   config.plugins.search_path = {loom::test::plugin_build_dir().string()};
@@ -174,8 +177,8 @@ TEST_CASE("preemption by recompute when blocks run out loses no request and chan
   // 2 layers x 2 kv heads x 16 dims x 4 bytes x 2 (K and V) = 512 bytes per token, so 1 MiB holds
   // 8 blocks of 256 tokens. Eight 250-token prompts fit one block each, but generating 20 tokens
   // crosses into a second block: the pool runs out and the youngest sequences are preempted.
-  // qwen35's first layer is recurrent (a fixed state per sequence, no KV), so half the bytes per token.
-  auto config = engine_config(arch.starts_with("qwen3") && arch != "qwen3moe" ? 1 << 19 : 1 << 20, 512);
+  // A hybrid model's first layer keeps no KV, so half the bytes per token.
+  auto config = engine_config(is_hybrid(arch) ? 1 << 19 : 1 << 20, 512);
   config.kv.block_size = 256;
   config.scheduler.max_num_seqs = 8;
   loom::Engine engine(config, synthetic_model(arch));
@@ -201,7 +204,7 @@ TEST_CASE("a repeated prompt reuses cached blocks and reproduces the cold prefil
   const std::string arch = GENERATE(as<std::string>{}, "llama", "qwen2moe", "qwen3moe", "gpt-oss", "qwen35", "qwen35moe", "qwen3next");
   // Hybrid models resume from the recurrent state checkpointed at the prompt's last full block; with
   // no checkpoints they reuse nothing (the state at a block boundary was not kept, loom/kv.h).
-  const bool hybrid = arch.starts_with("qwen35") || arch == "qwen3next";
+  const bool hybrid = is_hybrid(arch);
   const int64_t checkpoints = hybrid ? GENERATE(16, 0) : 16;
   INFO(arch << ", " << checkpoints << " state checkpoints");
   auto config = engine_config();

@@ -1,9 +1,13 @@
 // Shared by the [model] tests: synthetic models on disk and CPU backends from the build's plugins.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "config/config.h"
@@ -42,6 +46,19 @@ inline gguf::SynthSpec small_spec(const std::string& arch, loom_dtype weights = 
   spec.seed = seed;
   if (arch == "gemma3" || arch == "gemma2" || arch == "gemma4" || arch == "gpt-oss") spec.sliding_window = 8;  // small, so short tests cross the window
   return spec;
+}
+
+// A deterministic prompt of n tokens inside a 300-token range of small vocabularies; `salt` varies it.
+inline std::vector<int32_t> prompt_tokens(int n, int salt = 0) {
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < n; ++i) tokens.push_back(3 + (i * 37 + salt * 11) % 300);
+  return tokens;
+}
+
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
+  return worst;
 }
 
 inline std::filesystem::path write_small_model(const gguf::SynthSpec& spec, const std::string& tag) {

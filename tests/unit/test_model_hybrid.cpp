@@ -15,22 +15,13 @@
 
 namespace {
 
+using loom::test::max_abs_diff;
+using loom::test::prompt_tokens;
+
 loom::gguf::SynthSpec hybrid_spec(loom_dtype weights) {
   auto spec = loom::test::small_spec("qwen35", weights, 43);
   spec.n_layers = 4;  // three Gated DeltaNet layers, then attention
   return spec;
-}
-
-std::vector<int32_t> prompt_tokens(int n, int salt = 0) {
-  std::vector<int32_t> tokens;
-  for (int i = 0; i < n; ++i) tokens.push_back(3 + (i * 37 + salt * 11) % 300);
-  return tokens;
-}
-
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double worst = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
-  return worst;
 }
 
 }  // namespace

@@ -12,24 +12,15 @@
 
 namespace {
 
+using loom::test::max_abs_diff;
+using loom::test::prompt_tokens;
+
 loom::gguf::SynthSpec moe_spec(loom_dtype weights) {
   auto spec = loom::test::small_spec("qwen3moe", weights, 41);
   spec.n_expert = 8;
   spec.n_expert_used = 2;
   spec.expert_ff_dim = 64;
   return spec;
-}
-
-std::vector<int32_t> prompt_tokens(int n) {
-  std::vector<int32_t> tokens;
-  for (int i = 0; i < n; ++i) tokens.push_back(3 + (i * 37) % 300);
-  return tokens;
-}
-
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double worst = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
-  return worst;
 }
 
 }  // namespace

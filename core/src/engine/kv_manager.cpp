@@ -120,21 +120,26 @@ std::vector<int32_t> KvManager::block_table(uint64_t seq_id) const {
   }
 }
 
-std::vector<loom_kv_block_copy> KvManager::take_pending_copies() {
-  std::vector<loom_kv_block_copy> copies;
-  if (table_->take_pending_copies == nullptr) return copies;
-  copies.resize(16);
+// Both pending-copy queues: ask with room for 16, grow to what the allocator reports until it fits.
+template <typename Copy>
+std::vector<Copy> KvManager::take_all(loom_status (*take)(loom_kv_t*, Copy*, uint32_t, uint32_t*), const char* what) {
+  std::vector<Copy> copies(16);
   for (;;) {
     uint32_t n = 0;
     for (auto& c : copies) c.struct_size = sizeof(c);
-    loom_status status = table_->take_pending_copies(kv_, copies.data(), static_cast<uint32_t>(copies.size()), &n);
+    loom_status status = take(kv_, copies.data(), static_cast<uint32_t>(copies.size()), &n);
     if (status == LOOM_STATUS_OK && n <= copies.size()) {
       copies.resize(n);
       return copies;
     }
-    if (status != LOOM_STATUS_OK && status != LOOM_STATUS_OUT_OF_RANGE) fail(status, "take_pending_copies");
+    if (status != LOOM_STATUS_OK && status != LOOM_STATUS_OUT_OF_RANGE) fail(status, what);
     copies.resize(std::max<size_t>(n, copies.size() * 2));
   }
+}
+
+std::vector<loom_kv_block_copy> KvManager::take_pending_copies() {
+  if (table_->take_pending_copies == nullptr) return {};
+  return take_all(table_->take_pending_copies, "take_pending_copies");
 }
 
 int32_t KvManager::state_slot(uint64_t seq_id) const {
@@ -151,20 +156,8 @@ void KvManager::checkpoint_state(uint64_t seq_id, uint32_t n_tokens) {
 }
 
 std::vector<loom_kv_state_copy> KvManager::take_pending_state_copies() {
-  std::vector<loom_kv_state_copy> copies;
-  if (n_state_slots_ == 0 || table_->take_pending_state_copies == nullptr) return copies;
-  copies.resize(16);
-  for (;;) {
-    uint32_t n = 0;
-    for (auto& c : copies) c.struct_size = sizeof(c);
-    loom_status status = table_->take_pending_state_copies(kv_, copies.data(), static_cast<uint32_t>(copies.size()), &n);
-    if (status == LOOM_STATUS_OK && n <= copies.size()) {
-      copies.resize(n);
-      return copies;
-    }
-    if (status != LOOM_STATUS_OK && status != LOOM_STATUS_OUT_OF_RANGE) fail(status, "take_pending_state_copies");
-    copies.resize(std::max<size_t>(n, copies.size() * 2));
-  }
+  if (n_state_slots_ == 0 || table_->take_pending_state_copies == nullptr) return {};
+  return take_all(table_->take_pending_state_copies, "take_pending_state_copies");
 }
 
 }  // namespace loom

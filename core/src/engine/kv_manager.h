@@ -62,6 +62,9 @@ class KvManager {
 
  private:
   [[noreturn]] void fail(loom_status status, const char* what) const;
+  // Everything a take_pending_* slot of the table has queued.
+  template <typename Copy>
+  std::vector<Copy> take_all(loom_status (*take)(loom_kv_t*, Copy*, uint32_t, uint32_t*), const char* what);
 
   static void on_events(void* user, const loom_kv_event* events, uint32_t n_events);
 

@@ -276,7 +276,7 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
     total = align_up(total + p.bytes, kAlign);
   }
   weights_ = backend_.alloc(total, LOOM_BUFFER_USAGE_WEIGHTS);
-  std::vector<uint8_t> converted;
+  std::vector<uint8_t> converted, reordered;
   uint64_t done = 0;
   for (const PlannedTensor& p : plan) {
     if (progress) progress(done, total);
@@ -284,35 +284,34 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
     const std::span<const uint8_t> data = file.tensor_data(*p.source);
     const auto& d = p.source->dims;
     *p.target = tensor_view(weights_, p.offset, p.dtype, d[0], d.size() > 1 ? d[1] : 1, d.size() > 2 ? d[2] : 1);
+    std::span<const uint8_t> bytes = data;  // what is uploaded: the file's bytes, or converted ones
     switch (p.conversion) {
       case Conversion::none:
-        if (!p.row_order.empty()) {
-          converted.assign(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(p.bytes));
-          break;
-        }
-        backend_.upload(weights_, p.offset, data.data(), p.bytes);
-        continue;
+        break;
       case Conversion::q5_0_to_q8_0:
         repack_q5_0_to_q8_0(data, converted);
         ++report_.n_repacked;
+        bytes = converted;
         break;
       case Conversion::to_f32: {
         const std::vector<float> values = dequantize_rows(p.source->type, data, d[0]);
         converted.resize(values.size() * 4);
         std::memcpy(converted.data(), values.data(), converted.size());
+        bytes = converted;
         break;
       }
     }
     if (!p.row_order.empty()) {
       const uint64_t row_bytes = p.bytes / p.row_order.size();
-      std::vector<uint8_t> gathered(p.bytes);
+      reordered.resize(p.bytes);
       for (size_t i = 0; i < p.row_order.size(); ++i) {
-        std::memcpy(gathered.data() + i * row_bytes, converted.data() + uint64_t(p.row_order[i]) * row_bytes, row_bytes);
+        std::memcpy(reordered.data() + i * row_bytes, bytes.data() + uint64_t(p.row_order[i]) * row_bytes, row_bytes);
       }
-      converted.swap(gathered);
+      bytes = reordered;
     }
-    backend_.upload(weights_, p.offset, converted.data(), p.bytes);
-    backend_.synchronize();  // `converted` is reused for the next tensor
+    backend_.upload(weights_, p.offset, bytes.data(), p.bytes);
+    // `converted` and `reordered` are reused for the next tensor; the file's bytes need no wait.
+    if (bytes.data() != data.data()) backend_.synchronize();
   }
   backend_.synchronize();  // the file's mapping may go away after load
   if (progress) progress(total, total);

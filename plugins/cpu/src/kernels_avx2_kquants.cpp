@@ -263,19 +263,20 @@ void dot_q5_1_t(int64_t n, const void* w, const void* x, size_t xs, float* out) 
   dot_min_family_t<UnsignedQ5_1, NX>(n, w, x, xs, out);
 }
 
-// IQ4_NL: Q4_0's layout (f16 d, 16 bytes of nibbles) with the nibbles indexing the signed levels;
-// |level| x sign(y, level) as in the Q8_0 family.
-template <int NX>
-void dot_iq4_nl_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
-  const auto* wb = static_cast<const loom_block_q4_0*>(w);
-  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels)));
+// 4-bit indexes into 16 signed levels (IQ4_NL; MXFP4 with its E2M1 levels doubled, so they are
+// integers), on BlockQ8 activations: |level| x sign(y, level) as in the Q8_0 family. A format gives
+// the block, its levels and the block's float scale.
+template <typename F, int NX>
+void dot_levels_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
+  const auto* wb = static_cast<const typename F::Block*>(w);
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(F::levels())));
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NX];
   for (int j = 0; j < NX; j++) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 32; b++) {
     const __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles_32(wb[b].qs));
     const __m256i aq = _mm256_sign_epi8(q, q);
-    const float dw = h2f(wb[b].d);
+    const float dw = F::scale(wb[b]);
     for (int j = 0; j < NX; j++) {
       const BlockQ8& yb = act_row<BlockQ8>(x, xs, j)[b];
       const __m256i y = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(yb.qs)), q);
@@ -286,28 +287,28 @@ void dot_iq4_nl_t(int64_t n, const void* w, const void* x, size_t xs, float* out
   for (int j = 0; j < NX; j++) out[j] = hsum(acc[j]);
 }
 
-// MXFP4 (gpt-oss's experts): IQ4_NL's kernel with the E2M1 levels (doubled, so they are integers) and
-// the block's E8M0 exponent as ggml's half scale, on the same BlockQ8 activations ggml uses.
+// IQ4_NL: Q4_0's layout (f16 d, 16 bytes of nibbles) with the nibbles indexing the signed levels.
+struct Iq4NlLevels {
+  using Block = loom_block_q4_0;
+  static const int8_t* levels() { return kIq4Levels; }
+  static float scale(const Block& b) { return h2f(b.d); }
+};
+
+// MXFP4 (gpt-oss's experts): the block's E8M0 exponent as ggml's half scale, on the same BlockQ8
+// activations ggml uses.
+struct Mxfp4Levels {
+  using Block = loom_block_mxfp4;
+  static const int8_t* levels() { return plugin_support::kMxfp4Levels; }
+  static float scale(const Block& b) { return plugin_support::mxfp4_half_scale(b.e); }
+};
+
+template <int NX>
+void dot_iq4_nl_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
+  dot_levels_t<Iq4NlLevels, NX>(n, w, x, xs, out);
+}
 template <int NX>
 void dot_mxfp4_t(int64_t n, const void* w, const void* x, size_t xs, float* out) {
-  const auto* wb = static_cast<const loom_block_mxfp4*>(w);
-  const __m256i table =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(plugin_support::kMxfp4Levels)));
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[NX];
-  for (int j = 0; j < NX; j++) acc[j] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 32; b++) {
-    const __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles_32(wb[b].qs));
-    const __m256i aq = _mm256_sign_epi8(q, q);
-    const float dw = plugin_support::mxfp4_half_scale(wb[b].e);
-    for (int j = 0; j < NX; j++) {
-      const BlockQ8& yb = act_row<BlockQ8>(x, xs, j)[b];
-      const __m256i y = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(yb.qs)), q);
-      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, y), ones);
-      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * yb.d), sum_i32(p), acc[j]);
-    }
-  }
-  for (int j = 0; j < NX; j++) out[j] = hsum(acc[j]);
+  dot_levels_t<Mxfp4Levels, NX>(n, w, x, xs, out);
 }
 
 }  // namespace
