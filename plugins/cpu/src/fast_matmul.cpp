@@ -228,11 +228,63 @@ bool try_float_gemm(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   return true;
 }
 
+const PanelKernels* panel_kernels(loom_dtype type, const Kernels& k) {
+  const PanelKernels* panel = type == LOOM_DTYPE_Q4_0   ? &k.q4_0_panel
+                              : type == LOOM_DTYPE_Q5_0 ? &k.q5_0_panel
+                              : type == LOOM_DTYPE_Q8_0 ? &k.q8_0_panel
+                                                        : nullptr;
+  return panel != nullptr && panel->dot != nullptr ? panel : nullptr;
+}
+
+// Batched matmul through token panels (Kernels::q*_panel): the tokens are quantized into panels of
+// kPanelTokens once, then threads take chunks of weight rows (sized to stay in L2) and run every
+// panel over each chunk. Lanes past the last token are zero and their sums are dropped.
+bool try_panel_gemm(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
+  const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
+  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
+  const PanelKernels* panel = panel_kernels(w.dtype, k);
+  if (panel == nullptr || k.panel_min_tokens <= 0 || n_tok < k.panel_min_tokens || n_in % 32 != 0) return false;
+  if (dst.nb[0] != sizeof(float) || dst.ne[2] != 1 || dst.ne[3] != 1) return false;
+
+  const int64_t n_panels = (n_tok + kPanelTokens - 1) / kPanelTokens;
+  const size_t panel_stride = (panel->bytes(n_in) + 63) / 64 * 64;
+  std::vector<uint8_t>& buffer = scratch();
+  if (buffer.size() < panel_stride * size_t(n_panels) + 64) buffer.resize(panel_stride * size_t(n_panels) + 64);
+  uint8_t* const panels = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64;
+  pool.parallel_for(n_panels, [&](int64_t p, int) {
+    const int n_valid = int(std::min<int64_t>(kPanelTokens, n_tok - p * kPanelTokens));
+    const float* rows[kPanelTokens];
+    for (int t = 0; t < n_valid; t++) rows[t] = x.frow(p * kPanelTokens + t);
+    panel->quantize(rows, n_valid, n_in, panels + size_t(p) * panel_stride);
+  });
+
+  // About 64 KiB of weights per chunk, in the kernel's groups of four rows.
+  const uint64_t w_row_bytes = std::max<uint64_t>(row_bytes(w.dtype, n_in), 1);
+  const int64_t l2_rows = std::max<int64_t>(4, int64_t((64u << 10) / w_row_bytes) / 4 * 4);
+  const int64_t rows = std::min<int64_t>(l2_rows, chunk_size(n_out, pool.size(), 4));
+  const int64_t n_chunks = (n_out + rows - 1) / rows;
+  pool.parallel_for(n_chunks, [&](int64_t chunk, int) {
+    static thread_local std::vector<float> sums;
+    const int64_t r0 = chunk * rows, n_rows = std::min(n_out, r0 + rows) - r0;
+    sums.resize(size_t(n_rows) * kPanelTokens);
+    for (int64_t p = 0; p < n_panels; p++) {
+      panel->dot(n_in, w.at(r0), size_t(w.nb[1]), n_rows, panels + size_t(p) * panel_stride, sums.data());
+      const int n_valid = int(std::min<int64_t>(kPanelTokens, n_tok - p * kPanelTokens));
+      for (int t = 0; t < n_valid; t++) {
+        float* d = dst.frow(p * kPanelTokens + t) + r0;
+        for (int64_t r = 0; r < n_rows; r++) d[r] = sums[size_t(r * kPanelTokens + t)];
+      }
+    }
+  });
+  return true;
+}
+
 void fast_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   if (is_decode_matmul(a)) {
     const OpArgs* one = &a;
     return fast_matmul_decode_group(&one, 1, pool, k);
   }
+  if (try_panel_gemm(a, pool, k)) return;
   if (try_float_gemm(a, pool, k)) return;
   const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();

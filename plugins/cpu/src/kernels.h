@@ -56,6 +56,23 @@ struct FloatGemm {
                int64_t dst_stride) = nullptr;
 };
 
+// Batched matmuls with the tokens across the vector lanes. A panel holds kPanelTokens activation
+// rows quantized to int8 blocks and interleaved so that one vector load brings the same four values
+// of every token: a weight row's four bytes, broadcast, then meet all tokens in one multiply-add, and
+// each lane ends a block holding a finished block sum, with no horizontal reduction. The tile kernels
+// instead pay a reduction and a scale per (row, token, block pair), which held batched decode near
+// 12 multiply-adds per cycle.
+inline constexpr int kPanelTokens = 16;
+// quantize: tokens t < n_valid from rows[t] (n floats each), the lanes after them zero.
+using PanelQuantizeFn = void (*)(const float* const* rows, int n_valid, int64_t n, void* panel);
+// dot: out[r * kPanelTokens + t] = dot(weight row r, token t) for r < n_rows, rows w_stride bytes apart.
+using PanelDotFn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* panel, float* out);
+struct PanelKernels {
+  PanelQuantizeFn quantize = nullptr;
+  PanelDotFn dot = nullptr;
+  size_t (*bytes)(int64_t n) = nullptr;  // one panel's size for rows of n values
+};
+
 struct Kernels {
   const char* name;
   void (*quantize_q8)(const float* x, BlockQ8* y, int64_t n);    // n multiple of 32
@@ -87,6 +104,10 @@ struct Kernels {
   int64_t gemm_min_tokens = 0;
   // MXFP4 on BlockQ8 rows (gpt-oss's experts); {nullptr, nullptr}: rows decode to floats instead.
   WeightKernels mxfp4{nullptr, nullptr};
+  // Matmuls of at least panel_min_tokens activation rows through token panels (see PanelKernels);
+  // {} where the table has none for the type.
+  PanelKernels q4_0_panel{}, q5_0_panel{}, q8_0_panel{};
+  int64_t panel_min_tokens = 0;
 };
 
 const Kernels& scalar_kernels();

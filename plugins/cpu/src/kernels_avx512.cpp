@@ -27,12 +27,16 @@
 #include <cstring>
 
 #include "cpu_tensor.h"
+#include "kernels_avx512_common.h"
 #include "kernels_avx512_kquants.h"
+#include "kernels_avx512_panel.h"
 
 namespace loom::cpu {
 namespace {
 
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+using avx512::h2f;
+using avx512::quantize_block;
+using avx512::QuantizedBlock;
 
 // ---- the activation rows ------------------------------------------------------------------------
 // Each row is quantized to int8 per 32-value block like the AVX2 table's BlockQ8 (same scale, same
@@ -50,22 +54,6 @@ inline ActRow act_row(const void* x, int64_t n) {
   return {q, reinterpret_cast<const float*>(q + n), reinterpret_cast<const int32_t*>(q + offset_terms_at(n))};
 }
 static_assert(kRowsActivationBytes(4096) >= 4096 + 4 * 128 + 63 + 4096, "activation row layout does not fit");
-
-// One 32-value block: scale = amax / 127 (0 for an all-zero block), values rounded to nearest even
-// (the default MXCSR mode, as std::nearbyint), each 16-value half returned as 16 int8.
-struct QuantizedBlock {
-  float scale;
-  __m128i half[2];
-};
-inline QuantizedBlock quantize_block(const float* x) {
-  const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
-  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
-  const float scale = amax / 127.0f, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
-  const __m512 mul = _mm512_set1_ps(inv);
-  return {scale,
-          {_mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(lo, mul))),
-           _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(hi, mul)))}};
-}
 
 template <int kOffset>
 void quantize_row(const float* x, void* out, int64_t n) {
@@ -299,6 +287,7 @@ Kernels make_table(const Kernels& avx2) {
   // on the integer tiles here.
   k.float_gemm = {};
   k.gemm_min_tokens = 0;
+  add_avx512_panels(k);
   return k;
 }
 

@@ -1,0 +1,177 @@
+// Batched Q4_0 / Q5_0 / Q8_0 matmuls with kPanelTokens tokens across the lanes of a 512-bit register
+// (the panel layout of kernels.h).
+//
+// A panel block (32 values of every token) is eight vectors: vector k holds values 4k..4k+3 of token
+// t in int32 lane t. A weight row's block becomes 32 unsigned bytes u = w + offset; each group of
+// four is broadcast and vpdpbusd adds sum(u * x) over those four values to every token's lane at
+// once. Eight such steps finish the block's sums, already one per lane: no horizontal reduction,
+// and one conversion, one scale product and one FMA per (row, block) for all sixteen tokens.
+//
+// The offset comes out exactly, as in the row kernels: sum((u - offset) * x) = sum(u * x) - offset *
+// sum(x), and the panel carries -offset * sum(x) per token and block as the sums' starting value.
+//
+// Per (row, block) for 16 tokens (512 multiply-adds): 8 vpdpbusd, 8 broadcast loads, the unpack of
+// one block, 4 scale and accumulate operations. The tile kernel spends about 23 vector operations on
+// a 4-token block pair (256 multiply-adds). Rows go four at a time so the eight activation vectors
+// are loaded once for four rows, and the four rows' sums are eight independent dependency chains,
+// which cover vpdpbusd's latency.
+#include "kernels_avx512_panel.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && defined(__F16C__)
+
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cpu_tensor.h"
+#include "kernels_avx512_common.h"
+
+namespace loom::cpu {
+namespace {
+
+using avx512::h2f;
+
+// One panel block: 8 x 64 bytes of values, then 16 int32 starting sums, then 16 float scales.
+constexpr size_t kValuesBytes = 8 * 64;
+constexpr size_t kBlockBytes = kValuesBytes + 64 + 64;
+static_assert(kPanelTokens == 16, "a panel block is one 16-lane register per four values");
+
+size_t panel_bytes(int64_t n) { return size_t(n / 32) * kBlockBytes; }
+
+template <int kOffset>
+void quantize_panel(const float* const* rows, int n_valid, int64_t n, void* panel) {
+  auto* out = static_cast<uint8_t*>(panel);
+  std::memset(out, 0, panel_bytes(n));
+  for (int64_t b = 0; b < n / 32; b++) {
+    uint8_t* block = out + size_t(b) * kBlockBytes;
+    auto* start = reinterpret_cast<int32_t*>(block + kValuesBytes);
+    auto* scale = reinterpret_cast<float*>(block + kValuesBytes + 64);
+    for (int t = 0; t < n_valid; t++) {
+      const avx512::QuantizedBlock q = avx512::quantize_block(rows[t] + 32 * b);
+      alignas(32) int8_t values[32];
+      _mm_store_si128(reinterpret_cast<__m128i*>(values), q.half[0]);
+      _mm_store_si128(reinterpret_cast<__m128i*>(values + 16), q.half[1]);
+      int sum = 0;
+      for (int i = 0; i < 32; i++) sum += values[i];
+      for (int k = 0; k < 8; k++) std::memcpy(block + 64 * k + 4 * t, values + 4 * k, 4);
+      start[t] = -kOffset * sum;
+      scale[t] = q.scale;
+    }
+  }
+}
+
+// Each format gives a block's 32 weights as unsigned bytes in element order, w + kOffset.
+// Q4_0/Q5_0 nibbles in element order: byte i holds element i in its low nibble, i + 16 in its high.
+inline __m256i nibbles(const uint8_t* qs) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+struct Q4_0Format {
+  using Block = loom_block_q4_0;
+  static constexpr int kOffset = 8;
+  static __m256i unsigned_values(const Block& w) { return nibbles(w.qs); }
+};
+
+struct Q5_0Format {
+  using Block = loom_block_q5_0;
+  static constexpr int kOffset = 16;
+  // Q4_0's nibbles plus the fifth bits: bit j of qh belongs to element j.
+  static __m256i unsigned_values(const Block& w) {
+    uint32_t high;
+    std::memcpy(&high, w.qh, 4);
+    const __m256i low = nibbles(w.qs);
+    return _mm256_mask_add_epi8(low, _cvtu32_mask32(high), low, _mm256_set1_epi8(0x10));
+  }
+};
+
+struct Q8_0Format {
+  using Block = loom_block_q8_0;
+  static constexpr int kOffset = 128;  // flipping the sign bit adds 128
+  static __m256i unsigned_values(const Block& w) {
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs)), _mm256_set1_epi8(static_cast<char>(0x80)));
+  }
+};
+
+inline __m512i broadcast_group(const uint8_t* bytes) {
+  int32_t group;
+  std::memcpy(&group, bytes, 4);
+  return _mm512_set1_epi32(group);
+}
+
+// R weight rows x the panel's 16 tokens; out[r * 16 + t]. prefetch/prefetch_bytes: the next rows,
+// fetched a few lines per block while these compute (a 16-token batch streams its weights from
+// DRAM at the pace of this loop).
+template <typename F, int R>
+void panel_rows(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* panel, float* out, const uint8_t* prefetch,
+                size_t prefetch_bytes) {
+  using Block = typename F::Block;
+  const int64_t nb = n / 32;
+  const Block* rows[R];
+  for (int r = 0; r < R; r++) rows[r] = reinterpret_cast<const Block*>(w + size_t(r) * w_stride);
+  __m512 acc[R];
+  for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+  const size_t lines_per_block = nb > 0 ? (prefetch_bytes / 64 + size_t(nb)) / size_t(nb) : 0;
+  size_t prefetched = 0;
+  // The unsigned weights go through memory so that each group of four is a broadcast load (a load
+  // port) rather than a permute (the same port as vpdpbusd).
+  alignas(32) uint8_t weights[R][32];
+  for (int64_t b = 0; b < nb; b++) {
+    for (size_t l = 0; l < lines_per_block && prefetched < prefetch_bytes; l++, prefetched += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + prefetched), _MM_HINT_T0);
+    const uint8_t* block = panel + size_t(b) * kBlockBytes;
+    __m512i x[8];
+    for (int k = 0; k < 8; k++) x[k] = _mm512_load_si512(block + 64 * k);
+    const __m512i start = _mm512_load_si512(block + kValuesBytes);
+    const __m512 x_scale = _mm512_load_ps(block + kValuesBytes + 64);
+    for (int r = 0; r < R; r++) _mm256_store_si256(reinterpret_cast<__m256i*>(weights[r]), F::unsigned_values(rows[r][b]));
+    for (int r = 0; r < R; r++) {
+      // Two chains per row (even and odd groups), eight in flight over four rows.
+      __m512i even = start, odd = _mm512_setzero_si512();
+      for (int k = 0; k < 8; k += 2) {
+        even = _mm512_dpbusd_epi32(even, broadcast_group(weights[r] + 4 * k), x[k]);
+        odd = _mm512_dpbusd_epi32(odd, broadcast_group(weights[r] + 4 * k + 4), x[k + 1]);
+      }
+      const __m512 scale = _mm512_mul_ps(x_scale, _mm512_set1_ps(h2f(rows[r][b].d)));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), scale, acc[r]);
+    }
+  }
+  for (int r = 0; r < R; r++) _mm512_storeu_ps(out + 16 * r, acc[r]);
+}
+
+template <typename F>
+void panel_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* panel, float* out) {
+  constexpr int64_t kGroup = 4;
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* x = static_cast<const uint8_t*>(panel);
+  int64_t r = 0;
+  for (; r + kGroup <= n_rows; r += kGroup) {
+    const int64_t ahead = std::min<int64_t>(kGroup, n_rows - (r + kGroup));
+    panel_rows<F, kGroup>(n, p + size_t(r) * w_stride, w_stride, x, out + 16 * r, p + size_t(r + kGroup) * w_stride, size_t(ahead) * w_stride);
+  }
+  for (; r < n_rows; r++) panel_rows<F, 1>(n, p + size_t(r) * w_stride, w_stride, x, out + 16 * r, nullptr, 0);
+}
+
+}  // namespace
+
+void add_avx512_panels(Kernels& k) {
+  k.q4_0_panel = {quantize_panel<Q4_0Format::kOffset>, panel_dot<Q4_0Format>, panel_bytes};
+  k.q5_0_panel = {quantize_panel<Q5_0Format::kOffset>, panel_dot<Q5_0Format>, panel_bytes};
+  k.q8_0_panel = {quantize_panel<Q8_0Format::kOffset>, panel_dot<Q8_0Format>, panel_bytes};
+  k.panel_min_tokens = 8;
+}
+
+}  // namespace loom::cpu
+
+#else  // not built for AVX-512
+
+namespace loom::cpu {
+void add_avx512_panels(Kernels&) {}
+}  // namespace loom::cpu
+
+#endif
