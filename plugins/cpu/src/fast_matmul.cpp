@@ -232,6 +232,8 @@ const PanelKernels* panel_kernels(loom_dtype type, const Kernels& k) {
   const PanelKernels* panel = type == LOOM_DTYPE_Q4_0   ? &k.q4_0_panel
                               : type == LOOM_DTYPE_Q5_0 ? &k.q5_0_panel
                               : type == LOOM_DTYPE_Q8_0 ? &k.q8_0_panel
+                              : type == LOOM_DTYPE_Q4_K ? &k.q4_k_panel
+                              : type == LOOM_DTYPE_Q6_K ? &k.q6_k_panel
                                                         : nullptr;
   return panel != nullptr && panel->dot != nullptr ? panel : nullptr;
 }
@@ -255,7 +257,7 @@ bool try_panel_gemm(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
     const int n_valid = int(std::min<int64_t>(kPanelTokens, n_tok - p * kPanelTokens));
     const float* rows[kPanelTokens];
     for (int t = 0; t < n_valid; t++) rows[t] = x.frow(p * kPanelTokens + t);
-    panel->quantize(rows, n_valid, n_in, panels + size_t(p) * panel_stride);
+    panel->quantize(k, rows, n_valid, n_in, panels + size_t(p) * panel_stride);
   });
 
   // About 64 KiB of weights per chunk, in the kernel's groups of four rows.

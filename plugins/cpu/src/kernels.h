@@ -63,8 +63,10 @@ struct FloatGemm {
 // instead pay a reduction and a scale per (row, token, block pair), which held batched decode near
 // 12 multiply-adds per cycle.
 inline constexpr int kPanelTokens = 16;
-// quantize: tokens t < n_valid from rows[t] (n floats each), the lanes after them zero.
-using PanelQuantizeFn = void (*)(const float* const* rows, int n_valid, int64_t n, void* panel);
+struct Kernels;
+// quantize: tokens t < n_valid from rows[t] (n floats each), the lanes after them zero, rounded as
+// the table k rounds a row for the type's other kernels.
+using PanelQuantizeFn = void (*)(const Kernels& k, const float* const* rows, int n_valid, int64_t n, void* panel);
 // dot: out[r * kPanelTokens + t] = dot(weight row r, token t) for r < n_rows, rows w_stride bytes apart.
 using PanelDotFn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* panel, float* out);
 struct PanelKernels {
@@ -106,7 +108,7 @@ struct Kernels {
   WeightKernels mxfp4{nullptr, nullptr};
   // Matmuls of at least panel_min_tokens activation rows through token panels (see PanelKernels);
   // {} where the table has none for the type.
-  PanelKernels q4_0_panel{}, q5_0_panel{}, q8_0_panel{};
+  PanelKernels q4_0_panel{}, q5_0_panel{}, q8_0_panel{}, q4_k_panel{}, q6_k_panel{};
   int64_t panel_min_tokens = 0;
 };
 

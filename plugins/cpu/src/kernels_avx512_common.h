@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace loom::cpu::avx512 {
 
@@ -25,6 +26,13 @@ inline QuantizedBlock quantize_block(const float* x) {
   return {scale,
           {_mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(lo, mul))),
            _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(hi, mul)))}};
+}
+
+// Four bytes broadcast to all sixteen int32 lanes (one broadcast load when the bytes are in memory).
+inline __m512i broadcast_group(const uint8_t* bytes) {
+  int32_t group;
+  std::memcpy(&group, bytes, 4);
+  return _mm512_set1_epi32(group);
 }
 
 }  // namespace loom::cpu::avx512

@@ -1,0 +1,216 @@
+// Batched Q4_K / Q6_K matmuls on token panels (see kernels_avx512_panel.cpp for the idea).
+//
+// A panel super-block holds, for 256 values of 16 tokens: 64 value vectors (vector v: values
+// 4v..4v+3 of token t in lane t), as the table's BlockQ8K rows round them, so a token's integer sums
+// match the one-row kernels'; then each 32-value sub-block's sum as floats (Q4_K's mins); then
+// -32 x each 16-value group's sum as int32 (Q6_K's offset, the starting value of that group's sums);
+// then the tokens' scales.
+//
+// Per weight row and super-block the kernels unpack the weights once to unsigned bytes (Q4_K's
+// nibbles, Q6_K's six bits) and the sub-block scales to floats, and then run vpdpbusd over the
+// tokens: Q4_K folds each 32-value sub-block's sum in with its scale, and its mins in one FMA per
+// sub-block against the sums in the panel; Q6_K folds each 16-value group with its scale.
+#include "kernels_avx512_panel.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && defined(__F16C__)
+
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels_avx512_common.h"
+
+namespace loom::cpu {
+namespace {
+
+using avx512::broadcast_group;
+using avx512::h2f;
+
+constexpr size_t kValuesBytes = 64 * 64;
+constexpr size_t kSubBlockSumsAt = kValuesBytes;                 // 8 x 16 floats
+constexpr size_t kGroupStartsAt = kSubBlockSumsAt + 8 * 64;      // 16 x 16 int32
+constexpr size_t kScalesAt = kGroupStartsAt + 16 * 64;           // 16 floats
+constexpr size_t kSuperBlockBytes = kScalesAt + 64;
+
+size_t panel_bytes(int64_t n) { return size_t(n / 256) * kSuperBlockBytes; }
+
+void quantize_panel(const Kernels& k, const float* const* rows, int n_valid, int64_t n, void* panel) {
+  auto* out = static_cast<uint8_t*>(panel);
+  std::memset(out, 0, panel_bytes(n));
+  static thread_local std::vector<BlockQ8K> quantized;
+  quantized.resize(size_t(n / 256));
+  for (int t = 0; t < n_valid; t++) {
+    k.quantize_q8k(rows[t], quantized.data(), n);
+    for (int64_t b = 0; b < n / 256; b++) {
+      const BlockQ8K& q = quantized[size_t(b)];
+      uint8_t* block = out + size_t(b) * kSuperBlockBytes;
+      for (int v = 0; v < 64; v++) std::memcpy(block + 64 * v + 4 * t, q.qs + 4 * v, 4);
+      auto* sub_sums = reinterpret_cast<float*>(block + kSubBlockSumsAt);
+      for (int s = 0; s < 8; s++) sub_sums[16 * s + t] = float(q.bsums[2 * s] + q.bsums[2 * s + 1]);
+      auto* starts = reinterpret_cast<int32_t*>(block + kGroupStartsAt);
+      for (int g = 0; g < 16; g++) starts[16 * g + t] = -32 * q.bsums[g];
+      reinterpret_cast<float*>(block + kScalesAt)[t] = q.d;
+    }
+  }
+}
+
+// Q4_K's eight 6-bit scales and mins (ggml's get_scale_min_k4).
+inline void q4_k_scales(const uint8_t* packed, int s, int& scale, int& min) {
+  if (s < 4) {
+    scale = packed[s] & 63, min = packed[s + 4] & 63;
+  } else {
+    scale = (packed[s + 4] & 0xF) | ((packed[s - 4] >> 6) << 4);
+    min = (packed[s + 4] >> 4) | ((packed[s] >> 6) << 4);
+  }
+}
+
+// Q4_K: nibbles of 32-byte chunk c are sub-blocks 2c (low) and 2c + 1 (high), in element order.
+struct Q4K {
+  using Block = loom_block_q4_k;
+  struct Unpacked {
+    alignas(32) uint8_t q[256];
+    float scale[8], min[8];  // d x scale_s, dmin x min_s
+  };
+  static void unpack(const Block& w, Unpacked& u) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < 4; c++) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * c));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 64 * c), _mm256_and_si256(raw, low4));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4));
+    }
+    const float d = h2f(w.d), dmin = h2f(w.dmin);
+    for (int s = 0; s < 8; s++) {
+      int scale, min;
+      q4_k_scales(w.scales, s, scale, min);
+      u.scale[s] = d * float(scale), u.min[s] = dmin * float(min);
+    }
+  }
+};
+
+// Q6_K: each 128-value half takes 64 bytes of low nibbles and 32 of two-bit pairs; values l, 32 + l,
+// 64 + l, 96 + l (l < 32) come from ql[l] low, ql[32 + l] low, ql[l] high, ql[32 + l] high nibbles
+// with qh[l]'s bit pairs 0, 1, 2, 3 on top (ggml's dequantize_row_q6_K).
+struct Q6K {
+  using Block = loom_block_q6_k;
+  struct Unpacked {
+    alignas(32) uint8_t q[256];
+    float scale[16];  // d x scale_g
+  };
+  static void unpack(const Block& w, Unpacked& u) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
+    for (int h = 0; h < 2; h++) {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.ql + 64 * h));
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.ql + 64 * h + 32));
+      const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh + 32 * h));
+      auto* q = reinterpret_cast<__m256i*>(u.q + 128 * h);
+      _mm256_store_si256(q + 0, _mm256_or_si256(_mm256_and_si256(a, low4), _mm256_and_si256(_mm256_slli_epi16(hi, 4), bits45)));
+      _mm256_store_si256(q + 1, _mm256_or_si256(_mm256_and_si256(b, low4), _mm256_and_si256(_mm256_slli_epi16(hi, 2), bits45)));
+      _mm256_store_si256(q + 2, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low4), _mm256_and_si256(hi, bits45)));
+      _mm256_store_si256(q + 3,
+                         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), low4), _mm256_and_si256(_mm256_srli_epi16(hi, 2), bits45)));
+    }
+    const float d = h2f(w.d);
+    for (int g = 0; g < 16; g++) u.scale[g] = d * float(w.scales[g]);
+  }
+};
+
+// The sums of one weight row over `groups` value vectors starting at vector v0: two chains (even and
+// odd vectors) so rows interleave without waiting on vpdpbusd's latency.
+template <int kVectors>
+inline __m512i group_sums(__m512i start, const uint8_t* q, const __m512i* x) {
+  __m512i even = start, odd = _mm512_setzero_si512();
+  for (int k = 0; k < kVectors; k += 2) {
+    even = _mm512_dpbusd_epi32(even, broadcast_group(q + 4 * k), x[k]);
+    odd = _mm512_dpbusd_epi32(odd, broadcast_group(q + 4 * k + 4), x[k + 1]);
+  }
+  return _mm512_add_epi32(even, odd);
+}
+
+template <int R>
+void q4_k_rows(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* panel, float* out) {
+  __m512 total[R];
+  for (int r = 0; r < R; r++) total[r] = _mm512_setzero_ps();
+  Q4K::Unpacked u[R];
+  for (int64_t b = 0; b < n / 256; b++) {
+    const uint8_t* block = panel + size_t(b) * kSuperBlockBytes;
+    for (int r = 0; r < R; r++) Q4K::unpack(reinterpret_cast<const Q4K::Block*>(w + size_t(r) * w_stride)[b], u[r]);
+    __m512 acc[R];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int s = 0; s < 8; s++) {
+      __m512i x[8];
+      for (int v = 0; v < 8; v++) x[v] = _mm512_load_si512(block + 64 * (8 * s + v));
+      const __m512 sub_sum = _mm512_load_ps(block + kSubBlockSumsAt + 64 * s);
+      for (int r = 0; r < R; r++) {
+        const __m512i sums = group_sums<8>(_mm512_setzero_si512(), u[r].q + 32 * s, x);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_set1_ps(u[r].scale[s]), acc[r]);
+        acc[r] = _mm512_fnmadd_ps(sub_sum, _mm512_set1_ps(u[r].min[s]), acc[r]);
+      }
+    }
+    const __m512 x_scale = _mm512_load_ps(block + kScalesAt);
+    for (int r = 0; r < R; r++) total[r] = _mm512_fmadd_ps(acc[r], x_scale, total[r]);
+  }
+  for (int r = 0; r < R; r++) _mm512_storeu_ps(out + 16 * r, total[r]);
+}
+
+template <int R>
+void q6_k_rows(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* panel, float* out) {
+  __m512 total[R];
+  for (int r = 0; r < R; r++) total[r] = _mm512_setzero_ps();
+  Q6K::Unpacked u[R];
+  for (int64_t b = 0; b < n / 256; b++) {
+    const uint8_t* block = panel + size_t(b) * kSuperBlockBytes;
+    for (int r = 0; r < R; r++) Q6K::unpack(reinterpret_cast<const Q6K::Block*>(w + size_t(r) * w_stride)[b], u[r]);
+    __m512 acc[R];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int g = 0; g < 16; g++) {
+      __m512i x[4];
+      for (int v = 0; v < 4; v++) x[v] = _mm512_load_si512(block + 64 * (4 * g + v));
+      const __m512i start = _mm512_load_si512(block + kGroupStartsAt + 64 * g);
+      for (int r = 0; r < R; r++) {
+        const __m512i sums = group_sums<4>(start, u[r].q + 16 * g, x);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_set1_ps(u[r].scale[g]), acc[r]);
+      }
+    }
+    const __m512 x_scale = _mm512_load_ps(block + kScalesAt);
+    for (int r = 0; r < R; r++) total[r] = _mm512_fmadd_ps(acc[r], x_scale, total[r]);
+  }
+  for (int r = 0; r < R; r++) _mm512_storeu_ps(out + 16 * r, total[r]);
+}
+
+// Rows in groups of four, prefetching the next group's weights while this one computes.
+template <void (*Four)(int64_t, const uint8_t*, size_t, const uint8_t*, float*),
+          void (*One)(int64_t, const uint8_t*, size_t, const uint8_t*, float*)>
+void panel_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* panel, float* out) {
+  const auto* p = static_cast<const uint8_t*>(w);
+  const auto* x = static_cast<const uint8_t*>(panel);
+  int64_t r = 0;
+  for (; r + 4 <= n_rows; r += 4) {
+    const uint8_t* next = p + size_t(r + 4) * w_stride;
+    const size_t ahead = size_t(std::min<int64_t>(4, n_rows - (r + 4))) * w_stride;
+    for (size_t off = 0; off < ahead; off += 64) _mm_prefetch(reinterpret_cast<const char*>(next + off), _MM_HINT_T1);
+    Four(n, p + size_t(r) * w_stride, w_stride, x, out + 16 * r);
+  }
+  for (; r < n_rows; r++) One(n, p + size_t(r) * w_stride, w_stride, x, out + 16 * r);
+}
+
+}  // namespace
+
+void add_avx512_kquant_panels(Kernels& k) {
+  k.q4_k_panel = {quantize_panel, panel_dot<q4_k_rows<4>, q4_k_rows<1>>, panel_bytes};
+  k.q6_k_panel = {quantize_panel, panel_dot<q6_k_rows<4>, q6_k_rows<1>>, panel_bytes};
+}
+
+}  // namespace loom::cpu
+
+#else  // not built for AVX-512
+
+namespace loom::cpu {
+void add_avx512_kquant_panels(Kernels&) {}
+}  // namespace loom::cpu
+
+#endif
