@@ -1,5 +1,6 @@
 // The fast MOE_MATMUL: the batch's (token, expert) rows grouped by expert, so each chosen expert's
-// matrix is read once per op however many tokens chose it, through the dense matmul kernels.
+// matrix is read once per op however many tokens chose it, through the dense matmul kernels; the
+// experts chosen by several rows share one batched pass over the pool.
 #include <algorithm>
 #include <vector>
 
@@ -47,8 +48,12 @@ void fast_moe_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k, MoeCou
     const auto* b = reinterpret_cast<const float*>(a.src[3].at(e));
     for (int64_t o = 0; o < n_out; o++) out[o] += b[o];
   };
-  static thread_local std::vector<float> gathered, results;  // the calling thread's, reused
   counters.ops++;
+  // Experts chosen by one row (decode) read and write it in place, one after the other; experts
+  // chosen by several run together as one batched pass (fast_matmul_batched).
+  std::vector<OpArgs> batched;
+  std::vector<int64_t> batched_experts;
+  int64_t gathered_rows = 0;
   for (int64_t e = 0; e < n_expert; e++) {
     const int64_t r0 = groups.first[size_t(e)], m = groups.first[size_t(e) + 1] - r0;
     if (m == 0) continue;
@@ -59,24 +64,41 @@ void fast_moe_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k, MoeCou
     sub.n_src = 2;
     sub.src[0] = expert_matrix(w, e);
     if (m == 1) {
-      // One row (decode): the kernels read and write it in place.
       sub.src[1] = f32_rows(x_row(groups.rows[size_t(r0)]), n_in, 1);
       sub.dst = f32_rows(dst_row(groups.rows[size_t(r0)]), n_out, 1);
       fast_matmul(sub, pool, k);
       add_bias(e, dst_row(groups.rows[size_t(r0)]));
       continue;
     }
-    gathered.resize(size_t(m * n_in));
-    results.resize(size_t(m * n_out));
-    for (int64_t i = 0; i < m; i++) std::copy_n(x_row(groups.rows[size_t(r0 + i)]), n_in, gathered.data() + i * n_in);
-    sub.src[1] = f32_rows(gathered.data(), n_in, m);
-    sub.dst = f32_rows(results.data(), n_out, m);
-    fast_matmul(sub, pool, k);
-    for (int64_t i = 0; i < m; i++) {
-      float* out = dst_row(groups.rows[size_t(r0 + i)]);
-      std::copy_n(results.data() + i * n_out, n_out, out);
+    batched.push_back(sub);
+    batched_experts.push_back(e);
+    gathered_rows += m;
+  }
+  if (batched.empty()) return;
+
+  static thread_local std::vector<float> gathered, results;  // the calling thread's, reused
+  gathered.resize(size_t(gathered_rows * n_in));
+  results.resize(size_t(gathered_rows * n_out));
+  std::vector<const OpArgs*> ops;
+  int64_t at = 0;
+  for (size_t i = 0; i < batched.size(); i++) {
+    const int64_t e = batched_experts[i], r0 = groups.first[size_t(e)], m = groups.first[size_t(e) + 1] - r0;
+    for (int64_t j = 0; j < m; j++) std::copy_n(x_row(groups.rows[size_t(r0 + j)]), n_in, gathered.data() + (at + j) * n_in);
+    batched[i].src[1] = f32_rows(gathered.data() + at * n_in, n_in, m);
+    batched[i].dst = f32_rows(results.data() + at * n_out, n_out, m);
+    ops.push_back(&batched[i]);
+    at += m;
+  }
+  fast_matmul_batched(ops.data(), int(ops.size()), pool, k);
+  at = 0;
+  for (size_t i = 0; i < batched.size(); i++) {
+    const int64_t e = batched_experts[i], r0 = groups.first[size_t(e)], m = groups.first[size_t(e) + 1] - r0;
+    for (int64_t j = 0; j < m; j++) {
+      float* out = dst_row(groups.rows[size_t(r0 + j)]);
+      std::copy_n(results.data() + (at + j) * n_out, n_out, out);
       add_bias(e, out);
     }
+    at += m;
   }
 }
 

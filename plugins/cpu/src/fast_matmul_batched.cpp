@@ -1,0 +1,200 @@
+// Batched MATMUL (two or more activation rows): each path is written as the two passes it makes over
+// the pool, preparing the activation rows (quantizing, rounding or packing panels) and multiplying
+// chunks of weight rows, so that several independent matmuls (a mixture-of-experts op's experts)
+// share two passes instead of paying two each: a batch of 16 gives each of 8 experts about four
+// rows, and 48 pool passes per layer cost more than the experts' arithmetic.
+//
+// Paths, first that applies:
+// - token panels (Kernels::q*_panel) from panel_min_tokens rows: kPanelTokens tokens across the
+//   vector lanes (kernels_avx512_panel.cpp);
+// - float GEMM (Kernels::float_gemm) from gemm_min_tokens rows, for tables whose FMA units outrun
+//   their int8 dot products;
+// - integer tiles: one weight row x up to kMaxTile tokens.
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "fast_internal.h"
+#include "kernels_dequant.h"
+#include "matmul_plan.h"
+
+namespace loom::cpu {
+namespace {
+
+struct BatchedMatmul {
+  int64_t n_prepare = 0, n_compute = 0;
+  std::function<void(int64_t)> prepare, compute;
+};
+
+// Activation buffer `slot` of the calling thread, 64-byte aligned, reused across calls (a fresh
+// allocation of a prefill's megabytes would fault its pages in every call).
+uint8_t* activation_buffer(size_t slot, size_t bytes) {
+  static thread_local std::vector<std::vector<uint8_t>> buffers;
+  if (buffers.size() <= slot) buffers.resize(slot + 1);
+  std::vector<uint8_t>& b = buffers[slot];
+  if (b.size() < bytes + 64) b.resize(bytes + 64);
+  return b.data() + (64 - reinterpret_cast<uintptr_t>(b.data()) % 64) % 64;
+}
+
+const PanelKernels* panel_kernels(loom_dtype type, const Kernels& k) {
+  const PanelKernels* panel = type == LOOM_DTYPE_Q4_0   ? &k.q4_0_panel
+                              : type == LOOM_DTYPE_Q5_0 ? &k.q5_0_panel
+                              : type == LOOM_DTYPE_Q8_0 ? &k.q8_0_panel
+                              : type == LOOM_DTYPE_Q4_K ? &k.q4_k_panel
+                              : type == LOOM_DTYPE_Q6_K ? &k.q6_k_panel
+                                                        : nullptr;
+  return panel != nullptr && panel->dot != nullptr ? panel : nullptr;
+}
+
+bool plain_output_rows(const Tensor& dst) { return dst.nb[0] == sizeof(float) && dst.ne[2] == 1 && dst.ne[3] == 1; }
+
+// Token panels: the tokens are packed into panels of kPanelTokens, then each chunk of weight rows
+// (sized to stay in L2) meets every panel. Lanes past the last token are zero and dropped.
+bool panel_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, BatchedMatmul& job) {
+  const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
+  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
+  const PanelKernels* panel = panel_kernels(w.dtype, k);
+  if (panel == nullptr || k.panel_min_tokens <= 0 || n_tok < k.panel_min_tokens || n_in % 32 != 0 || !plain_output_rows(dst)) return false;
+
+  const int64_t n_panels = (n_tok + kPanelTokens - 1) / kPanelTokens;
+  const size_t stride = (panel->bytes(n_in) + 63) / 64 * 64;
+  uint8_t* const panels = activation_buffer(slot, stride * size_t(n_panels));
+  job.n_prepare = n_panels;
+  job.prepare = [=, &k](int64_t p) {
+    const int n_valid = int(std::min<int64_t>(kPanelTokens, n_tok - p * kPanelTokens));
+    const float* rows[kPanelTokens];
+    for (int t = 0; t < n_valid; t++) rows[t] = x.frow(p * kPanelTokens + t);
+    panel->quantize(k, rows, n_valid, n_in, panels + size_t(p) * stride);
+  };
+
+  // About 64 KiB of weights per chunk, in the kernels' groups of four rows.
+  const uint64_t w_row_bytes = std::max<uint64_t>(row_bytes(w.dtype, n_in), 1);
+  const int64_t l2_rows = std::max<int64_t>(4, int64_t((64u << 10) / w_row_bytes) / 4 * 4);
+  const int64_t rows = std::min<int64_t>(l2_rows, chunk_size(n_out, n_threads, 4));
+  job.n_compute = (n_out + rows - 1) / rows;
+  job.compute = [=](int64_t chunk) {
+    static thread_local std::vector<float> sums;
+    const int64_t r0 = chunk * rows, n_rows = std::min(n_out, r0 + rows) - r0;
+    sums.resize(size_t(n_rows) * kPanelTokens);
+    for (int64_t p = 0; p < n_panels; p++) {
+      panel->dot(n_in, w.at(r0), size_t(w.nb[1]), n_rows, panels + size_t(p) * stride, sums.data());
+      const int n_valid = int(std::min<int64_t>(kPanelTokens, n_tok - p * kPanelTokens));
+      for (int t = 0; t < n_valid; t++) {
+        float* d = dst.frow(p * kPanelTokens + t) + r0;
+        for (int64_t r = 0; r < n_rows; r++) d[r] = sums[size_t(r * kPanelTokens + t)];
+      }
+    }
+  };
+  return true;
+}
+
+// Float GEMM (Kernels::float_gemm): each chunk of weight rows is decoded to floats once (sized to
+// stay in L2) and multiplied with every activation row.
+//
+// Batch invariance: the activations first take the int8 rounding the one-row kernels give them, so a
+// sequence's logits are the same (to float summation order) whether it ran alone or in a batch of 16:
+// the integer kernels' block sums are exact, and so, to rounding, are these float ones.
+//
+// Types without a vector decoder use the reference one (dequantize_row), a few ns per value: worth it
+// only when many tokens share each decoded row, as in prefill.
+constexpr int64_t kReferenceDecodeMinTokens = 64;
+
+bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, BatchedMatmul& job) {
+  const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
+  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
+  if (k.float_gemm.gemm == nullptr || n_tok < k.gemm_min_tokens || n_in % 8 != 0) return false;
+  const RowDecodeFn fast_decode = k.float_gemm.decoder(w.dtype);
+  if (fast_decode == nullptr && n_tok < kReferenceDecodeMinTokens) return false;
+  const MatmulPlan plan = plan_for(w.dtype, n_in, k);
+  // Activations in the table's usual format for the type (not a kernel-specific layout the rounding
+  // above would not reproduce).
+  if (!plain_output_rows(dst) || dst.nb[1] % sizeof(float) != 0 || plan.dot.rows_quantize != nullptr || plan.dot.tile_quantize != nullptr)
+    return false;
+
+  auto* const activations = reinterpret_cast<float*>(activation_buffer(slot, size_t(n_tok * n_in) * sizeof(float)));
+  job.n_prepare = n_tok;
+  job.prepare = [=, &k](int64_t t) { round_like_integer_kernels(plan, k, x.frow(t), activations + t * n_in, n_in); };
+
+  // About 64 KiB of decoded rows per chunk, a multiple of the kernel's 3-row blocks.
+  const int64_t l2_rows = std::max<int64_t>(3, int64_t((64u << 10) / (uint64_t(n_in) * sizeof(float))) / 3 * 3);
+  const int64_t rows = std::min<int64_t>(l2_rows, std::max<int64_t>(3, chunk_size(n_out, n_threads, 3)));
+  job.n_compute = (n_out + rows - 1) / rows;
+  job.compute = [=, &k](int64_t chunk) {
+    static thread_local std::vector<float> decoded;
+    const int64_t r0 = chunk * rows, n_rows = std::min(n_out, r0 + rows) - r0;
+    decoded.resize(size_t(n_rows * n_in));
+    for (int64_t r = 0; r < n_rows; r++) {
+      if (fast_decode) fast_decode(w.at(r0 + r), decoded.data() + r * n_in, n_in);
+      else dequantize_row(w.dtype, w.at(r0 + r), decoded.data() + r * n_in, n_in);
+    }
+    k.float_gemm.gemm(n_in, decoded.data(), n_in, n_rows, activations, n_in, n_tok, reinterpret_cast<float*>(dst.data) + r0,
+                      int64_t(dst.nb[1] / sizeof(float)));
+  };
+  return true;
+}
+
+// Integer tiles: each weight block is unpacked once per tile of kMaxTile tokens, and the chunk (sized
+// to stay in L2) is re-read from cache, not memory, for the next tile.
+void tile_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, BatchedMatmul& job) {
+  const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
+  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
+  const MatmulPlan plan = plan_for(w.dtype, n_in, k);
+
+  // Activations: one row per token, `stride` bytes apart, in the format the kernel asks for: its own
+  // layout when it brings a quantizer for this path, else the weight type's usual format.
+  const RowsQuantizeFn own_layout = plan.dot.tile_quantize;
+  const size_t row_bytes_needed = own_layout ? size_t(kRowsActivationBytes(n_in)) : plan.act_row_bytes;
+  const size_t stride = (row_bytes_needed + 63) / 64 * 64;
+  uint8_t* const act = activation_buffer(slot, stride * size_t(n_tok));
+  job.n_prepare = n_tok;
+  job.prepare = [=, &k](int64_t t) { quantize_activation(plan, own_layout, k, x.frow(t), act + size_t(t) * stride, n_in); };
+
+  // Rows per chunk: about 64 KiB of weights, but small enough that every thread gets several chunks.
+  const uint64_t w_row_bytes = row_bytes(w.dtype, n_in);
+  const int64_t l2_rows = std::max<int64_t>(1, int64_t((64u << 10) / std::max<uint64_t>(w_row_bytes, 1)));
+  const int64_t rows = std::min<int64_t>(chunk_size(n_out, n_threads, 4), std::max<int64_t>(l2_rows, 4));
+  job.n_compute = (n_out + rows - 1) / rows;
+  job.compute = [=](int64_t chunk) {
+    const int64_t r0 = chunk * rows, r1 = std::min(n_out, r0 + rows);
+    float out[kMaxTile];
+    for (int64_t t0 = 0; t0 < n_tok; t0 += kMaxTile) {
+      const int n_x = int(std::min<int64_t>(kMaxTile, n_tok - t0));
+      const uint8_t* xt = act + size_t(t0) * stride;
+      for (int64_t r = r0; r < r1; r++) {
+        plan.dot.tile(n_in, w.at(r), xt, stride, n_x, out);
+        for (int j = 0; j < n_x; j++) dst.frow(t0 + j)[r] = out[j];
+      }
+    }
+  };
+}
+
+BatchedMatmul make_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot) {
+  BatchedMatmul job;
+  if (!panel_job(a, n_threads, k, slot, job) && !float_gemm_job(a, n_threads, k, slot, job)) tile_job(a, n_threads, k, slot, job);
+  return job;
+}
+
+// Runs every job's prepare tasks in one pass over the pool, then every compute task in a second.
+void run_jobs(std::vector<BatchedMatmul>& jobs, ThreadPool& pool) {
+  std::vector<int64_t> first(jobs.size() + 1);
+  auto pass = [&](int64_t BatchedMatmul::*count, std::function<void(int64_t)> BatchedMatmul::*task) {
+    for (size_t j = 0; j < jobs.size(); j++) first[j + 1] = first[j] + jobs[j].*count;
+    pool.parallel_for(first.back(), [&](int64_t i, int) {
+      const size_t j = size_t(std::upper_bound(first.begin(), first.end(), i) - first.begin()) - 1;
+      (jobs[j].*task)(i - first[j]);
+    });
+  };
+  pass(&BatchedMatmul::n_prepare, &BatchedMatmul::prepare);
+  pass(&BatchedMatmul::n_compute, &BatchedMatmul::compute);
+}
+
+}  // namespace
+
+void fast_matmul_batched(const OpArgs* const* ops, int n_ops, ThreadPool& pool, const Kernels& k) {
+  std::vector<BatchedMatmul> jobs;
+  jobs.reserve(size_t(n_ops));
+  for (int i = 0; i < n_ops; i++) jobs.push_back(make_job(*ops[i], pool.size(), k, size_t(i)));
+  run_jobs(jobs, pool);
+}
+
+}  // namespace loom::cpu
