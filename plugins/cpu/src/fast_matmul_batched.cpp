@@ -5,7 +5,7 @@
 // rows, and 48 pool passes per layer cost more than the experts' arithmetic.
 //
 // Paths, first that applies:
-// - token panels (Kernels::q*_panel) from panel_min_tokens rows: kPanelTokens tokens across the
+// - token panels (Kernels::q*_panels) from panel_min_tokens rows: 8 or 16 tokens across the
 //   vector lanes (kernels_avx512_panel.cpp);
 // - float GEMM (Kernels::float_gemm) from gemm_min_tokens rows, for tables whose FMA units outrun
 //   their int8 dot products;
@@ -36,34 +36,38 @@ uint8_t* activation_buffer(size_t slot, size_t bytes) {
   return b.data() + (64 - reinterpret_cast<uintptr_t>(b.data()) % 64) % 64;
 }
 
-const PanelKernels* panel_kernels(loom_dtype type, const Kernels& k) {
-  const PanelKernels* panel = type == LOOM_DTYPE_Q4_0   ? &k.q4_0_panel
-                              : type == LOOM_DTYPE_Q5_0 ? &k.q5_0_panel
-                              : type == LOOM_DTYPE_Q8_0 ? &k.q8_0_panel
-                              : type == LOOM_DTYPE_Q4_K ? &k.q4_k_panel
-                              : type == LOOM_DTYPE_Q6_K ? &k.q6_k_panel
-                                                        : nullptr;
-  return panel != nullptr && panel->dot != nullptr ? panel : nullptr;
+// The panels for n_tok tokens of `type`: the narrow ones when the batch fits them, else the wide.
+const PanelKernels* panel_kernels(loom_dtype type, int64_t n_tok, const Kernels& k) {
+  const PanelSet* set = type == LOOM_DTYPE_Q4_0   ? &k.q4_0_panels
+                        : type == LOOM_DTYPE_Q5_0 ? &k.q5_0_panels
+                        : type == LOOM_DTYPE_Q8_0 ? &k.q8_0_panels
+                        : type == LOOM_DTYPE_Q4_K ? &k.q4_k_panels
+                        : type == LOOM_DTYPE_Q6_K ? &k.q6_k_panels
+                                                  : nullptr;
+  if (set == nullptr || k.panel_min_tokens <= 0 || n_tok < k.panel_min_tokens) return nullptr;
+  if (set->narrow.dot != nullptr && n_tok <= set->narrow.tokens) return &set->narrow;
+  return set->wide.dot != nullptr ? &set->wide : nullptr;
 }
 
 bool plain_output_rows(const Tensor& dst) { return dst.nb[0] == sizeof(float) && dst.ne[2] == 1 && dst.ne[3] == 1; }
 
-// Token panels: the tokens are packed into panels of kPanelTokens, then each chunk of weight rows
+// Token panels: the tokens are packed into panels, then each chunk of weight rows
 // (sized to stay in L2) meets every panel. Lanes past the last token are zero and dropped.
 bool panel_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, BatchedMatmul& job) {
   const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
-  const PanelKernels* panel = panel_kernels(w.dtype, k);
-  if (panel == nullptr || k.panel_min_tokens <= 0 || n_tok < k.panel_min_tokens || n_in % 32 != 0 || !plain_output_rows(dst)) return false;
+  const PanelKernels* panel = panel_kernels(w.dtype, n_tok, k);
+  if (panel == nullptr || n_in % 32 != 0 || !plain_output_rows(dst)) return false;
 
-  const int64_t n_panels = (n_tok + kPanelTokens - 1) / kPanelTokens;
+  const int64_t lanes = panel->tokens;
+  const int64_t n_panels = (n_tok + lanes - 1) / lanes;
   const size_t stride = (panel->bytes(n_in) + 63) / 64 * 64;
   uint8_t* const panels = activation_buffer(slot, stride * size_t(n_panels));
   job.n_prepare = n_panels;
   job.prepare = [=, &k](int64_t p) {
-    const int n_valid = int(std::min<int64_t>(kPanelTokens, n_tok - p * kPanelTokens));
-    const float* rows[kPanelTokens];
-    for (int t = 0; t < n_valid; t++) rows[t] = x.frow(p * kPanelTokens + t);
+    const int n_valid = int(std::min<int64_t>(lanes, n_tok - p * lanes));
+    const float* rows[kMaxPanelTokens];
+    for (int t = 0; t < n_valid; t++) rows[t] = x.frow(p * lanes + t);
     panel->quantize(k, rows, n_valid, n_in, panels + size_t(p) * stride);
   };
 
@@ -75,13 +79,13 @@ bool panel_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, Ba
   job.compute = [=](int64_t chunk) {
     static thread_local std::vector<float> sums;
     const int64_t r0 = chunk * rows, n_rows = std::min(n_out, r0 + rows) - r0;
-    sums.resize(size_t(n_rows) * kPanelTokens);
+    sums.resize(size_t(n_rows * lanes));
     for (int64_t p = 0; p < n_panels; p++) {
       panel->dot(n_in, w.at(r0), size_t(w.nb[1]), n_rows, panels + size_t(p) * stride, sums.data());
-      const int n_valid = int(std::min<int64_t>(kPanelTokens, n_tok - p * kPanelTokens));
+      const int n_valid = int(std::min<int64_t>(lanes, n_tok - p * lanes));
       for (int t = 0; t < n_valid; t++) {
-        float* d = dst.frow(p * kPanelTokens + t) + r0;
-        for (int64_t r = 0; r < n_rows; r++) d[r] = sums[size_t(r * kPanelTokens + t)];
+        float* d = dst.frow(p * lanes + t) + r0;
+        for (int64_t r = 0; r < n_rows; r++) d[r] = sums[size_t(r * lanes + t)];
       }
     }
   };

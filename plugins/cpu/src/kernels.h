@@ -56,23 +56,29 @@ struct FloatGemm {
                int64_t dst_stride) = nullptr;
 };
 
-// Batched matmuls with the tokens across the vector lanes. A panel holds kPanelTokens activation
-// rows quantized to int8 blocks and interleaved so that one vector load brings the same four values
-// of every token: a weight row's four bytes, broadcast, then meet all tokens in one multiply-add, and
+// Batched matmuls with the tokens across the vector lanes. A panel holds `tokens` activation rows
+// quantized to int8 blocks and interleaved so that one vector load brings the same four values of
+// every token: a weight row's four bytes, broadcast, then meet all tokens in one multiply-add, and
 // each lane ends a block holding a finished block sum, with no horizontal reduction. The tile kernels
 // instead pay a reduction and a scale per (row, token, block pair), which held batched decode near
 // 12 multiply-adds per cycle.
-inline constexpr int kPanelTokens = 16;
+inline constexpr int kMaxPanelTokens = 16;
 struct Kernels;
 // quantize: tokens t < n_valid from rows[t] (n floats each), the lanes after them zero, rounded as
 // the table k rounds a row for the type's other kernels.
 using PanelQuantizeFn = void (*)(const Kernels& k, const float* const* rows, int n_valid, int64_t n, void* panel);
-// dot: out[r * kPanelTokens + t] = dot(weight row r, token t) for r < n_rows, rows w_stride bytes apart.
+// dot: out[r * tokens + t] = dot(weight row r, token t) for r < n_rows, rows w_stride bytes apart.
 using PanelDotFn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* panel, float* out);
 struct PanelKernels {
+  int tokens = 0;  // lanes per panel, at most kMaxPanelTokens
   PanelQuantizeFn quantize = nullptr;
   PanelDotFn dot = nullptr;
   size_t (*bytes)(int64_t n) = nullptr;  // one panel's size for rows of n values
+};
+// A type's panels: wide ones for batches, and narrow ones (fewer lanes, so fewer idle) for batches
+// of at most narrow.tokens.
+struct PanelSet {
+  PanelKernels wide, narrow;
 };
 
 struct Kernels {
@@ -108,7 +114,7 @@ struct Kernels {
   WeightKernels mxfp4{nullptr, nullptr};
   // Matmuls of at least panel_min_tokens activation rows through token panels (see PanelKernels);
   // {} where the table has none for the type.
-  PanelKernels q4_0_panel{}, q5_0_panel{}, q8_0_panel{}, q4_k_panel{}, q6_k_panel{};
+  PanelSet q4_0_panels{}, q5_0_panels{}, q8_0_panels{}, q4_k_panels{}, q6_k_panels{};
   int64_t panel_min_tokens = 0;
 };
 

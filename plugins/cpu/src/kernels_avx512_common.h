@@ -35,4 +35,51 @@ inline __m512i broadcast_group(const uint8_t* bytes) {
   return _mm512_set1_epi32(group);
 }
 
+// The vector operations of the panel kernels for panels of 16 tokens (512-bit registers) and of 8
+// (256-bit: a batch of a few tokens, a mixture-of-experts expert's share, leaves fewer lanes idle).
+template <int kLanes>
+struct Lanes;
+
+template <>
+struct Lanes<16> {
+  using I = __m512i;
+  using F = __m512;
+  static I load(const void* p) { return _mm512_load_si512(p); }
+  static F load_floats(const void* p) { return _mm512_load_ps(p); }
+  static I zero() { return _mm512_setzero_si512(); }
+  static F zero_floats() { return _mm512_setzero_ps(); }
+  static I broadcast(const uint8_t* bytes) { return broadcast_group(bytes); }
+  static I dot(I acc, I u, I x) { return _mm512_dpbusd_epi32(acc, u, x); }
+  static I add(I a, I b) { return _mm512_add_epi32(a, b); }
+  static F to_floats(I v) { return _mm512_cvtepi32_ps(v); }
+  static F splat(float f) { return _mm512_set1_ps(f); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F fnmadd(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
+  static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
+};
+
+template <>
+struct Lanes<8> {
+  using I = __m256i;
+  using F = __m256;
+  static I load(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
+  static F load_floats(const void* p) { return _mm256_load_ps(static_cast<const float*>(p)); }
+  static I zero() { return _mm256_setzero_si256(); }
+  static F zero_floats() { return _mm256_setzero_ps(); }
+  static I broadcast(const uint8_t* bytes) {
+    int32_t group;
+    std::memcpy(&group, bytes, 4);
+    return _mm256_set1_epi32(group);
+  }
+  static I dot(I acc, I u, I x) { return _mm256_dpbusd_epi32(acc, u, x); }
+  static I add(I a, I b) { return _mm256_add_epi32(a, b); }
+  static F to_floats(I v) { return _mm256_cvtepi32_ps(v); }
+  static F splat(float f) { return _mm256_set1_ps(f); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F fnmadd(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }
+  static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
+};
+
 }  // namespace loom::cpu::avx512

@@ -1,5 +1,5 @@
-// Batched Q4_0 / Q5_0 / Q8_0 matmuls with kPanelTokens tokens across the lanes of a 512-bit register
-// (the panel layout of kernels.h).
+// Batched Q4_0 / Q5_0 / Q8_0 matmuls with the tokens across the lanes of a register: 16 in a 512-bit
+// one, or 8 in a 256-bit one for batches of a few (the panel layout of kernels.h).
 //
 // A panel block (32 values of every token) is eight vectors: vector k holds values 4k..4k+3 of token
 // t in int32 lane t. A weight row's block becomes 32 unsigned bytes u = w + offset; each group of
@@ -33,24 +33,28 @@
 namespace loom::cpu {
 namespace {
 
-using avx512::broadcast_group;
 using avx512::h2f;
 
-// One panel block: 8 x 64 bytes of values, then 16 int32 starting sums, then 16 float scales.
-constexpr size_t kValuesBytes = 8 * 64;
-constexpr size_t kBlockBytes = kValuesBytes + 64 + 64;
-static_assert(kPanelTokens == 16, "a panel block is one 16-lane register per four values");
+// One panel block of L tokens: 8 vectors of values (4L bytes each), then L int32 starting sums,
+// then L float scales.
+template <int L>
+constexpr size_t kValuesBytes = 8 * 4 * L;
+template <int L>
+constexpr size_t kBlockBytes = kValuesBytes<L> + 8 * L;
 
-size_t panel_bytes(int64_t n) { return size_t(n / 32) * kBlockBytes; }
+template <int L>
+size_t panel_bytes(int64_t n) {
+  return size_t(n / 32) * kBlockBytes<L>;
+}
 
-template <int kOffset>
+template <int L, int kOffset>
 void quantize_panel(const Kernels&, const float* const* rows, int n_valid, int64_t n, void* panel) {
   auto* out = static_cast<uint8_t*>(panel);
-  std::memset(out, 0, panel_bytes(n));
+  std::memset(out, 0, panel_bytes<L>(n));
   for (int64_t b = 0; b < n / 32; b++) {
-    uint8_t* block = out + size_t(b) * kBlockBytes;
-    auto* start = reinterpret_cast<int32_t*>(block + kValuesBytes);
-    auto* scale = reinterpret_cast<float*>(block + kValuesBytes + 64);
+    uint8_t* block = out + size_t(b) * kBlockBytes<L>;
+    auto* start = reinterpret_cast<int32_t*>(block + kValuesBytes<L>);
+    auto* scale = reinterpret_cast<float*>(block + kValuesBytes<L> + 4 * L);
     for (int t = 0; t < n_valid; t++) {
       const avx512::QuantizedBlock q = avx512::quantize_block(rows[t] + 32 * b);
       alignas(32) int8_t values[32];
@@ -58,7 +62,7 @@ void quantize_panel(const Kernels&, const float* const* rows, int n_valid, int64
       _mm_store_si128(reinterpret_cast<__m128i*>(values + 16), q.half[1]);
       int sum = 0;
       for (int i = 0; i < 32; i++) sum += values[i];
-      for (int k = 0; k < 8; k++) std::memcpy(block + 64 * k + 4 * t, values + 4 * k, 4);
+      for (int k = 0; k < 8; k++) std::memcpy(block + 4 * L * k + 4 * t, values + 4 * k, 4);
       start[t] = -kOffset * sum;
       scale[t] = q.scale;
     }
@@ -99,18 +103,19 @@ struct Q8_0Format {
   }
 };
 
-// R weight rows x the panel's 16 tokens; out[r * 16 + t]. prefetch/prefetch_bytes: the next rows,
-// fetched a few lines per block while these compute (a 16-token batch streams its weights from
-// DRAM at the pace of this loop).
-template <typename F, int R>
+// R weight rows x the panel's L tokens; out[r * L + t]. prefetch/prefetch_bytes: the next rows,
+// fetched a few lines per block while these compute (a batch of 16 streams its weights from DRAM at
+// the pace of this loop).
+template <int L, typename F, int R>
 void panel_rows(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* panel, float* out, const uint8_t* prefetch,
                 size_t prefetch_bytes) {
+  using V = avx512::Lanes<L>;
   using Block = typename F::Block;
   const int64_t nb = n / 32;
   const Block* rows[R];
   for (int r = 0; r < R; r++) rows[r] = reinterpret_cast<const Block*>(w + size_t(r) * w_stride);
-  __m512 acc[R];
-  for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+  typename V::F acc[R];
+  for (int r = 0; r < R; r++) acc[r] = V::zero_floats();
   const size_t lines_per_block = nb > 0 ? (prefetch_bytes / 64 + size_t(nb)) / size_t(nb) : 0;
   size_t prefetched = 0;
   // The unsigned weights go through memory so that each group of four is a broadcast load (a load
@@ -119,27 +124,27 @@ void panel_rows(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* pan
   for (int64_t b = 0; b < nb; b++) {
     for (size_t l = 0; l < lines_per_block && prefetched < prefetch_bytes; l++, prefetched += 64)
       _mm_prefetch(reinterpret_cast<const char*>(prefetch + prefetched), _MM_HINT_T0);
-    const uint8_t* block = panel + size_t(b) * kBlockBytes;
-    __m512i x[8];
-    for (int k = 0; k < 8; k++) x[k] = _mm512_load_si512(block + 64 * k);
-    const __m512i start = _mm512_load_si512(block + kValuesBytes);
-    const __m512 x_scale = _mm512_load_ps(block + kValuesBytes + 64);
+    const uint8_t* block = panel + size_t(b) * kBlockBytes<L>;
+    typename V::I x[8];
+    for (int k = 0; k < 8; k++) x[k] = V::load(block + 4 * L * k);
+    const typename V::I start = V::load(block + kValuesBytes<L>);
+    const typename V::F x_scale = V::load_floats(block + kValuesBytes<L> + 4 * L);
     for (int r = 0; r < R; r++) _mm256_store_si256(reinterpret_cast<__m256i*>(weights[r]), F::unsigned_values(rows[r][b]));
     for (int r = 0; r < R; r++) {
       // Two chains per row (even and odd groups), eight in flight over four rows.
-      __m512i even = start, odd = _mm512_setzero_si512();
+      typename V::I even = start, odd = V::zero();
       for (int k = 0; k < 8; k += 2) {
-        even = _mm512_dpbusd_epi32(even, broadcast_group(weights[r] + 4 * k), x[k]);
-        odd = _mm512_dpbusd_epi32(odd, broadcast_group(weights[r] + 4 * k + 4), x[k + 1]);
+        even = V::dot(even, V::broadcast(weights[r] + 4 * k), x[k]);
+        odd = V::dot(odd, V::broadcast(weights[r] + 4 * k + 4), x[k + 1]);
       }
-      const __m512 scale = _mm512_mul_ps(x_scale, _mm512_set1_ps(h2f(rows[r][b].d)));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), scale, acc[r]);
+      const typename V::F scale = V::mul(x_scale, V::splat(h2f(rows[r][b].d)));
+      acc[r] = V::fmadd(V::to_floats(V::add(even, odd)), scale, acc[r]);
     }
   }
-  for (int r = 0; r < R; r++) _mm512_storeu_ps(out + 16 * r, acc[r]);
+  for (int r = 0; r < R; r++) V::store(out + L * r, acc[r]);
 }
 
-template <typename F>
+template <int L, typename F>
 void panel_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* panel, float* out) {
   constexpr int64_t kGroup = 4;
   const auto* p = static_cast<const uint8_t*>(w);
@@ -147,17 +152,24 @@ void panel_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const 
   int64_t r = 0;
   for (; r + kGroup <= n_rows; r += kGroup) {
     const int64_t ahead = std::min<int64_t>(kGroup, n_rows - (r + kGroup));
-    panel_rows<F, kGroup>(n, p + size_t(r) * w_stride, w_stride, x, out + 16 * r, p + size_t(r + kGroup) * w_stride, size_t(ahead) * w_stride);
+    panel_rows<L, F, kGroup>(n, p + size_t(r) * w_stride, w_stride, x, out + L * r, p + size_t(r + kGroup) * w_stride,
+                             size_t(ahead) * w_stride);
   }
-  for (; r < n_rows; r++) panel_rows<F, 1>(n, p + size_t(r) * w_stride, w_stride, x, out + 16 * r, nullptr, 0);
+  for (; r < n_rows; r++) panel_rows<L, F, 1>(n, p + size_t(r) * w_stride, w_stride, x, out + L * r, nullptr, 0);
+}
+
+template <typename F>
+PanelSet panels() {
+  return {{16, quantize_panel<16, F::kOffset>, panel_dot<16, F>, panel_bytes<16>},
+          {8, quantize_panel<8, F::kOffset>, panel_dot<8, F>, panel_bytes<8>}};
 }
 
 }  // namespace
 
 void add_avx512_panels(Kernels& k) {
-  k.q4_0_panel = {quantize_panel<Q4_0Format::kOffset>, panel_dot<Q4_0Format>, panel_bytes};
-  k.q5_0_panel = {quantize_panel<Q5_0Format::kOffset>, panel_dot<Q5_0Format>, panel_bytes};
-  k.q8_0_panel = {quantize_panel<Q8_0Format::kOffset>, panel_dot<Q8_0Format>, panel_bytes};
+  k.q4_0_panels = panels<Q4_0Format>();
+  k.q5_0_panels = panels<Q5_0Format>();
+  k.q8_0_panels = panels<Q8_0Format>();
   add_avx512_kquant_panels(k);
   // Measured on the default model: at 8 tokens panels beat the tiles by 27%, at 4 they lose by 20%.
   k.panel_min_tokens = 6;

@@ -1,6 +1,6 @@
 // Batched Q4_K / Q6_K matmuls on token panels (see kernels_avx512_panel.cpp for the idea).
 //
-// A panel super-block holds, for 256 values of 16 tokens: 64 value vectors (vector v: values
+// A panel super-block holds, for 256 values of its 8 or 16 tokens: 64 value vectors (vector v: values
 // 4v..4v+3 of token t in lane t), as the table's BlockQ8K rows round them, so a token's integer sums
 // match the one-row kernels'; then each 32-value sub-block's sum as floats (Q4_K's mins); then
 // -32 x each 16-value group's sum as int32 (Q6_K's offset, the starting value of that group's sums);
@@ -28,33 +28,41 @@
 namespace loom::cpu {
 namespace {
 
-using avx512::broadcast_group;
 using avx512::h2f;
 
-constexpr size_t kValuesBytes = 64 * 64;
-constexpr size_t kSubBlockSumsAt = kValuesBytes;                 // 8 x 16 floats
-constexpr size_t kGroupStartsAt = kSubBlockSumsAt + 8 * 64;      // 16 x 16 int32
-constexpr size_t kScalesAt = kGroupStartsAt + 16 * 64;           // 16 floats
-constexpr size_t kSuperBlockBytes = kScalesAt + 64;
+// Offsets in a super-block of L tokens, one vector = 4L bytes.
+template <int L>
+struct Layout {
+  static constexpr size_t kVector = 4 * L;
+  static constexpr size_t kSubBlockSumsAt = 64 * kVector;            // 8 vectors of floats
+  static constexpr size_t kGroupStartsAt = kSubBlockSumsAt + 8 * kVector;  // 16 vectors of int32
+  static constexpr size_t kScalesAt = kGroupStartsAt + 16 * kVector;  // 1 vector of floats
+  static constexpr size_t kSuperBlockBytes = kScalesAt + kVector;
+};
 
-size_t panel_bytes(int64_t n) { return size_t(n / 256) * kSuperBlockBytes; }
+template <int L>
+size_t panel_bytes(int64_t n) {
+  return size_t(n / 256) * Layout<L>::kSuperBlockBytes;
+}
 
+template <int L>
 void quantize_panel(const Kernels& k, const float* const* rows, int n_valid, int64_t n, void* panel) {
   auto* out = static_cast<uint8_t*>(panel);
-  std::memset(out, 0, panel_bytes(n));
+  using P = Layout<L>;
+  std::memset(out, 0, panel_bytes<L>(n));
   static thread_local std::vector<BlockQ8K> quantized;
   quantized.resize(size_t(n / 256));
   for (int t = 0; t < n_valid; t++) {
     k.quantize_q8k(rows[t], quantized.data(), n);
     for (int64_t b = 0; b < n / 256; b++) {
       const BlockQ8K& q = quantized[size_t(b)];
-      uint8_t* block = out + size_t(b) * kSuperBlockBytes;
-      for (int v = 0; v < 64; v++) std::memcpy(block + 64 * v + 4 * t, q.qs + 4 * v, 4);
-      auto* sub_sums = reinterpret_cast<float*>(block + kSubBlockSumsAt);
-      for (int s = 0; s < 8; s++) sub_sums[16 * s + t] = float(q.bsums[2 * s] + q.bsums[2 * s + 1]);
-      auto* starts = reinterpret_cast<int32_t*>(block + kGroupStartsAt);
-      for (int g = 0; g < 16; g++) starts[16 * g + t] = -32 * q.bsums[g];
-      reinterpret_cast<float*>(block + kScalesAt)[t] = q.d;
+      uint8_t* block = out + size_t(b) * P::kSuperBlockBytes;
+      for (int v = 0; v < 64; v++) std::memcpy(block + P::kVector * v + 4 * t, q.qs + 4 * v, 4);
+      auto* sub_sums = reinterpret_cast<float*>(block + P::kSubBlockSumsAt);
+      for (int s = 0; s < 8; s++) sub_sums[L * s + t] = float(q.bsums[2 * s] + q.bsums[2 * s + 1]);
+      auto* starts = reinterpret_cast<int32_t*>(block + P::kGroupStartsAt);
+      for (int g = 0; g < 16; g++) starts[L * g + t] = -32 * q.bsums[g];
+      reinterpret_cast<float*>(block + P::kScalesAt)[t] = q.d;
     }
   }
 }
@@ -119,71 +127,76 @@ struct Q6K {
   }
 };
 
-// The sums of one weight row over `groups` value vectors starting at vector v0: two chains (even and
-// odd vectors) so rows interleave without waiting on vpdpbusd's latency.
-template <int kVectors>
-inline __m512i group_sums(__m512i start, const uint8_t* q, const __m512i* x) {
-  __m512i even = start, odd = _mm512_setzero_si512();
+// The sums of one weight row over kVectors value vectors: two chains (even and odd vectors) so
+// rows interleave without waiting on vpdpbusd's latency.
+template <int L, int kVectors>
+inline typename avx512::Lanes<L>::I group_sums(typename avx512::Lanes<L>::I start, const uint8_t* q, const typename avx512::Lanes<L>::I* x) {
+  using V = avx512::Lanes<L>;
+  typename V::I even = start, odd = V::zero();
   for (int k = 0; k < kVectors; k += 2) {
-    even = _mm512_dpbusd_epi32(even, broadcast_group(q + 4 * k), x[k]);
-    odd = _mm512_dpbusd_epi32(odd, broadcast_group(q + 4 * k + 4), x[k + 1]);
+    even = V::dot(even, V::broadcast(q + 4 * k), x[k]);
+    odd = V::dot(odd, V::broadcast(q + 4 * k + 4), x[k + 1]);
   }
-  return _mm512_add_epi32(even, odd);
+  return V::add(even, odd);
 }
 
-template <int R>
+template <int L, int R>
 void q4_k_rows(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* panel, float* out) {
-  __m512 total[R];
-  for (int r = 0; r < R; r++) total[r] = _mm512_setzero_ps();
+  using V = avx512::Lanes<L>;
+  using P = Layout<L>;
+  typename V::F total[R];
+  for (int r = 0; r < R; r++) total[r] = V::zero_floats();
   Q4K::Unpacked u[R];
   for (int64_t b = 0; b < n / 256; b++) {
-    const uint8_t* block = panel + size_t(b) * kSuperBlockBytes;
+    const uint8_t* block = panel + size_t(b) * P::kSuperBlockBytes;
     for (int r = 0; r < R; r++) Q4K::unpack(reinterpret_cast<const Q4K::Block*>(w + size_t(r) * w_stride)[b], u[r]);
-    __m512 acc[R];
-    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    typename V::F acc[R];
+    for (int r = 0; r < R; r++) acc[r] = V::zero_floats();
     for (int s = 0; s < 8; s++) {
-      __m512i x[8];
-      for (int v = 0; v < 8; v++) x[v] = _mm512_load_si512(block + 64 * (8 * s + v));
-      const __m512 sub_sum = _mm512_load_ps(block + kSubBlockSumsAt + 64 * s);
+      typename V::I x[8];
+      for (int v = 0; v < 8; v++) x[v] = V::load(block + P::kVector * (8 * s + v));
+      const typename V::F sub_sum = V::load_floats(block + P::kSubBlockSumsAt + P::kVector * s);
       for (int r = 0; r < R; r++) {
-        const __m512i sums = group_sums<8>(_mm512_setzero_si512(), u[r].q + 32 * s, x);
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_set1_ps(u[r].scale[s]), acc[r]);
-        acc[r] = _mm512_fnmadd_ps(sub_sum, _mm512_set1_ps(u[r].min[s]), acc[r]);
+        const typename V::I sums = group_sums<L, 8>(V::zero(), u[r].q + 32 * s, x);
+        acc[r] = V::fmadd(V::to_floats(sums), V::splat(u[r].scale[s]), acc[r]);
+        acc[r] = V::fnmadd(sub_sum, V::splat(u[r].min[s]), acc[r]);
       }
     }
-    const __m512 x_scale = _mm512_load_ps(block + kScalesAt);
-    for (int r = 0; r < R; r++) total[r] = _mm512_fmadd_ps(acc[r], x_scale, total[r]);
+    const typename V::F x_scale = V::load_floats(block + P::kScalesAt);
+    for (int r = 0; r < R; r++) total[r] = V::fmadd(acc[r], x_scale, total[r]);
   }
-  for (int r = 0; r < R; r++) _mm512_storeu_ps(out + 16 * r, total[r]);
+  for (int r = 0; r < R; r++) V::store(out + L * r, total[r]);
 }
 
-template <int R>
+template <int L, int R>
 void q6_k_rows(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* panel, float* out) {
-  __m512 total[R];
-  for (int r = 0; r < R; r++) total[r] = _mm512_setzero_ps();
+  using V = avx512::Lanes<L>;
+  using P = Layout<L>;
+  typename V::F total[R];
+  for (int r = 0; r < R; r++) total[r] = V::zero_floats();
   Q6K::Unpacked u[R];
   for (int64_t b = 0; b < n / 256; b++) {
-    const uint8_t* block = panel + size_t(b) * kSuperBlockBytes;
+    const uint8_t* block = panel + size_t(b) * P::kSuperBlockBytes;
     for (int r = 0; r < R; r++) Q6K::unpack(reinterpret_cast<const Q6K::Block*>(w + size_t(r) * w_stride)[b], u[r]);
-    __m512 acc[R];
-    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    typename V::F acc[R];
+    for (int r = 0; r < R; r++) acc[r] = V::zero_floats();
     for (int g = 0; g < 16; g++) {
-      __m512i x[4];
-      for (int v = 0; v < 4; v++) x[v] = _mm512_load_si512(block + 64 * (4 * g + v));
-      const __m512i start = _mm512_load_si512(block + kGroupStartsAt + 64 * g);
+      typename V::I x[4];
+      for (int v = 0; v < 4; v++) x[v] = V::load(block + P::kVector * (4 * g + v));
+      const typename V::I start = V::load(block + P::kGroupStartsAt + P::kVector * g);
       for (int r = 0; r < R; r++) {
-        const __m512i sums = group_sums<4>(start, u[r].q + 16 * g, x);
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_set1_ps(u[r].scale[g]), acc[r]);
+        const typename V::I sums = group_sums<L, 4>(start, u[r].q + 16 * g, x);
+        acc[r] = V::fmadd(V::to_floats(sums), V::splat(u[r].scale[g]), acc[r]);
       }
     }
-    const __m512 x_scale = _mm512_load_ps(block + kScalesAt);
-    for (int r = 0; r < R; r++) total[r] = _mm512_fmadd_ps(acc[r], x_scale, total[r]);
+    const typename V::F x_scale = V::load_floats(block + P::kScalesAt);
+    for (int r = 0; r < R; r++) total[r] = V::fmadd(acc[r], x_scale, total[r]);
   }
-  for (int r = 0; r < R; r++) _mm512_storeu_ps(out + 16 * r, total[r]);
+  for (int r = 0; r < R; r++) V::store(out + L * r, total[r]);
 }
 
 // Rows in groups of four, prefetching the next group's weights while this one computes.
-template <void (*Four)(int64_t, const uint8_t*, size_t, const uint8_t*, float*),
+template <int L, void (*Four)(int64_t, const uint8_t*, size_t, const uint8_t*, float*),
           void (*One)(int64_t, const uint8_t*, size_t, const uint8_t*, float*)>
 void panel_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* panel, float* out) {
   const auto* p = static_cast<const uint8_t*>(w);
@@ -193,16 +206,25 @@ void panel_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const 
     const uint8_t* next = p + size_t(r + 4) * w_stride;
     const size_t ahead = size_t(std::min<int64_t>(4, n_rows - (r + 4))) * w_stride;
     for (size_t off = 0; off < ahead; off += 64) _mm_prefetch(reinterpret_cast<const char*>(next + off), _MM_HINT_T1);
-    Four(n, p + size_t(r) * w_stride, w_stride, x, out + 16 * r);
+    Four(n, p + size_t(r) * w_stride, w_stride, x, out + L * r);
   }
-  for (; r < n_rows; r++) One(n, p + size_t(r) * w_stride, w_stride, x, out + 16 * r);
+  for (; r < n_rows; r++) One(n, p + size_t(r) * w_stride, w_stride, x, out + L * r);
+}
+
+template <int L>
+PanelKernels q4_k_panel() {
+  return {L, quantize_panel<L>, panel_dot<L, q4_k_rows<L, 4>, q4_k_rows<L, 1>>, panel_bytes<L>};
+}
+template <int L>
+PanelKernels q6_k_panel() {
+  return {L, quantize_panel<L>, panel_dot<L, q6_k_rows<L, 4>, q6_k_rows<L, 1>>, panel_bytes<L>};
 }
 
 }  // namespace
 
 void add_avx512_kquant_panels(Kernels& k) {
-  k.q4_k_panel = {quantize_panel, panel_dot<q4_k_rows<4>, q4_k_rows<1>>, panel_bytes};
-  k.q6_k_panel = {quantize_panel, panel_dot<q6_k_rows<4>, q6_k_rows<1>>, panel_bytes};
+  k.q4_k_panels = {q4_k_panel<16>(), q4_k_panel<8>()};
+  k.q6_k_panels = {q6_k_panel<16>(), q6_k_panel<8>()};
 }
 
 }  // namespace loom::cpu
