@@ -51,6 +51,7 @@ struct Lanes<16> {
   static I broadcast(const uint8_t* bytes) { return broadcast_group(bytes); }
   static I dot(I acc, I u, I x) { return _mm512_dpbusd_epi32(acc, u, x); }
   static I add(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I bxor(I a, I b) { return _mm512_xor_si512(a, b); }
   static F to_floats(I v) { return _mm512_cvtepi32_ps(v); }
   static F splat(float f) { return _mm512_set1_ps(f); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
@@ -74,6 +75,7 @@ struct Lanes<8> {
   }
   static I dot(I acc, I u, I x) { return _mm256_dpbusd_epi32(acc, u, x); }
   static I add(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I bxor(I a, I b) { return _mm256_xor_si256(a, b); }
   static F to_floats(I v) { return _mm256_cvtepi32_ps(v); }
   static F splat(float f) { return _mm256_set1_ps(f); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
