@@ -188,21 +188,48 @@ std::vector<json> stream_chunks(GenerationJob& job, const ChoiceEvent& ce) {
       c.started = true;
     }
     if (tools_active(job)) {
-      // With tools the reply may turn out to be calls: it is held back and sent whole at the end,
-      // as content or as tool_calls deltas (each call's arguments in one piece).
-      if (e.finish == FinishReason::none) return out;
-      const SplitReply split = split_reply(job, c.text);
-      const ParsedReply reply = read_reply(job, c.text, split);
-      json delta = reply.calls.empty() ? json{{"content", split.content}} : json{{"tool_calls", tool_calls_json(reply.calls, true)}};
-      if (!reply.calls.empty() && !reply.content.empty()) delta["content"] = reply.content;
-      if (!split.reasoning.empty()) delta["reasoning_content"] = split.reasoning;
-      json chunk = chunk_base(job, "chat.completion.chunk");
-      chunk["choices"].push_back({{"index", ce.choice}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
-      out.push_back(chunk);
-      json last = chunk_base(job, "chat.completion.chunk");
-      last["choices"].push_back(
-          {{"index", ce.choice}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish_for(e.finish, reply)}});
-      out.push_back(last);
+      // With tools the reply may turn out to be calls. Its content streams up to where a call may
+      // begin (tool_call_free_length); the calls go out whole at the end as tool_calls deltas. Forced
+      // calls and harmony replies are held to the end.
+      const ToolChoice choice = job.params().tools->choice;
+      const bool held = choice == ToolChoice::required || choice == ToolChoice::named || job.harmony();
+      const ToolCallFormat format = tool_call_format(job.state().chat_template.source());
+      json delta = json::object();
+      ParsedReply reply;
+      if (e.finish == FinishReason::none) {
+        if (held) return out;
+        // Up to this event's text (c.text already holds the whole poll's), so each token gets its chunk.
+        c.streamed = std::min(c.text.size(), c.streamed + e.text.size());
+        const std::string so_far = c.text.substr(0, c.streamed);
+        const size_t safe = job.reasoning() ? reasoning_safe_length(so_far, job.reasoning_tags()) : so_far.size();
+        const SplitReply split = split_reply(job, so_far.substr(0, safe));
+        if (split.reasoning.size() > c.sent_reasoning) delta["reasoning_content"] = split.reasoning.substr(c.sent_reasoning);
+        c.sent_reasoning = std::max(c.sent_reasoning, split.reasoning.size());
+        const size_t free = tool_call_free_length(split.content, format);
+        if (free > c.sent_content) delta["content"] = split.content.substr(c.sent_content, free - c.sent_content);
+        c.sent_content = std::max(c.sent_content, free);
+      } else {
+        const SplitReply split = split_reply(job, c.text);
+        reply = read_reply(job, c.text, split);
+        if (split.reasoning.size() > c.sent_reasoning) delta["reasoning_content"] = split.reasoning.substr(c.sent_reasoning);
+        const std::string rest = content_after(split.content, c.sent_content, reply);
+        if (!rest.empty() || (c.sent_content == 0 && reply.calls.empty())) delta["content"] = rest;
+        if (!reply.calls.empty()) delta["tool_calls"] = tool_calls_json(reply.calls, true);
+      }
+      if (!delta.empty() || has_logprobs) {
+        json chunk = chunk_base(job, "chat.completion.chunk");
+        chunk["choices"].push_back({{"index", ce.choice},
+                                    {"delta", delta},
+                                    {"logprobs", has_logprobs ? chat_logprobs(tok, e.logprobs) : json(nullptr)},
+                                    {"finish_reason", nullptr}});
+        out.push_back(chunk);
+      }
+      if (e.finish != FinishReason::none) {
+        json last = chunk_base(job, "chat.completion.chunk");
+        last["choices"].push_back(
+            {{"index", ce.choice}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish_for(e.finish, reply)}});
+        out.push_back(last);
+      }
       return out;
     }
     if (job.reasoning()) {

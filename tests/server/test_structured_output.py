@@ -242,6 +242,42 @@ class ToolCalls(unittest.TestCase):
         self.assertTrue(names)
         self.assertEqual(finish, "tool_calls")
 
+    def stream_deltas(self, regex):
+        """The content pieces, tool calls and finish reason of a streamed auto-tools reply forced to `regex`."""
+        stream = self.ask(tool_choice="auto", stream=True, extra_body={"guided_regex": regex})
+        pieces, calls, finish, content_after_calls = [], [], None, False
+        for chunk in stream:
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            if delta.content:
+                pieces.append(delta.content)
+                content_after_calls = content_after_calls or bool(calls)
+            calls += delta.tool_calls or []
+            finish = chunk.choices[0].finish_reason or finish
+        self.assertFalse(content_after_calls)
+        return pieces, calls, finish
+
+    def test_content_streams_while_a_call_may_still_come(self):
+        # Text before a call streams as it is written; the call arrives whole, and none of its
+        # marker ever shows up as content.
+        text = "Let me look that up for you right now."
+        call = '<tool_call>{"name": "get_time", "arguments": {"zone": "UTC"}}</tool_call>'
+        pieces, calls, finish = self.stream_deltas(re.escape(text + "\n" + call))
+        self.assertGreater(len(pieces), 3, pieces)
+        self.assertEqual("".join(pieces), text)
+        self.assertEqual([c.function.name for c in calls], ["get_time"])
+        self.assertEqual(json.loads(calls[0].function.arguments), {"zone": "UTC"})
+        self.assertEqual(finish, "tool_calls")
+        # A plain answer streams token by token and equals the whole reply to the byte.
+        answer = "The weather in Oslo is cold < warm, see <tool notes."
+        pieces, calls, finish = self.stream_deltas(re.escape(answer))
+        self.assertGreater(len(pieces), 3, pieces)
+        self.assertEqual("".join(pieces), answer)
+        self.assertEqual((calls, finish), ([], "stop"))
+        whole = self.ask(tool_choice="auto", extra_body={"guided_regex": re.escape(answer)})
+        self.assertEqual(whole.choices[0].message.content, answer)
+
     def test_auto_reads_the_family_format_and_round_trips(self):
         call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "C"}}</tool_call>'
         out = self.ask(tool_choice="auto", extra_body={"guided_regex": re.escape(call)})
