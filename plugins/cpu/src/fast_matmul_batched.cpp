@@ -43,6 +43,11 @@ const PanelKernels* panel_kernels(loom_dtype type, int64_t n_tok, const Kernels&
                         : type == LOOM_DTYPE_Q8_0 ? &k.q8_0_panels
                         : type == LOOM_DTYPE_Q4_K ? &k.q4_k_panels
                         : type == LOOM_DTYPE_Q6_K ? &k.q6_k_panels
+                        : type == LOOM_DTYPE_Q4_1 ? &k.q4_1_panels
+                        : type == LOOM_DTYPE_Q5_1 ? &k.q5_1_panels
+                        : type == LOOM_DTYPE_IQ4_NL ? &k.iq4_nl_panels
+                        : type == LOOM_DTYPE_Q5_K ? &k.q5_k_panels
+                        : type == LOOM_DTYPE_IQ4_XS ? &k.iq4_xs_panels
                                                   : nullptr;
   if (set == nullptr || k.panel_min_tokens <= 0 || n_tok < k.panel_min_tokens) return nullptr;
   if (set->narrow.dot != nullptr && n_tok <= set->narrow.tokens) return &set->narrow;

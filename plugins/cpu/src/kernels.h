@@ -115,6 +115,7 @@ struct Kernels {
   // Matmuls of at least panel_min_tokens activation rows through token panels (see PanelKernels);
   // {} where the table has none for the type.
   PanelSet q4_0_panels{}, q5_0_panels{}, q8_0_panels{}, q4_k_panels{}, q6_k_panels{};
+  PanelSet q4_1_panels{}, q5_1_panels{}, iq4_nl_panels{}, q5_k_panels{}, iq4_xs_panels{};
   int64_t panel_min_tokens = 0;
 };
 

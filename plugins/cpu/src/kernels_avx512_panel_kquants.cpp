@@ -1,4 +1,4 @@
-// Batched Q4_K / Q6_K matmuls on token panels (see kernels_avx512_panel.cpp for the idea).
+// Batched Q4_K / Q5_K / IQ4_XS / Q6_K matmuls on token panels (see kernels_avx512_panel.cpp for the idea).
 //
 // A panel super-block holds, for 256 values of its 8 or 16 tokens: 64 value vectors (vector v: values
 // 4v..4v+3 of token t in lane t), as the table's BlockQ8K rows round them, so a token's integer sums
@@ -23,6 +23,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ggml_blocks.h"
 #include "kernels_avx512_common.h"
 
 namespace loom::cpu {
@@ -100,6 +101,50 @@ struct Q4K {
   }
 };
 
+// Q5_K: Q4_K's nibbles and scales with a fifth bit from qh: bit 2c of qh[l] tops value l of
+// sub-block 2c, bit 2c + 1 value l of sub-block 2c + 1.
+struct Q5K {
+  using Block = BlockQ5K;
+  using Unpacked = Q4K::Unpacked;
+  static void unpack(const Block& w, Unpacked& u) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), sixteen = _mm256_set1_epi8(0x10);
+    const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh));
+    for (int c = 0; c < 4; c++) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * c));
+      const __mmask32 low_bit = _mm256_test_epi8_mask(high, _mm256_set1_epi8(static_cast<char>(1 << (2 * c))));
+      const __mmask32 high_bit = _mm256_test_epi8_mask(high, _mm256_set1_epi8(static_cast<char>(2 << (2 * c))));
+      const __m256i lo = _mm256_and_si256(raw, low4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 64 * c), _mm256_mask_add_epi8(lo, low_bit, lo, sixteen));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 64 * c + 32), _mm256_mask_add_epi8(hi, high_bit, hi, sixteen));
+    }
+    const float d = h2f(w.d), dmin = h2f(w.dmin);
+    for (int s = 0; s < 8; s++) {
+      int scale, min;
+      q4_k_scales(w.scales, s, scale, min);
+      u.scale[s] = d * float(scale), u.min[s] = dmin * float(min);
+    }
+  }
+};
+
+// IQ4_XS: eight 32-value runs of IQ4_NL levels (plus 128, so unsigned) with 6-bit scales; the 128 is
+// taken off as Q4_K's mins are, min_s = 128 x scale_s.
+struct IQ4XS {
+  using Block = BlockIQ4XS;
+  using Unpacked = Q4K::Unpacked;
+  static void unpack(const Block& w, Unpacked& u) {
+    alignas(16) uint8_t levels[16];
+    for (int i = 0; i < 16; i++) levels[i] = uint8_t(kIq4Levels[i] + 128);
+    const __m128i table = _mm_load_si128(reinterpret_cast<const __m128i*>(levels)), low4 = _mm_set1_epi8(0x0F);
+    for (int r = 0; r < 8; r++) {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.qs + 16 * r));
+      _mm_store_si128(reinterpret_cast<__m128i*>(u.q + 32 * r), _mm_shuffle_epi8(table, _mm_and_si128(raw, low4)));
+      _mm_store_si128(reinterpret_cast<__m128i*>(u.q + 32 * r + 16), _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(raw, 4), low4)));
+    }
+    const float d = h2f(w.d);
+    for (int r = 0; r < 8; r++) u.scale[r] = d * float(iq4_xs_run_scale(w, r)), u.min[r] = 128.0f * u.scale[r];
+  }
+};
+
 // Q6_K: each 128-value half takes 64 bytes of low nibbles and 32 of two-bit pairs; values l, 32 + l,
 // 64 + l, 96 + l (l < 32) come from ql[l] low, ql[32 + l] low, ql[l] high, ql[32 + l] high nibbles
 // with qh[l]'s bit pairs 0, 1, 2, 3 on top (ggml's dequantize_row_q6_K).
@@ -140,16 +185,17 @@ inline typename avx512::Lanes<L>::I group_sums(typename avx512::Lanes<L>::I star
   return V::add(even, odd);
 }
 
-template <int L, int R>
-void q4_k_rows(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* panel, float* out) {
+// Formats of eight 32-value sub-blocks, each with a scale and a min (Q4_K, Q5_K, IQ4_XS).
+template <int L, typename F, int R>
+void sub_block_rows(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* panel, float* out) {
   using V = avx512::Lanes<L>;
   using P = Layout<L>;
   typename V::F total[R];
   for (int r = 0; r < R; r++) total[r] = V::zero_floats();
-  Q4K::Unpacked u[R];
+  typename F::Unpacked u[R];
   for (int64_t b = 0; b < n / 256; b++) {
     const uint8_t* block = panel + size_t(b) * P::kSuperBlockBytes;
-    for (int r = 0; r < R; r++) Q4K::unpack(reinterpret_cast<const Q4K::Block*>(w + size_t(r) * w_stride)[b], u[r]);
+    for (int r = 0; r < R; r++) F::unpack(reinterpret_cast<const typename F::Block*>(w + size_t(r) * w_stride)[b], u[r]);
     typename V::F acc[R];
     for (int r = 0; r < R; r++) acc[r] = V::zero_floats();
     for (int s = 0; s < 8; s++) {
@@ -211,9 +257,9 @@ void panel_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const 
   for (; r < n_rows; r++) One(n, p + size_t(r) * w_stride, w_stride, x, out + L * r);
 }
 
-template <int L>
-PanelKernels q4_k_panel() {
-  return {L, quantize_panel<L>, panel_dot<L, q4_k_rows<L, 4>, q4_k_rows<L, 1>>, panel_bytes<L>};
+template <int L, typename F>
+PanelKernels sub_block_panel() {
+  return {L, quantize_panel<L>, panel_dot<L, sub_block_rows<L, F, 4>, sub_block_rows<L, F, 1>>, panel_bytes<L>};
 }
 template <int L>
 PanelKernels q6_k_panel() {
@@ -223,7 +269,9 @@ PanelKernels q6_k_panel() {
 }  // namespace
 
 void add_avx512_kquant_panels(Kernels& k) {
-  k.q4_k_panels = {q4_k_panel<16>(), q4_k_panel<8>()};
+  k.q4_k_panels = {sub_block_panel<16, Q4K>(), sub_block_panel<8, Q4K>()};
+  k.q5_k_panels = {sub_block_panel<16, Q5K>(), sub_block_panel<8, Q5K>()};
+  k.iq4_xs_panels = {sub_block_panel<16, IQ4XS>(), sub_block_panel<8, IQ4XS>()};
   k.q6_k_panels = {q6_k_panel<16>(), q6_k_panel<8>()};
 }
 
