@@ -141,6 +141,11 @@ std::vector<Case> backend_attention_cases() {
   AttentionSetup odd;
   odd.head_dim = 40, odd.n_heads = 6, odd.n_kv_heads = 6, odd.block_size = 8;  // no GQA, odd sizes
   add("f32.odd_head_dim", odd, 1e-4, 4);
+  // Gemma 3's shape in the model tests: small blocks, a window the prefill rows cross, F16 cache.
+  AttentionSetup small;
+  small.head_dim = 32, small.n_heads = 4, small.n_kv_heads = 2, small.block_size = 4, small.sliding_window = 8;
+  small.kv_dtype = LOOM_DTYPE_F16;
+  add("f16_cache.small_blocks.sliding_window", small, 3e-3, 10);
   AttentionSetup sinks;
   sinks.sinks = true;
   add("f32.sinks", sinks, 1e-4, 8);

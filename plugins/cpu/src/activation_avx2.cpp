@@ -71,6 +71,20 @@ void gated_row(const float* g, const float* u, float* out, int64_t n) {
 
 }  // namespace
 
+float exp_shifted_avx2(float* x, int64_t n, float shift) {
+  const __m256 m = _mm256_set1_ps(shift), minus_inf = _mm256_set1_ps(-__builtin_huge_valf());
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 e = _mm256_andnot_ps(_mm256_cmp_ps(v, minus_inf, _CMP_EQ_OQ), exp_ps(_mm256_sub_ps(v, m)));
+    _mm256_storeu_ps(x + i, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
 bool activation_row_avx2(loom_activation act, const float* g, const float* u, float* out, int64_t n) {
   switch (act) {
     case LOOM_ACTIVATION_SILU: gated_row<LOOM_ACTIVATION_SILU>(g, u, out, n); return true;

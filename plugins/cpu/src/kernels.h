@@ -117,6 +117,19 @@ struct Kernels {
   PanelSet q4_0_panels{}, q5_0_panels{}, q8_0_panels{}, q4_k_panels{}, q6_k_panels{};
   PanelSet q4_1_panels{}, q5_1_panels{}, iq4_nl_panels{}, q5_k_panels{}, iq4_xs_panels{};
   int64_t panel_min_tokens = 0;
+  // Float dot products of many rows with many rows (FloatGemm::gemm's contract, n a multiple of 8),
+  // for prefill attention's scores and weighted values; nullptr: attention walks one row at a time.
+  void (*float_dots)(int64_t n, const float* w, int64_t w_stride, int64_t n_rows, const float* x, int64_t x_stride, int64_t n_tok,
+                     float* dst, int64_t dst_stride) = nullptr;
+  // Softmax's exponentials (exp_shifted_avx2's contract), beside float_dots.
+  float (*exp_shifted)(float* x, int64_t n, float shift) = nullptr;
+  // out[t * out_stride + d] = sum_j p[t * p_stride + j] * values[j * head_dim + d] for t < n_rows,
+  // j < n_keys (a multiple of 8), d < head_dim (a multiple of 8), with exactly float_dots' arithmetic
+  // over values transposed (eight lane sums in j order, then its horizontal sum), without the
+  // transpose: attention uses it for a few rows and float_dots for many, and a row's result must
+  // not depend on which.
+  void (*weighted_values)(const float* p, int64_t p_stride, int64_t n_rows, int64_t n_keys, const float* values, int64_t head_dim,
+                          float* out, int64_t out_stride) = nullptr;
 };
 
 const Kernels& scalar_kernels();

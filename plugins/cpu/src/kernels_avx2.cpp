@@ -267,7 +267,15 @@ void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
 // EPYC: at 4 tokens the integer tiles are 20% faster, at 8 the GEMM 0-15%, at 16 20-45%, at 512 1.3-1.9x).
 constexpr int64_t kGemmMinTokens = 8;
 
-const Kernels kAvx2 = {"avx2",
+// The positional table, then the members added after it by name.
+Kernels with_float_dots(Kernels k) {
+  k.float_dots = avx2_float_gemm().gemm;
+  k.exp_shifted = exp_shifted_avx2;
+  k.weighted_values = avx2_weighted_values();
+  return k;
+}
+
+const Kernels kAvx2 = with_float_dots({"avx2",
                        quantize_q8,
                        quantize_q8k,
                        LOOM_TILED(dot_q4_0_t),
@@ -296,7 +304,7 @@ const Kernels kAvx2 = {"avx2",
                        avx2_q3_k_kernels(),
                        avx2_float_gemm(),
                        kGemmMinTokens,
-                       avx2_mxfp4_kernels()};
+                       avx2_mxfp4_kernels()});
 
 }  // namespace
 

@@ -15,6 +15,9 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <vector>
+
 #include <cstring>
 
 #include "cpu_tensor.h"
@@ -196,9 +199,38 @@ RowDecodeFn decoder(loom_dtype type) {
   }
 }
 
+// gemm_f32's dot for output (t, d) over j keeps lane l = j mod 8 in one accumulator, fma(V[j][d],
+// p[j], acc), and ends in hsum's tree ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). Here the
+// same eight accumulators run across d in vectors, and the same tree adds them.
+void weighted_values(const float* p, int64_t p_stride, int64_t n_rows, int64_t n_keys, const float* values, int64_t head_dim, float* out,
+                     int64_t out_stride) {
+  static thread_local std::vector<float> lanes;  // 8 x head_dim: lane l's sums for every d
+  const int64_t n_vec = head_dim / 8;
+  lanes.resize(size_t(8 * head_dim));
+  for (int64_t t = 0; t < n_rows; t++) {
+    std::fill(lanes.begin(), lanes.end(), 0.0f);
+    const float* pt = p + t * p_stride;
+    for (int64_t j = 0; j < n_keys; j++) {
+      const __m256 pj = _mm256_set1_ps(pt[j]);
+      float* lane = lanes.data() + (j % 8) * head_dim;
+      const float* v = values + j * head_dim;
+      for (int64_t c = 0; c < n_vec; c++)
+        _mm256_storeu_ps(lane + 8 * c, _mm256_fmadd_ps(_mm256_loadu_ps(v + 8 * c), pj, _mm256_loadu_ps(lane + 8 * c)));
+    }
+    float* o = out + t * out_stride;
+    for (int64_t c = 0; c < n_vec; c++) {
+      auto l = [&](int i) { return _mm256_loadu_ps(lanes.data() + i * head_dim + 8 * c); };
+      const __m256 even = _mm256_add_ps(_mm256_add_ps(l(0), l(4)), _mm256_add_ps(l(2), l(6)));
+      const __m256 odd = _mm256_add_ps(_mm256_add_ps(l(1), l(5)), _mm256_add_ps(l(3), l(7)));
+      _mm256_storeu_ps(o + 8 * c, _mm256_add_ps(even, odd));
+    }
+  }
+}
+
 }  // namespace
 
 FloatGemm avx2_float_gemm() { return {decoder, gemm_f32}; }
+decltype(Kernels::weighted_values) avx2_weighted_values() { return weighted_values; }
 
 }  // namespace loom::cpu
 
@@ -206,6 +238,7 @@ FloatGemm avx2_float_gemm() { return {decoder, gemm_f32}; }
 
 namespace loom::cpu {
 FloatGemm avx2_float_gemm() { return {}; }
+decltype(Kernels::weighted_values) avx2_weighted_values() { return nullptr; }
 }  // namespace loom::cpu
 
 #endif

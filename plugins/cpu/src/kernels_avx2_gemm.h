@@ -6,5 +6,7 @@
 namespace loom::cpu {
 
 FloatGemm avx2_float_gemm();
+// Kernels::weighted_values for the AVX2 table (nullptr without the AVX2 file).
+decltype(Kernels::weighted_values) avx2_weighted_values();
 
 }  // namespace loom::cpu
