@@ -1,5 +1,6 @@
-// Batched Q4_0 / Q5_0 / Q8_0 matmuls with the tokens across the lanes of a register: 16 in a 512-bit
-// one, or 8 in a 256-bit one for batches of a few (the panel layout of kernels.h).
+// Batched Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL matmuls with the tokens across the lanes of a
+// register: 16 in a 512-bit one, or 8 in a 256-bit one for batches of a few (the panel layout of
+// kernels.h).
 //
 // A panel block (32 values of every token) is eight vectors: vector k holds values 4k..4k+3 of token
 // t in int32 lane t. A weight row's block becomes 32 unsigned bytes u = w + offset; each group of
