@@ -27,6 +27,7 @@
 #include <cstring>
 
 #include "cpu_tensor.h"
+#include "ggml_blocks.h"
 #include "kernels_avx512_common.h"
 #include "kernels_avx512_kquants.h"
 #include "kernels_avx512_panel.h"
@@ -114,6 +115,21 @@ struct Q5_0Format {
   static int low(const Block& w, int i) { return (w.qs[i] & 0xF) | fifth_bit(w, i); }
   static int high(const Block& w, int i) { return (w.qs[i] >> 4) | fifth_bit(w, i + 16); }
 };
+
+// IQ4_NL: Q4_0's layout, each nibble picking one of sixteen signed levels; the table holds them plus
+// 128, so the bytes are unsigned with offset 128 as Q8_0's.
+struct IQ4_NLFormat {
+  using Block = BlockIQ4NL;
+  static constexpr int kOffset = 128;
+  static __m512i pair(const Block& a, const Block& b) {
+    alignas(16) static constexpr uint8_t kLevels[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kLevels)));
+    return _mm512_shuffle_epi8(table, nibble_pair(a.qs, b.qs));
+  }
+  static int low(const Block& w, int i) { return kIq4Levels[w.qs[i] & 0xF] + 128; }
+  static int high(const Block& w, int i) { return kIq4Levels[w.qs[i] >> 4] + 128; }
+};
+static_assert(kIq4Levels[0] + 128 == 1 && kIq4Levels[15] + 128 == 241, "IQ4_NLFormat's table is kIq4Levels + 128");
 
 struct Q8_0Format {
   using Block = loom_block_q8_0;
@@ -278,6 +294,8 @@ Kernels make_table(const Kernels& avx2) {
   k.q5_0 = {tile_dot<Q5_0Format>, rows_dot<Q5_0Format>, q5_0_layout, q5_0_layout};
   constexpr auto q8_0_layout = quantize_row<Q8_0Format::kOffset>;
   k.q8_0 = {tile_dot<Q8_0Format>, rows_dot<Q8_0Format>, q8_0_layout, q8_0_layout};
+  constexpr auto iq4_nl_layout = quantize_row<IQ4_NLFormat::kOffset>;
+  k.iq4_nl = {tile_dot<IQ4_NLFormat>, rows_dot<IQ4_NLFormat>, iq4_nl_layout, iq4_nl_layout};
   // K-quants: kernels_avx512_kquants.cpp (their activations stay BlockQ8K rows).
   k.q4_k.rows = avx512_q4_k_rows();
   k.q6_k.rows = avx512_q6_k_rows();
