@@ -76,6 +76,20 @@ void quantize_row(const float* x, void* out, int64_t n) {
   }
 }
 
+// For the formats with a min (Q4_1, Q5_1: w = d q + m): the same values and scales, and in place of
+// the offset terms each block's scaled sum, y.d[b] x sum(q), as floats (the min's term m x that).
+void quantize_row_with_sums(const float* x, void* out, int64_t n) {
+  quantize_row<0>(x, out, n);
+  const auto* q = static_cast<const int8_t*>(out);
+  const auto* d = reinterpret_cast<const float*>(q + n);
+  auto* sums = reinterpret_cast<float*>(static_cast<uint8_t*>(out) + offset_terms_at(n));
+  for (int64_t b = 0; b < n / 32; b++) {
+    int sum = 0;
+    for (int i = 0; i < 32; i++) sum += q[32 * b + i];
+    sums[b] = d[b] * float(sum);
+  }
+}
+
 // ---- kernels --------------------------------------------------------------------------------------
 // Each weight format gives its two-block step as unsigned bytes u (in the activation row's order)
 // with a fixed offset: the weights are u - offset. Then sum((u - offset) * y) = vpdpbusd(u, y) plus
@@ -115,6 +129,36 @@ struct Q5_0Format {
   static int low(const Block& w, int i) { return (w.qs[i] & 0xF) | fifth_bit(w, i); }
   static int high(const Block& w, int i) { return (w.qs[i] >> 4) | fifth_bit(w, i + 16); }
 };
+
+// Q4_1 / Q5_1: unsigned nibbles (and fifth bits) with no offset, and a min per block (rows only:
+// their activation rows carry the blocks' scaled sums, quantize_row_with_sums).
+struct Q4_1Format {
+  using Block = BlockQ4_1;
+  static constexpr int kOffset = 0;
+  static __m512i pair(const Block& a, const Block& b) { return nibble_pair(a.qs, b.qs); }
+  static float min(const Block& w) { return h2f(w.m); }
+  static int low(const Block& w, int i) { return w.qs[i] & 0xF; }
+  static int high(const Block& w, int i) { return w.qs[i] >> 4; }
+};
+
+struct Q5_1Format {
+  using Block = BlockQ5_1;
+  static constexpr int kOffset = 0;
+  static __m512i pair(const Block& a, const Block& b) {
+    uint32_t h0, h1;
+    std::memcpy(&h0, a.qh, 4);
+    std::memcpy(&h1, b.qh, 4);
+    const __m512i q = nibble_pair(a.qs, b.qs);
+    return _mm512_mask_add_epi8(q, _cvtu64_mask64(h0 | uint64_t(h1) << 32), q, _mm512_set1_epi8(0x10));
+  }
+  static float min(const Block& w) { return h2f(w.m); }
+  static int fifth_bit(const Block& w, int j) { return ((w.qh[j / 8] >> (j % 8)) & 1) << 4; }
+  static int low(const Block& w, int i) { return (w.qs[i] & 0xF) | fifth_bit(w, i); }
+  static int high(const Block& w, int i) { return (w.qs[i] >> 4) | fifth_bit(w, i + 16); }
+};
+
+template <typename F>
+constexpr bool kHasMin = requires(const typename F::Block& b) { F::min(b); };
 
 // IQ4_NL: Q4_0's layout, each nibble picking one of sixteen signed levels; the table holds them plus
 // 128, so the bytes are unsigned with offset 128 as Q8_0's.
@@ -197,15 +241,19 @@ void dot_rows(int64_t n, const uint8_t* w, size_t w_stride, ActRow y, float* out
   // once overflows the line-fill buffers and most are dropped.
   const size_t lines_per_step = nb >= 2 ? (prefetch_bytes / 64 + size_t(nb / 2)) / size_t(nb / 2) : 0;
   size_t prefetched = 0;
+  // The formats with a min add m x (the block's scaled activation sum) per block, apart.
+  [[maybe_unused]] const auto* block_sums = reinterpret_cast<const float*>(y.offset_terms);
+  float min_terms[R] = {};
   for (; b + 2 <= nb; b += 2) {
     for (size_t l = 0; l < lines_per_step && prefetched < prefetch_bytes; l++, prefetched += 64)
       _mm_prefetch(reinterpret_cast<const char*>(prefetch + prefetched), _MM_HINT_T0);
     const __m512i yv = _mm512_loadu_si512(y.q + 32 * b);
-    const __m512i base = _mm512_loadu_si512(y.offset_terms + 8 * b);
+    const __m512i base = kHasMin<F> ? _mm512_setzero_si512() : _mm512_loadu_si512(y.offset_terms + 8 * b);
     const __m512 scales = _mm512_castps256_ps512(pair_scales<Block, R>(rows, b, y.d));
     for (int r = 0; r < R; r++) {
       const __m512i sums = _mm512_dpbusd_epi32(base, F::pair(rows[r][b], rows[r][b + 1]), yv);
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_permutexvar_ps(lanes[r], scales), acc[r]);
+      if constexpr (kHasMin<F>) min_terms[r] += F::min(rows[r][b]) * block_sums[b] + F::min(rows[r][b + 1]) * block_sums[b + 1];
     }
   }
   for (int r = 0; r < R; r++) {
@@ -213,8 +261,9 @@ void dot_rows(int64_t n, const uint8_t* w, size_t w_stride, ActRow y, float* out
     if (b < nb) {  // an odd last block, in natural order
       const Block& blk = rows[r][b];
       total += h2f(blk.d) * y.d[b] * float(tail_block<F>(blk, y.q + 32 * b));
+      if constexpr (kHasMin<F>) min_terms[r] += F::min(blk) * block_sums[b];
     }
-    out[r] = total;
+    out[r] = total + min_terms[r];
   }
 }
 
@@ -294,6 +343,10 @@ Kernels make_table(const Kernels& avx2) {
   k.q5_0 = {tile_dot<Q5_0Format>, rows_dot<Q5_0Format>, q5_0_layout, q5_0_layout};
   constexpr auto q8_0_layout = quantize_row<Q8_0Format::kOffset>;
   k.q8_0 = {tile_dot<Q8_0Format>, rows_dot<Q8_0Format>, q8_0_layout, q8_0_layout};
+  // Q4_1 / Q5_1: mat-vec only; their tiles stay the AVX2 table's (on BlockQ8 rows), and batches of 3
+  // tokens or more go to the panels.
+  k.q4_1 = {avx2.q4_1.tile, rows_dot<Q4_1Format>, quantize_row_with_sums, nullptr};
+  k.q5_1 = {avx2.q5_1.tile, rows_dot<Q5_1Format>, quantize_row_with_sums, nullptr};
   constexpr auto iq4_nl_layout = quantize_row<IQ4_NLFormat::kOffset>;
   k.iq4_nl = {tile_dot<IQ4_NLFormat>, rows_dot<IQ4_NLFormat>, iq4_nl_layout, iq4_nl_layout};
   // K-quants: kernels_avx512_kquants.cpp (their activations stay BlockQ8K rows).
