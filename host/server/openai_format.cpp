@@ -68,6 +68,14 @@ json chunk_base(GenerationJob& job, const char* object) {
   return chunk;
 }
 
+// One chat stream chunk for a choice: its delta, logprobs (null when none) and finish reason.
+json chat_chunk(GenerationJob& job, size_t choice, json delta, json logprobs, json finish_reason) {
+  json chunk = chunk_base(job, "chat.completion.chunk");
+  chunk["choices"].push_back(
+      {{"index", choice}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)}, {"finish_reason", std::move(finish_reason)}});
+  return chunk;
+}
+
 json finish_value(FinishReason reason) {
   if (reason == FinishReason::none) return nullptr;
   return finish_name(reason);
@@ -175,16 +183,12 @@ std::vector<json> stream_chunks(GenerationJob& job, const ChoiceEvent& ce) {
   const RequestEvent& e = ce.event;
   const bool chat = job.params().endpoint == Endpoint::chat;
   const bool has_logprobs = job.params().logprobs && !e.logprobs.empty();
+  auto logprobs = [&] { return has_logprobs ? chat_logprobs(tok, e.logprobs) : json(nullptr); };
   std::vector<json> out;
   if (e.finish == FinishReason::cancelled || e.finish == FinishReason::error) return out;  // the caller reports it
   if (chat) {
     if (!c.started) {
-      json chunk = chunk_base(job, "chat.completion.chunk");
-      chunk["choices"].push_back({{"index", ce.choice},
-                                  {"delta", {{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}},
-                                  {"logprobs", nullptr},
-                                  {"finish_reason", nullptr}});
-      out.push_back(chunk);
+      out.push_back(chat_chunk(job, ce.choice, {{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}, nullptr, nullptr));
       c.started = true;
     }
     if (tools_active(job)) {
@@ -216,20 +220,8 @@ std::vector<json> stream_chunks(GenerationJob& job, const ChoiceEvent& ce) {
         if (!rest.empty() || (c.sent_content == 0 && reply.calls.empty())) delta["content"] = rest;
         if (!reply.calls.empty()) delta["tool_calls"] = tool_calls_json(reply.calls, true);
       }
-      if (!delta.empty() || has_logprobs) {
-        json chunk = chunk_base(job, "chat.completion.chunk");
-        chunk["choices"].push_back({{"index", ce.choice},
-                                    {"delta", delta},
-                                    {"logprobs", has_logprobs ? chat_logprobs(tok, e.logprobs) : json(nullptr)},
-                                    {"finish_reason", nullptr}});
-        out.push_back(chunk);
-      }
-      if (e.finish != FinishReason::none) {
-        json last = chunk_base(job, "chat.completion.chunk");
-        last["choices"].push_back(
-            {{"index", ce.choice}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish_for(e.finish, reply)}});
-        out.push_back(last);
-      }
+      if (!delta.empty() || has_logprobs) out.push_back(chat_chunk(job, ce.choice, delta, logprobs(), nullptr));
+      if (e.finish != FinishReason::none) out.push_back(chat_chunk(job, ce.choice, json::object(), nullptr, finish_for(e.finish, reply)));
       return out;
     }
     if (job.reasoning()) {
@@ -242,28 +234,11 @@ std::vector<json> stream_chunks(GenerationJob& job, const ChoiceEvent& ce) {
       if (split.content.size() > c.sent_content) delta["content"] = split.content.substr(c.sent_content);
       c.sent_reasoning = std::max(c.sent_reasoning, split.reasoning.size());
       c.sent_content = std::max(c.sent_content, split.content.size());
-      if (!delta.empty() || has_logprobs) {
-        json chunk = chunk_base(job, "chat.completion.chunk");
-        chunk["choices"].push_back({{"index", ce.choice},
-                                    {"delta", delta},
-                                    {"logprobs", has_logprobs ? chat_logprobs(tok, e.logprobs) : json(nullptr)},
-                                    {"finish_reason", nullptr}});
-        out.push_back(chunk);
-      }
+      if (!delta.empty() || has_logprobs) out.push_back(chat_chunk(job, ce.choice, delta, logprobs(), nullptr));
     } else if (!e.text.empty() || has_logprobs) {
-      json chunk = chunk_base(job, "chat.completion.chunk");
-      chunk["choices"].push_back({{"index", ce.choice},
-                                  {"delta", {{"content", e.text}}},
-                                  {"logprobs", has_logprobs ? chat_logprobs(tok, e.logprobs) : json(nullptr)},
-                                  {"finish_reason", nullptr}});
-      out.push_back(chunk);
+      out.push_back(chat_chunk(job, ce.choice, {{"content", e.text}}, logprobs(), nullptr));
     }
-    if (e.finish != FinishReason::none) {
-      json chunk = chunk_base(job, "chat.completion.chunk");
-      chunk["choices"].push_back(
-          {{"index", ce.choice}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish_value(e.finish)}});
-      out.push_back(chunk);
-    }
+    if (e.finish != FinishReason::none) out.push_back(chat_chunk(job, ce.choice, json::object(), nullptr, finish_value(e.finish)));
   } else if (!e.text.empty() || has_logprobs || e.finish != FinishReason::none) {
     json chunk = chunk_base(job, "text_completion");
     json choice = {{"index", ce.choice}, {"text", e.text}, {"logprobs", nullptr}, {"finish_reason", finish_value(e.finish)}};

@@ -105,20 +105,24 @@ inline __m512i nibble_pair(const uint8_t* qs0, const uint8_t* qs1) {
   return _mm512_and_si512(_mm512_mask_srli_epi16(doubled, kHighQuarters, doubled, 4), _mm512_set1_epi8(0x0F));
 }
 
-struct Q4_0Format {
-  using Block = loom_block_q4_0;
-  static constexpr int kOffset = 8;
+// The 4-bit formats (Q4_0, Q4_1): nibbles, element i in the low nibble of qs[i], i + 16 in the high.
+template <typename B, int kOffsetValue>
+struct FourBitFormat {
+  using Block = B;
+  static constexpr int kOffset = kOffsetValue;
   static __m512i pair(const Block& a, const Block& b) { return nibble_pair(a.qs, b.qs); }
   // Elements i and i + 16 (i < 16), unsigned.
   static int low(const Block& w, int i) { return w.qs[i] & 0xF; }
   static int high(const Block& w, int i) { return w.qs[i] >> 4; }
 };
 
-struct Q5_0Format {
-  using Block = loom_block_q5_0;
-  static constexpr int kOffset = 16;
+// The 5-bit formats (Q5_0, Q5_1): the nibbles plus fifth bits, bit j of qh for element j.
+template <typename B, int kOffsetValue>
+struct FiveBitFormat {
+  using Block = B;
+  static constexpr int kOffset = kOffsetValue;
   static __m512i pair(const Block& a, const Block& b) {
-    // Fifth bits: bit j of qh is element j, so the two masks side by side are the pair's mask.
+    // The two blocks' masks side by side are the pair's mask.
     uint32_t h0, h1;
     std::memcpy(&h0, a.qh, 4);
     std::memcpy(&h1, b.qh, 4);
@@ -130,31 +134,16 @@ struct Q5_0Format {
   static int high(const Block& w, int i) { return (w.qs[i] >> 4) | fifth_bit(w, i + 16); }
 };
 
-// Q4_1 / Q5_1: unsigned nibbles (and fifth bits) with no offset, and a min per block (rows only:
-// their activation rows carry the blocks' scaled sums, quantize_row_with_sums).
-struct Q4_1Format {
-  using Block = BlockQ4_1;
-  static constexpr int kOffset = 0;
-  static __m512i pair(const Block& a, const Block& b) { return nibble_pair(a.qs, b.qs); }
-  static float min(const Block& w) { return h2f(w.m); }
-  static int low(const Block& w, int i) { return w.qs[i] & 0xF; }
-  static int high(const Block& w, int i) { return w.qs[i] >> 4; }
-};
+using Q4_0Format = FourBitFormat<loom_block_q4_0, 8>;
+using Q5_0Format = FiveBitFormat<loom_block_q5_0, 16>;
 
-struct Q5_1Format {
-  using Block = BlockQ5_1;
-  static constexpr int kOffset = 0;
-  static __m512i pair(const Block& a, const Block& b) {
-    uint32_t h0, h1;
-    std::memcpy(&h0, a.qh, 4);
-    std::memcpy(&h1, b.qh, 4);
-    const __m512i q = nibble_pair(a.qs, b.qs);
-    return _mm512_mask_add_epi8(q, _cvtu64_mask64(h0 | uint64_t(h1) << 32), q, _mm512_set1_epi8(0x10));
-  }
+// Q4_1 / Q5_1: no offset, and a min per block (rows only: their activation rows carry the blocks'
+// scaled sums, quantize_row_with_sums).
+struct Q4_1Format : FourBitFormat<BlockQ4_1, 0> {
   static float min(const Block& w) { return h2f(w.m); }
-  static int fifth_bit(const Block& w, int j) { return ((w.qh[j / 8] >> (j % 8)) & 1) << 4; }
-  static int low(const Block& w, int i) { return (w.qs[i] & 0xF) | fifth_bit(w, i); }
-  static int high(const Block& w, int i) { return (w.qs[i] >> 4) | fifth_bit(w, i + 16); }
+};
+struct Q5_1Format : FiveBitFormat<BlockQ5_1, 0> {
+  static float min(const Block& w) { return h2f(w.m); }
 };
 
 template <typename F>
@@ -166,14 +155,17 @@ struct IQ4_NLFormat {
   using Block = BlockIQ4NL;
   static constexpr int kOffset = 128;
   static __m512i pair(const Block& a, const Block& b) {
-    alignas(16) static constexpr uint8_t kLevels[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
-    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kLevels)));
+    const __m512i table = _mm512_broadcast_i32x4(avx512::iq4_level_table());
     return _mm512_shuffle_epi8(table, nibble_pair(a.qs, b.qs));
   }
   static int low(const Block& w, int i) { return kIq4Levels[w.qs[i] & 0xF] + 128; }
   static int high(const Block& w, int i) { return kIq4Levels[w.qs[i] >> 4] + 128; }
 };
-static_assert(kIq4Levels[0] + 128 == 1 && kIq4Levels[15] + 128 == 241, "IQ4_NLFormat's table is kIq4Levels + 128");
+static_assert([] {
+  for (int i = 0; i < 16; i++)
+    if (kIq4Levels[i] + 128 != avx512::kIq4LevelsPlus128[i]) return false;
+  return true;
+}(), "kIq4LevelsPlus128 is kIq4Levels + 128");
 
 struct Q8_0Format {
   using Block = loom_block_q8_0;

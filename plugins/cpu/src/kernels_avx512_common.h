@@ -28,6 +28,11 @@ inline QuantizedBlock quantize_block(const float* x) {
            _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(hi, mul)))}};
 }
 
+// The sixteen IQ4_NL / IQ4_XS levels (ggml_blocks.h's kIq4Levels) plus 128, as unsigned bytes for
+// vpdpbusd, looked up by vpshufb.
+alignas(16) inline constexpr uint8_t kIq4LevelsPlus128[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+inline __m128i iq4_level_table() { return _mm_load_si128(reinterpret_cast<const __m128i*>(kIq4LevelsPlus128)); }
+
 // Four bytes broadcast to all sixteen int32 lanes (one broadcast load when the bytes are in memory).
 inline __m512i broadcast_group(const uint8_t* bytes) {
   int32_t group;

@@ -82,18 +82,19 @@ inline __m256i nibbles(const uint8_t* qs) {
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
-struct Q4_0Format {
-  using Block = loom_block_q4_0;
-  static constexpr int kOffset = 8;
+// The 4-bit formats (Q4_0, Q4_1) and the 5-bit ones (Q5_0, Q5_1: bit j of qh tops element j).
+template <typename B, int kOffsetValue>
+struct FourBitFormat {
+  using Block = B;
+  static constexpr int kOffset = kOffsetValue;
   static constexpr bool kFromBlock = false;
   static __m256i unsigned_values(const Block& w) { return nibbles(w.qs); }
 };
-
-struct Q5_0Format {
-  using Block = loom_block_q5_0;
-  static constexpr int kOffset = 16;
+template <typename B, int kOffsetValue>
+struct FiveBitFormat {
+  using Block = B;
+  static constexpr int kOffset = kOffsetValue;
   static constexpr bool kFromBlock = false;
-  // Q4_0's nibbles plus the fifth bits: bit j of qh belongs to element j.
   static __m256i unsigned_values(const Block& w) {
     uint32_t high;
     std::memcpy(&high, w.qh, 4);
@@ -102,24 +103,12 @@ struct Q5_0Format {
   }
 };
 
-struct Q4_1Format {
-  using Block = BlockQ4_1;
-  static constexpr int kOffset = 0;
-  static constexpr bool kFromBlock = false;
-  static __m256i unsigned_values(const Block& w) { return nibbles(w.qs); }
+using Q4_0Format = FourBitFormat<loom_block_q4_0, 8>;
+using Q5_0Format = FiveBitFormat<loom_block_q5_0, 16>;
+struct Q4_1Format : FourBitFormat<BlockQ4_1, 0> {
   static float min(const Block& w) { return h2f(w.m); }
 };
-
-struct Q5_1Format {
-  using Block = BlockQ5_1;
-  static constexpr int kOffset = 0;
-  static constexpr bool kFromBlock = false;
-  static __m256i unsigned_values(const Block& w) {
-    uint32_t high;
-    std::memcpy(&high, w.qh, 4);
-    const __m256i low = nibbles(w.qs);
-    return _mm256_mask_add_epi8(low, _cvtu32_mask32(high), low, _mm256_set1_epi8(0x10));
-  }
+struct Q5_1Format : FiveBitFormat<BlockQ5_1, 0> {
   static float min(const Block& w) { return h2f(w.m); }
 };
 
@@ -129,9 +118,7 @@ struct IQ4_NLFormat {
   static constexpr int kOffset = 128;
   static constexpr bool kFromBlock = false;
   static __m256i unsigned_values(const Block& w) {
-    alignas(16) uint8_t levels[16];
-    for (int i = 0; i < 16; i++) levels[i] = uint8_t(kIq4Levels[i] + 128);
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(levels)));
+    const __m256i table = _mm256_broadcastsi128_si256(avx512::iq4_level_table());
     return _mm256_shuffle_epi8(table, nibbles(w.qs));
   }
 };

@@ -85,6 +85,16 @@ struct Q4K {
     alignas(32) uint8_t q[256];
     float scale[8], min[8];  // d x scale_s, dmin x min_s
   };
+  // d x scale_s and dmin x min_s of Q4_K's packing (Q5_K's too).
+  template <typename B>
+  static void unpack_scales(const B& w, Unpacked& u) {
+    const float d = h2f(w.d), dmin = h2f(w.dmin);
+    for (int s = 0; s < 8; s++) {
+      int scale, min;
+      q4_k_scales(w.scales, s, scale, min);
+      u.scale[s] = d * float(scale), u.min[s] = dmin * float(min);
+    }
+  }
   static void unpack(const Block& w, Unpacked& u) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (int c = 0; c < 4; c++) {
@@ -92,12 +102,7 @@ struct Q4K {
       _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 64 * c), _mm256_and_si256(raw, low4));
       _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4));
     }
-    const float d = h2f(w.d), dmin = h2f(w.dmin);
-    for (int s = 0; s < 8; s++) {
-      int scale, min;
-      q4_k_scales(w.scales, s, scale, min);
-      u.scale[s] = d * float(scale), u.min[s] = dmin * float(min);
-    }
+    unpack_scales(w, u);
   }
 };
 
@@ -117,12 +122,7 @@ struct Q5K {
       _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 64 * c), _mm256_mask_add_epi8(lo, low_bit, lo, sixteen));
       _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 64 * c + 32), _mm256_mask_add_epi8(hi, high_bit, hi, sixteen));
     }
-    const float d = h2f(w.d), dmin = h2f(w.dmin);
-    for (int s = 0; s < 8; s++) {
-      int scale, min;
-      q4_k_scales(w.scales, s, scale, min);
-      u.scale[s] = d * float(scale), u.min[s] = dmin * float(min);
-    }
+    Q4K::unpack_scales(w, u);
   }
 };
 
@@ -132,9 +132,7 @@ struct IQ4XS {
   using Block = BlockIQ4XS;
   using Unpacked = Q4K::Unpacked;
   static void unpack(const Block& w, Unpacked& u) {
-    alignas(16) uint8_t levels[16];
-    for (int i = 0; i < 16; i++) levels[i] = uint8_t(kIq4Levels[i] + 128);
-    const __m128i table = _mm_load_si128(reinterpret_cast<const __m128i*>(levels)), low4 = _mm_set1_epi8(0x0F);
+    const __m128i table = avx512::iq4_level_table(), low4 = _mm_set1_epi8(0x0F);
     for (int r = 0; r < 8; r++) {
       const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.qs + 16 * r));
       _mm_store_si128(reinterpret_cast<__m128i*>(u.q + 32 * r), _mm_shuffle_epi8(table, _mm_and_si128(raw, low4)));
