@@ -114,8 +114,9 @@ Case matmul_batch_invariance_case(loom_dtype dtype) {
             check_declared_weight(*dut, dtype);
             std::mt19937 rng(4321 + uint32_t(dtype));
             HostTensor w = random_weights(rng, dtype, odd_n_in(dtype), 37);
-            // A few tokens and many: a backend may pick other kernels for each.
-            for (const int64_t n_tok : {5, 40}) require_batch_invariant(*dut, w, rng, n_tok);
+            // A few tokens, many, and a few past a multiple of 16: a backend may pick other kernels
+            // for each, and for a batch's last tokens.
+            for (const int64_t n_tok : {3, 5, 19, 40}) require_batch_invariant(*dut, w, rng, n_tok);
           }};
 }
 

@@ -1,8 +1,12 @@
 // loom_cpu_kernel_bench: matvec bandwidth of the fast kernels per weight type, and the speed-up of
 // the fast layer over the reference for a 512-token matmul. Loads the plugin like the host does.
-//   loom_cpu_kernel_bench [plugin.so] [threads] [matvec]   ("matvec": skip the 512-token comparison)
+// It ends with a mixture-of-experts decode step's expert matmuls at 1, 4 and 16 tokens.
+//   loom_cpu_kernel_bench [plugin.so] [threads] [matvec|moe]   ("matvec": skip the 512-token comparison;
+//                                                              "moe": only the MoE step)
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -117,6 +121,72 @@ double time_op(Matmul& m, double min_seconds) {
   return best;
 }
 
+// A synthetic qwen3moe decode step's expert matmuls (8 layers x gate, up, down; 8 experts of
+// 1024 x 1024, Q8_0, top-2), cycled so the weights stream from memory as in the model: microseconds
+// per MOE_MATMUL and the rate at which the experts a step chose were read.
+void bench_moe_step(loom_backend_t* be, std::mt19937& rng) {
+  const int64_t n_in = 1024, n_out = 1024, n_expert = 8, n_used = 2, n_matrices = 24;
+  const uint64_t expert_bytes = uint64_t(n_in / 32) * 34 * uint64_t(n_out);
+  std::vector<uint8_t> w(expert_bytes * uint64_t(n_expert));
+  for (auto& b : w) b = uint8_t(rng());
+  for (size_t off = 0; off < w.size(); off += 34) w[off] = 0x00, w[off + 1] = 0x20;
+  std::vector<loom_buffer_t*> weights(static_cast<size_t>(n_matrices));
+  for (auto& buf : weights) {
+    g_api->buffer_create(be, w.size(), LOOM_BUFFER_USAGE_WEIGHTS, &buf);
+    g_api->copy_to_device(be, nullptr, buf, 0, w.data(), w.size());
+  }
+  auto tensor = [](loom_dtype dtype, loom_buffer_t* buf, std::array<int64_t, 4> ne, uint64_t nb0) {
+    loom_tensor t{sizeof(loom_tensor), dtype, buf, 0, {ne[0], ne[1], ne[2], ne[3]}, {nb0, 0, 0, 0}};
+    t.nb[1] = dtype == LOOM_DTYPE_Q8_0 ? uint64_t(ne[0] / 32) * 34 : uint64_t(ne[0]) * nb0;
+    for (int d = 2; d < 4; d++) t.nb[d] = t.nb[d - 1] * uint64_t(ne[d - 1]);
+    return t;
+  };
+  std::printf("\n%-34s  %10s  %8s  %8s\n", "MoE expert matmul (8 x 1024x1024 Q8_0)", "us per op", "experts", "GB/s");
+  for (int64_t n_tok : {1, 4, 16}) {
+    std::vector<float> x(size_t(n_in * n_tok));
+    for (auto& v : x) v = float(int(rng() % 2000) - 1000) / 1000.0f;
+    std::vector<int32_t> ids(size_t(n_used * n_tok));
+    std::vector<bool> chosen(size_t(n_expert), false);
+    for (int64_t t = 0; t < n_tok; t++) {
+      const auto first = int32_t(rng() % uint32_t(n_expert)), second = int32_t((first + 1 + rng() % uint32_t(n_expert - 1)) % n_expert);
+      ids[size_t(t * n_used)] = first, ids[size_t(t * n_used + 1)] = second;
+      chosen[size_t(first)] = chosen[size_t(second)] = true;
+    }
+    const auto n_read = std::count(chosen.begin(), chosen.end(), true);
+    loom_buffer_t *xb = nullptr, *ib = nullptr, *yb = nullptr;
+    g_api->buffer_create(be, x.size() * 4, LOOM_BUFFER_USAGE_COMPUTE, &xb);
+    g_api->buffer_create(be, ids.size() * 4, LOOM_BUFFER_USAGE_COMPUTE, &ib);
+    g_api->buffer_create(be, uint64_t(n_out * n_used * n_tok) * 4, LOOM_BUFFER_USAGE_COMPUTE, &yb);
+    g_api->copy_to_device(be, nullptr, xb, 0, x.data(), x.size() * 4);
+    g_api->copy_to_device(be, nullptr, ib, 0, ids.data(), ids.size() * 4);
+    std::vector<loom_op> ops(static_cast<size_t>(n_matrices));
+    for (int64_t i = 0; i < n_matrices; i++) {
+      loom_op& op = ops[size_t(i)];
+      op.struct_size = sizeof(loom_op);
+      op.type = LOOM_OP_MOE_MATMUL;
+      op.n_src = 3;
+      op.src[0] = tensor(LOOM_DTYPE_Q8_0, weights[size_t(i)], {n_in, n_out, n_expert, 1}, 34);
+      op.src[1] = tensor(LOOM_DTYPE_F32, xb, {n_in, 1, n_tok, 1}, 4);
+      op.src[2] = tensor(LOOM_DTYPE_I32, ib, {n_used, n_tok, 1, 1}, 4);
+      op.dst = tensor(LOOM_DTYPE_F32, yb, {n_out, n_used, n_tok, 1}, 4);
+    }
+    double best = 1e30;
+    for (int rep = 0; rep < 20; rep++) {
+      const auto t = Clock::now();
+      for (const loom_op& op : ops)  // one op per call, as the engine's graph would interleave others
+        if (g_api->run_ops(be, nullptr, &op, 1) != LOOM_STATUS_OK) {
+          std::fprintf(stderr, "run_ops failed: %s\n", g_api->last_error(be));
+          std::exit(1);
+        }
+      best = std::min(best, seconds_since(t) / double(n_matrices));
+    }
+    std::printf("%-34s  %10.1f  %8lld  %8.1f\n", (std::to_string(n_tok) + " tokens x top-2").c_str(), best * 1e6, (long long)n_read,
+                double(n_read) * double(expert_bytes) / best / 1e9);
+    for (auto* b : {xb, ib, yb}) g_api->buffer_destroy(be, b);
+  }
+  for (auto* buf : weights) g_api->buffer_destroy(be, buf);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,6 +212,12 @@ int main(int argc, char** argv) {
   g_api->get_caps(fast, &caps);
   std::printf("backend: %s\n\n", caps.device_name);
   std::mt19937 rng(1);
+  if (argc > 3 && std::strcmp(argv[3], "moe") == 0) {
+    bench_moe_step(fast, rng);
+    g_api->destroy(fast);
+    g_api->destroy(ref);
+    return 0;
+  }
 
   std::printf("%-5s  %-12s  %9s  %9s\n", "type", "matrix", "matvec ms", "GB/s");
   for (const Type& t : kTypes) {
@@ -156,12 +232,13 @@ int main(int argc, char** argv) {
       free_matmul(m);
     }
   }
-  // A batched decode step's matmuls: the default model's shapes at 4, 8 and 16 tokens, as multiply-adds per second.
+  // A batched decode step's matmuls: the default model's shapes and a synthetic MoE expert (1024 x 1024) at 4, 8
+  // and 16 tokens, as multiply-adds per second.
   std::printf("\n%-5s  %-18s  %10s  %8s\n", "type", "matmul x tokens", "ms", "GMAC/s");
   const struct {
     const char* type;
     int64_t n_in, n_out;
-  } batched[] = {{"Q8_0", 640, 262144}, {"Q5_0", 640, 2048}, {"Q5_0", 640, 1024}, {"Q4_K", 1024, 640}, {"Q6_K", 2048, 640}, {"Q4_K", 2048, 640}};
+  } batched[] = {{"Q8_0", 640, 262144}, {"Q8_0", 1024, 1024}, {"Q5_0", 640, 2048}, {"Q5_0", 640, 1024}, {"Q4_K", 1024, 640}, {"Q6_K", 2048, 640}, {"Q4_K", 2048, 640}};
   for (int64_t n_tok : {4, 8, 16})
   for (const auto& b : batched) {
     const Type* t = nullptr;
@@ -189,6 +266,7 @@ int main(int argc, char** argv) {
     free_matmul(mf);
     free_matmul(mr);
   }
+  bench_moe_step(fast, rng);
   g_api->destroy(fast);
   g_api->destroy(ref);
   return 0;

@@ -225,10 +225,11 @@ void attend_tiled(const Kernels& k, loom_dtype kv_type, CacheRow cache_row, int6
   }
 }
 
-// Work items: decode rows take one (sequence, head) each and read the cache in place. A prefill
-// chunk takes kQueryChunk query rows of one sequence and one KV head with all the query heads that
-// share it: its visible keys and values are converted to f32 once, then read by every row and head
-// of the chunk (prefill read and converted each K/V row once per query row and head before).
+// Work items: decode rows take one (sequence, head) each and read the cache in place, or in the
+// tiled pass of a large batch one (sequence, KV head) as a chunk. A prefill chunk takes kQueryChunk
+// query rows of one sequence and one KV head with all the query heads that share it: its visible
+// keys and values are converted to f32 once, then read by every row and head of the chunk (prefill
+// read and converted each K/V row once per query row and head before).
 constexpr int64_t kQueryChunk = 32;
 constexpr int64_t kMinPrefillRows = 8;
 struct AttentionTask {
@@ -247,16 +248,6 @@ void fast_paged_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   const float scale = a.params.attn_scale, softcap = a.params.softcap;
   const std::vector<SeqInfo> seqs = read_seqs(a);  // validates every block id first
 
-  std::vector<AttentionTask> tasks;
-  for (int64_t s = 0; s < int64_t(seqs.size()); s++) {
-    const int64_t n_query = seqs[size_t(s)].n_query;
-    if (n_query >= kMinPrefillRows) {
-      for (int64_t h = 0; h < n_kv_heads; h++)
-        for (int64_t r = 0; r < n_query; r += kQueryChunk) tasks.push_back({s, h, r, std::min(n_query, r + kQueryChunk), true});
-    } else {
-      for (int64_t h = 0; h < n_heads; h++) tasks.push_back({s, h, 0, n_query, false});
-    }
-  }
   auto sink_of = [&](int64_t h) {
     return a.src[5].present() ? reinterpret_cast<const float*>(a.src[5].data + uint64_t(h) * a.src[5].nb[0])[0]
                               : -std::numeric_limits<float>::infinity();
@@ -268,6 +259,26 @@ void fast_paged_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   const bool tiled = k.float_dots != nullptr && k.exp_shifted != nullptr && k.weighted_values != nullptr && head_dim % 8 == 0 &&
                      k_cache.dtype == v_cache.dtype && group <= kMaxGroup && q.nb[0] == sizeof(float) && dst.nb[0] == sizeof(float) &&
                      q.nb[2] % sizeof(float) == 0 && dst.nb[2] % sizeof(float) == 0;
+
+  // Decode rows in the tiled pass also go per KV head, with its query heads together, once there
+  // are enough such tasks to keep the threads busy: each tile's keys and values are converted to
+  // f32 once for the group instead of once per query head (synthetic qwen3moe, batch 16, four query
+  // heads per KV head: attention went from 5.3 to 3.7 ms of a 22.8 ms decode step).
+  int64_t n_decode_seqs = 0;
+  for (const SeqInfo& seq : seqs) n_decode_seqs += seq.n_query < kMinPrefillRows ? 1 : 0;
+  const bool group_decode_heads = tiled && group > 1 && n_decode_seqs * n_kv_heads >= 4 * int64_t(pool.size());
+  std::vector<AttentionTask> tasks;
+  for (int64_t s = 0; s < int64_t(seqs.size()); s++) {
+    const int64_t n_query = seqs[size_t(s)].n_query;
+    if (n_query >= kMinPrefillRows) {
+      for (int64_t h = 0; h < n_kv_heads; h++)
+        for (int64_t r = 0; r < n_query; r += kQueryChunk) tasks.push_back({s, h, r, std::min(n_query, r + kQueryChunk), true});
+    } else if (group_decode_heads) {
+      for (int64_t h = 0; h < n_kv_heads; h++) tasks.push_back({s, h, 0, n_query, true});
+    } else {
+      for (int64_t h = 0; h < n_heads; h++) tasks.push_back({s, h, 0, n_query, false});
+    }
+  }
 
   pool.parallel_for(int64_t(tasks.size()), [&](int64_t index, int) {
     const AttentionTask& task = tasks[size_t(index)];

@@ -5,7 +5,8 @@
 // rows, and 48 pool passes per layer cost more than the experts' arithmetic.
 //
 // Paths, first that applies:
-// - token panels (Kernels::q*_panels) from panel_min_tokens rows: 8 or 16 tokens across the
+// - one row: the decode kernel (Kernels rows);
+// - token panels (Kernels::q*_panels) from panel_min_tokens rows: 4, 8 or 16 tokens across the
 //   vector lanes (kernels_avx512_panel.cpp);
 // - float GEMM (Kernels::float_gemm) from gemm_min_tokens rows, for tables whose FMA units outrun
 //   their int8 dot products;
@@ -36,8 +37,8 @@ uint8_t* activation_buffer(size_t slot, size_t bytes) {
   return b.data() + (64 - reinterpret_cast<uintptr_t>(b.data()) % 64) % 64;
 }
 
-// The panels for n_tok tokens of `type`: the narrow ones when the batch fits them, else the wide.
-const PanelKernels* panel_kernels(loom_dtype type, int64_t n_tok, const Kernels& k) {
+// The panel set for `type`, nullptr where the table has none or n_tok is below its threshold.
+const PanelSet* panel_set(loom_dtype type, int64_t n_tok, const Kernels& k) {
   const PanelSet* set = type == LOOM_DTYPE_Q4_0   ? &k.q4_0_panels
                         : type == LOOM_DTYPE_Q5_0 ? &k.q5_0_panels
                         : type == LOOM_DTYPE_Q8_0 ? &k.q8_0_panels
@@ -50,46 +51,106 @@ const PanelKernels* panel_kernels(loom_dtype type, int64_t n_tok, const Kernels&
                         : type == LOOM_DTYPE_IQ4_XS ? &k.iq4_xs_panels
                                                   : nullptr;
   if (set == nullptr || k.panel_min_tokens <= 0 || n_tok < k.panel_min_tokens) return nullptr;
-  if (set->narrow.dot != nullptr && n_tok <= set->narrow.tokens) return &set->narrow;
-  return set->wide.dot != nullptr ? &set->wide : nullptr;
+  for (const PanelKernels& p : set->widths)
+    if (p.dot != nullptr) return set;
+  return nullptr;
+}
+
+// One panel of a batch: its kernels, its first token and where it starts in the panel buffer.
+struct Panel {
+  const PanelKernels* kernels;
+  int64_t first_token;
+  size_t offset;
+};
+
+// A batch's panels: the widest while at least that many tokens are left, then the narrowest that
+// holds the rest.
+std::vector<Panel> pack_panels(const PanelSet& set, int64_t n_tok, int64_t n_in) {
+  const PanelKernels* widest = nullptr;
+  for (const PanelKernels& p : set.widths)
+    if (p.dot != nullptr) widest = &p;
+  std::vector<Panel> panels;
+  size_t offset = 0;
+  for (int64_t t = 0; t < n_tok;) {
+    const int64_t left = n_tok - t;
+    const PanelKernels* kernels = widest;
+    if (left < widest->tokens)
+      for (const PanelKernels& p : set.widths)
+        if (p.dot != nullptr && p.tokens >= left) {
+          kernels = &p;
+          break;
+        }
+    panels.push_back({kernels, t, offset});
+    offset += (kernels->bytes(n_in) + 63) / 64 * 64;
+    t += kernels->tokens;
+  }
+  return panels;
 }
 
 bool plain_output_rows(const Tensor& dst) { return dst.nb[0] == sizeof(float) && dst.ne[2] == 1 && dst.ne[3] == 1; }
+
+// One activation row (in a mixture-of-experts op, an expert only one token chose): the decode
+// kernel, quantizing the row once, in the same two passes as the op's other experts. Alone in a
+// pass of its own, each such expert cost a pool start and an uneven finish.
+bool row_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, BatchedMatmul& job) {
+  const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
+  const int64_t n_in = w.ne[0], n_out = w.ne[1];
+  if (x.n_rows() != 1 || dst.nb[0] != sizeof(float)) return false;
+  const MatmulPlan plan = plan_for(w.dtype, n_in, k);
+  const size_t bytes = plan.dot.rows_quantize ? size_t(kRowsActivationBytes(n_in)) : plan.act_row_bytes;
+  uint8_t* const act = activation_buffer(slot, bytes);
+  job.n_prepare = 1;
+  job.prepare = [=, &k](int64_t) { quantize_activation(plan, plan.dot.rows_quantize, k, x.frow(0), act, n_in); };
+  // Chunks as the decode path sizes them (fast_matmul.cpp).
+  const uint64_t w_row_bytes = std::max<uint64_t>(row_bytes(w.dtype, n_in), 1);
+  const int64_t rows = std::min<int64_t>(chunk_size(n_out, n_threads, 4), std::max<int64_t>(16, int64_t((256u << 10) / w_row_bytes)));
+  job.n_compute = (n_out + rows - 1) / rows;
+  job.compute = [=](int64_t chunk) {
+    const int64_t r0 = chunk * rows, r1 = std::min(n_out, r0 + rows);
+    plan.dot.rows(n_in, w.at(r0), size_t(w.nb[1]), r1 - r0, act, dst.frow(0) + r0);
+  };
+  return true;
+}
 
 // Token panels: the tokens are packed into panels, then each chunk of weight rows
 // (sized to stay in L2) meets every panel. Lanes past the last token are zero and dropped.
 bool panel_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, BatchedMatmul& job) {
   const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
-  const PanelKernels* panel = panel_kernels(w.dtype, n_tok, k);
-  if (panel == nullptr || n_in % 32 != 0 || !plain_output_rows(dst)) return false;
+  const PanelSet* set = panel_set(w.dtype, n_tok, k);
+  if (set == nullptr || n_in % 32 != 0 || !plain_output_rows(dst)) return false;
 
-  const int64_t lanes = panel->tokens;
-  const int64_t n_panels = (n_tok + lanes - 1) / lanes;
-  const size_t stride = (panel->bytes(n_in) + 63) / 64 * 64;
-  uint8_t* const panels = activation_buffer(slot, stride * size_t(n_panels));
-  job.n_prepare = n_panels;
+  const std::vector<Panel> panels = pack_panels(*set, n_tok, n_in);
+  const Panel& last = panels.back();
+  uint8_t* const buffer = activation_buffer(slot, last.offset + last.kernels->bytes(n_in));
+  job.n_prepare = int64_t(panels.size());
   job.prepare = [=, &k](int64_t p) {
-    const int n_valid = int(std::min<int64_t>(lanes, n_tok - p * lanes));
+    const Panel& panel = panels[size_t(p)];
+    const int n_valid = int(std::min<int64_t>(panel.kernels->tokens, n_tok - panel.first_token));
     const float* rows[kMaxPanelTokens];
-    for (int t = 0; t < n_valid; t++) rows[t] = x.frow(p * lanes + t);
-    panel->quantize(k, rows, n_valid, n_in, panels + size_t(p) * stride);
+    for (int t = 0; t < n_valid; t++) rows[t] = x.frow(panel.first_token + t);
+    panel.kernels->quantize(k, rows, n_valid, n_in, buffer + panel.offset);
   };
 
-  // About 64 KiB of weights per chunk, in the kernels' groups of four rows.
   const uint64_t w_row_bytes = std::max<uint64_t>(row_bytes(w.dtype, n_in), 1);
-  const int64_t l2_rows = std::max<int64_t>(4, int64_t((64u << 10) / w_row_bytes) / 4 * 4);
+  // About 64 KiB of weights per chunk, in the kernels' groups of four rows, so that the chunk is
+  // read from L2 by every panel after the first; one panel reads it once, and takes 256 KiB (a
+  // mixture-of-experts batch of 16, one panel per expert: chunks of 64 KiB ran 3-7% slower, each
+  // chunk's first rows waiting on memory before the kernel's prefetching reaches ahead).
+  const uint64_t chunk_bytes = (panels.size() == 1 ? 256u : 64u) << 10;
+  const int64_t l2_rows = std::max<int64_t>(4, int64_t(chunk_bytes / w_row_bytes) / 4 * 4);
   const int64_t rows = std::min<int64_t>(l2_rows, chunk_size(n_out, n_threads, 4));
   job.n_compute = (n_out + rows - 1) / rows;
   job.compute = [=](int64_t chunk) {
     static thread_local std::vector<float> sums;
     const int64_t r0 = chunk * rows, n_rows = std::min(n_out, r0 + rows) - r0;
-    sums.resize(size_t(n_rows * lanes));
-    for (int64_t p = 0; p < n_panels; p++) {
-      panel->dot(n_in, w.at(r0), size_t(w.nb[1]), n_rows, panels + size_t(p) * stride, sums.data());
-      const int n_valid = int(std::min<int64_t>(lanes, n_tok - p * lanes));
+    for (const Panel& panel : panels) {
+      const int64_t lanes = panel.kernels->tokens;
+      sums.resize(size_t(n_rows * lanes));
+      panel.kernels->dot(n_in, w.at(r0), size_t(w.nb[1]), n_rows, buffer + panel.offset, sums.data());
+      const int n_valid = int(std::min<int64_t>(lanes, n_tok - panel.first_token));
       for (int t = 0; t < n_valid; t++) {
-        float* d = dst.frow(p * lanes + t) + r0;
+        float* d = dst.frow(panel.first_token + t) + r0;
         for (int64_t r = 0; r < n_rows; r++) d[r] = sums[size_t(r * lanes + t)];
       }
     }
@@ -179,7 +240,8 @@ void tile_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, Bat
 
 BatchedMatmul make_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot) {
   BatchedMatmul job;
-  if (!panel_job(a, n_threads, k, slot, job) && !float_gemm_job(a, n_threads, k, slot, job)) tile_job(a, n_threads, k, slot, job);
+  if (!row_job(a, n_threads, k, slot, job) && !panel_job(a, n_threads, k, slot, job) && !float_gemm_job(a, n_threads, k, slot, job))
+    tile_job(a, n_threads, k, slot, job);
   return job;
 }
 

@@ -1,6 +1,6 @@
 // The fast MOE_MATMUL: the batch's (token, expert) rows grouped by expert, so each chosen expert's
-// matrix is read once per op however many tokens chose it, through the dense matmul kernels; the
-// experts chosen by several rows share one batched pass over the pool.
+// matrix is read once per op however many tokens chose it, through the dense matmul kernels; all
+// the chosen experts share one batched pass over the pool.
 #include <algorithm>
 #include <vector>
 
@@ -49,13 +49,39 @@ void fast_moe_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k, MoeCou
     for (int64_t o = 0; o < n_out; o++) out[o] += b[o];
   };
   counters.ops++;
-  // Experts chosen by one row (decode) read and write it in place, one after the other; experts
-  // chosen by several run together as one batched pass (fast_matmul_batched).
+  // One token reading one activation row for all its experts (gate and up at batch 1): one decode
+  // group, which quantizes the row once and runs every expert in one pass.
+  bool one_row_each = true;
+  for (int64_t e = 0; e < n_expert; e++) one_row_each = one_row_each && groups.first[size_t(e) + 1] - groups.first[size_t(e)] <= 1;
+  if (x.ne[1] == 1 && x.n_rows() == 1 && one_row_each) {
+    std::vector<OpArgs> experts;
+    for (int64_t e = 0; e < n_expert; e++) {
+      const int64_t r0 = groups.first[size_t(e)];
+      if (groups.first[size_t(e) + 1] == r0) continue;
+      counters.expert_reads++;
+      counters.rows++;
+      OpArgs sub;
+      sub.type = LOOM_OP_MATMUL;
+      sub.n_src = 2;
+      sub.src[0] = expert_matrix(w, e);
+      sub.src[1] = f32_rows(x_row(groups.rows[size_t(r0)]), n_in, 1);
+      sub.dst = f32_rows(dst_row(groups.rows[size_t(r0)]), n_out, 1);
+      experts.push_back(sub);
+    }
+    std::vector<const OpArgs*> ops;
+    for (const OpArgs& sub : experts) ops.push_back(&sub);
+    fast_matmul_decode_group(ops.data(), int(ops.size()), pool, k);
+    for (int64_t e = 0; e < n_expert; e++)
+      if (groups.first[size_t(e) + 1] > groups.first[size_t(e)]) add_bias(e, dst_row(groups.rows[size_t(groups.first[size_t(e)])]));
+    return;
+  }
+  // Otherwise the chosen experts run together as one batched pass (fast_matmul_batched), each on the rows
+  // that chose it gathered.
   std::vector<OpArgs> batched;
   std::vector<int64_t> batched_experts;
   int64_t gathered_rows = 0;
   for (int64_t e = 0; e < n_expert; e++) {
-    const int64_t r0 = groups.first[size_t(e)], m = groups.first[size_t(e) + 1] - r0;
+    const int64_t m = groups.first[size_t(e) + 1] - groups.first[size_t(e)];
     if (m == 0) continue;
     counters.expert_reads++;
     counters.rows += uint64_t(m);
@@ -63,13 +89,6 @@ void fast_moe_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k, MoeCou
     sub.type = LOOM_OP_MATMUL;
     sub.n_src = 2;
     sub.src[0] = expert_matrix(w, e);
-    if (m == 1) {
-      sub.src[1] = f32_rows(x_row(groups.rows[size_t(r0)]), n_in, 1);
-      sub.dst = f32_rows(dst_row(groups.rows[size_t(r0)]), n_out, 1);
-      fast_matmul(sub, pool, k);
-      add_bias(e, dst_row(groups.rows[size_t(r0)]));
-      continue;
-    }
     batched.push_back(sub);
     batched_experts.push_back(e);
     gathered_rows += m;

@@ -57,11 +57,12 @@ struct FloatGemm {
 };
 
 // Batched matmuls with the tokens across the vector lanes. A panel holds `tokens` activation rows
-// quantized to int8 blocks and interleaved so that one vector load brings the same four values of
-// every token: a weight row's four bytes, broadcast, then meet all tokens in one multiply-add, and
-// each lane ends a block holding a finished block sum, with no horizontal reduction. The tile kernels
+// quantized to int8 blocks and interleaved so that one vector load brings the same few values of
+// every token: a weight row's matching bytes, broadcast, then meet all tokens in one multiply-add,
+// and a block's sums end in the lanes, with no horizontal reduction per token. The tile kernels
 // instead pay a reduction and a scale per (row, token, block pair), which held batched decode near
-// 12 multiply-adds per cycle.
+// 12 multiply-adds per cycle. A token's result must not depend on the panel width it lands in (see
+// kernels_avx512_panel.cpp).
 inline constexpr int kMaxPanelTokens = 16;
 struct Kernels;
 // quantize: tokens t < n_valid from rows[t] (n floats each), the lanes after them zero, rounded as
@@ -75,10 +76,12 @@ struct PanelKernels {
   PanelDotFn dot = nullptr;
   size_t (*bytes)(int64_t n) = nullptr;  // one panel's size for rows of n values
 };
-// A type's panels: wide ones for batches, and narrow ones (fewer lanes, so fewer idle) for batches
-// of at most narrow.tokens.
+// A type's panels by width, narrowest first (dot == nullptr where the table has none): a batch
+// packs into panels of the widest while at least that many tokens are left, and its last tokens
+// into the narrowest that holds them, so few lanes are idle.
+inline constexpr int kPanelWidths = 3;
 struct PanelSet {
-  PanelKernels wide, narrow;
+  PanelKernels widths[kPanelWidths];
 };
 
 struct Kernels {

@@ -267,10 +267,12 @@ PanelKernels q6_k_panel() {
 }  // namespace
 
 void add_avx512_kquant_panels(Kernels& k) {
-  k.q4_k_panels = {sub_block_panel<16, Q4K>(), sub_block_panel<8, Q4K>()};
-  k.q5_k_panels = {sub_block_panel<16, Q5K>(), sub_block_panel<8, Q5K>()};
-  k.iq4_xs_panels = {sub_block_panel<16, IQ4XS>(), sub_block_panel<8, IQ4XS>()};
-  k.q6_k_panels = {q6_k_panel<16>(), q6_k_panel<8>()};
+  // 8 tokens in 256-bit registers and 16 in 512-bit ones, one lane per token (no 4-token panels:
+  // a 4-lane register would leave vpdpbusd three quarters idle).
+  k.q4_k_panels = {{{}, sub_block_panel<8, Q4K>(), sub_block_panel<16, Q4K>()}};
+  k.q5_k_panels = {{{}, sub_block_panel<8, Q5K>(), sub_block_panel<16, Q5K>()}};
+  k.iq4_xs_panels = {{{}, sub_block_panel<8, IQ4XS>(), sub_block_panel<16, IQ4XS>()}};
+  k.q6_k_panels = {{{}, q6_k_panel<8>(), q6_k_panel<16>()}};
 }
 
 }  // namespace loom::cpu
