@@ -75,6 +75,9 @@ struct PanelKernels {
   PanelQuantizeFn quantize = nullptr;
   PanelDotFn dot = nullptr;
   size_t (*bytes)(int64_t n) = nullptr;  // one panel's size for rows of n values
+  // Values per panel block: a panel of n values is n / block_values blocks of bytes(block_values)
+  // each, and quantize may fill a range of whole blocks on its own (rows and panel offset to it).
+  int64_t block_values = 32;
 };
 // A type's panels by width, narrowest first (dot == nullptr where the table has none): a batch
 // packs into panels of the widest while at least that many tokens are left, and its last tokens

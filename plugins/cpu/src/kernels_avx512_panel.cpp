@@ -191,16 +191,16 @@ struct UnpackedRows {
   alignas(64) float scale[2][8];
   alignas(64) float min[2][8];
   void unpack(const typename F::Block* const* rows, int64_t b) {
-    float d[4], m[4] = {};
     for (int r = 0; r < 4; r++) {
       _mm256_store_si256(reinterpret_cast<__m256i*>(values[b & 1][r]), F::unsigned_values(rows[r][b]));
-      d[r] = h2f(rows[r][b].d);
-      if constexpr (kHasMin<F>) m[r] = F::min(rows[r][b]);
-    }
-    for (int i = 0; i < 8; i++) {
-      const int r = L == 8 ? i / 2 : i % 4;
-      scale[b & 1][i] = d[r];
-      min[b & 1][i] = m[r];
+      const float d = h2f(rows[r][b].d);
+      if constexpr (L == 8) scale[b & 1][2 * r] = scale[b & 1][2 * r + 1] = d;
+      else scale[b & 1][r] = d;
+      if constexpr (kHasMin<F>) {
+        const float m = F::min(rows[r][b]);
+        if constexpr (L == 8) min[b & 1][2 * r] = min[b & 1][2 * r + 1] = m;
+        else min[b & 1][r] = m;
+      }
     }
   }
 };

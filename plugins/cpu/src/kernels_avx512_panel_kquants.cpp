@@ -257,11 +257,11 @@ void panel_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const 
 
 template <int L, typename F>
 PanelKernels sub_block_panel() {
-  return {L, quantize_panel<L>, panel_dot<L, sub_block_rows<L, F, 4>, sub_block_rows<L, F, 1>>, panel_bytes<L>};
+  return {L, quantize_panel<L>, panel_dot<L, sub_block_rows<L, F, 4>, sub_block_rows<L, F, 1>>, panel_bytes<L>, 256};
 }
 template <int L>
 PanelKernels q6_k_panel() {
-  return {L, quantize_panel<L>, panel_dot<L, q6_k_rows<L, 4>, q6_k_rows<L, 1>>, panel_bytes<L>};
+  return {L, quantize_panel<L>, panel_dot<L, q6_k_rows<L, 4>, q6_k_rows<L, 1>>, panel_bytes<L>, 256};
 }
 
 }  // namespace
