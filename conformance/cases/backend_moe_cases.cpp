@@ -129,6 +129,38 @@ Case matmul_case(loom_dtype dtype, int64_t n_tok, bool shared_x, bool bias = fal
           }};
 }
 
+// A layer's gate and up in one run_ops call: MOE_MATMULs of one activation and routing, which a
+// backend may run together, then a third that overwrites the first one's output. The result must be
+// what running them in order gives.
+Case matmul_chain_case() {
+  return {"backend.moe_matmul.gate_up_chain", LOOM_PLUGIN_KIND_BACKEND, [](CaseContext& ctx) {
+            auto dut = device_under_test(ctx);
+            if (!dut->declares_weight(LOOM_DTYPE_Q8_0)) not_supported("caps do not declare Q8_0 weights");
+            std::mt19937 rng(31);
+            const int64_t n_in = 96, n_out = 37, n_expert = 6, n_used = 2, n_tok = 9;
+            // tensors: 0 = x, 1 = ids, 2..4 = weights, 5 and 6 = outputs
+            std::vector<HostTensor> tensors = {f32_tensor(random_floats(rng, size_t(n_in * n_tok)), n_in, 1, n_tok),
+                                               expert_ids(rng, n_expert, n_used, n_tok)};
+            for (int i = 0; i < 3; i++) {
+              tensors.push_back(random_weights(rng, LOOM_DTYPE_Q8_0, n_in, n_out * n_expert));
+              tensors.back().ne[1] = n_out, tensors.back().ne[2] = n_expert;
+            }
+            for (int i = 0; i < 2; i++) tensors.push_back(zero_tensor(LOOM_DTYPE_F32, n_out, n_used, n_tok));
+            const std::vector<ChainOp> chain = {{LOOM_OP_MOE_MATMUL, {2, 0, 1}, 5}, {LOOM_OP_MOE_MATMUL, {3, 0, 1}, 6},
+                                                {LOOM_OP_MOE_MATMUL, {4, 0, 1}, 5}};
+            const loom_status st = dut->run_chain(tensors, chain);
+            require(st == LOOM_STATUS_OK, "run_ops of three MOE_MATMULs failed (" + std::to_string(st) + "): " + dut->last_error());
+            auto ref = reference_device(ctx);
+            const int expected_from[] = {4, 3};  // outputs 5 and 6: the last writer of each
+            for (int o = 0; o < 2; o++) {
+              HostTensor w = tensors[size_t(expected_from[o])], x = tensors[0], ids = tensors[1];
+              HostTensor want = zero_tensor(LOOM_DTYPE_F32, n_out, n_used, n_tok);
+              require(ref->run(LOOM_OP_MOE_MATMUL, {&w, &x, &ids}, &want, nullptr) == LOOM_STATUS_OK, "reference run_ops failed: " + ref->last_error());
+              require_close(tensors[size_t(5 + o)].floats(), want.floats(), 3e-2, "output " + std::to_string(o) + " of the chain");
+            }
+          }};
+}
+
 }  // namespace
 
 std::vector<Case> backend_moe_cases() {
@@ -140,6 +172,7 @@ std::vector<Case> backend_moe_cases() {
   for (loom_dtype dtype : {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K, LOOM_DTYPE_MXFP4})
     for (int64_t n_tok : {1, 5, 40}) out.push_back(matmul_case(dtype, n_tok, n_tok != 5));
   for (int64_t n_tok : {1, 40}) out.push_back(matmul_case(LOOM_DTYPE_Q8_0, n_tok, false, true));  // gpt-oss's expert biases
+  out.push_back(matmul_chain_case());
   out.push_back({"backend.moe_sum", LOOM_PLUGIN_KIND_BACKEND, [](CaseContext& ctx) {
                    std::mt19937 rng(8);
                    const int64_t ne0 = 70, n_used = 4, n_tok = 9;

@@ -296,16 +296,18 @@ loom_status run_ops(loom_backend_t* backend, loom_stream_t*, const loom_op* ops,
   uint32_t index = 0;
   try {
     while (index < n_ops) {
-      // The fast layer may run consecutive decode matmuls of one activation row together, so it
-      // sees the ops that could join the first (a look-ahead op that fails validation just ends the
+      // The fast layer may run consecutive decode matmuls of one activation row together (and
+      // mixture-of-experts matmuls of one activation and routing), so it sees the ops that could
+      // join the first (a look-ahead op that fails validation just ends the
       // group; it is resolved again, and its error reported, as the op it is).
       OpArgs group[FastOps::kMaxGroup];
       const OpArgs* members[FastOps::kMaxGroup];
       group[0] = resolve_op(ops[index], /*need_buffers=*/true);
       members[0] = &group[0];
       int n = 1;
-      while (!backend->reference && group[0].type == LOOM_OP_MATMUL && n < FastOps::kMaxGroup && index + uint32_t(n) < n_ops &&
-             ops[index + uint32_t(n)].type == LOOM_OP_MATMUL) {
+      const bool groupable = group[0].type == LOOM_OP_MATMUL || group[0].type == LOOM_OP_MOE_MATMUL;
+      while (!backend->reference && groupable && n < FastOps::kMaxGroup && index + uint32_t(n) < n_ops &&
+             ops[index + uint32_t(n)].type == group[0].type) {
         try {
           group[n] = resolve_op(ops[index + uint32_t(n)], /*need_buffers=*/true);
         } catch (const OpError&) {

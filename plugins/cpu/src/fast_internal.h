@@ -13,6 +13,9 @@ void fast_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k);
 // whose output does not overlap its activation).
 bool joins_decode_group(const OpArgs* const* members, int n_members, const OpArgs& next);
 void fast_matmul_decode_group(const OpArgs* const* ops, int n_ops, ThreadPool& pool, const Kernels& k);
+// Whether two tensor views touch common bytes, and whether they are the same view (fast_matmul.cpp).
+bool overlap(const Tensor& a, const Tensor& b);
+bool same_view(const Tensor& a, const Tensor& b);
 // Two or more activation rows (fast_matmul_batched.cpp). Several independent matmuls run in two
 // passes over the pool together; none may write what another reads.
 void fast_matmul_batched(const OpArgs* const* ops, int n_ops, ThreadPool& pool, const Kernels& k);

@@ -31,14 +31,6 @@ std::pair<const uint8_t*, const uint8_t*> extent(const Tensor& t) {
   for (int d = 1; d < 4; d++) last_row += uint64_t(t.ne[d] - 1) * t.nb[d];
   return {t.data, t.data + last_row + row_bytes(t.dtype, t.ne[0])};
 }
-bool overlap(const Tensor& a, const Tensor& b) {
-  const auto [a0, a1] = extent(a);
-  const auto [b0, b1] = extent(b);
-  return a0 < b1 && b0 < a1;
-}
-bool same_view(const Tensor& a, const Tensor& b) {
-  return a.dtype == b.dtype && a.data == b.data && std::equal(a.ne, a.ne + 4, b.ne) && std::equal(a.nb, a.nb + 4, b.nb);
-}
 
 // One matmul of a decode group: its kernel, its activation row and its chunks of output rows.
 struct DecodeJob {
@@ -50,6 +42,15 @@ struct DecodeJob {
 };
 
 }  // namespace
+
+bool overlap(const Tensor& a, const Tensor& b) {
+  const auto [a0, a1] = extent(a);
+  const auto [b0, b1] = extent(b);
+  return a0 < b1 && b0 < a1;
+}
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.dtype == b.dtype && a.data == b.data && std::equal(a.ne, a.ne + 4, b.ne) && std::equal(a.nb, a.nb + 4, b.nb);
+}
 
 bool joins_decode_group(const OpArgs* const* members, int n_members, const OpArgs& next) {
   if (n_members < 1 || !is_decode_matmul(*members[0]) || !is_decode_matmul(next)) return false;

@@ -1,6 +1,7 @@
 // The fast MOE_MATMUL: the batch's (token, expert) rows grouped by expert, so each chosen expert's
 // matrix is read once per op however many tokens chose it, through the dense matmul kernels; all
-// the chosen experts share one batched pass over the pool.
+// the chosen experts share one batched pass over the pool, and so do consecutive ops of the same
+// activations and routing (a layer's gate and up).
 #include <algorithm>
 #include <vector>
 
@@ -35,90 +36,108 @@ Tensor expert_matrix(const Tensor& w, int64_t e) {
 
 }  // namespace
 
-void fast_moe_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k, MoeCounters& counters) {
-  const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
-  const ExpertGroups groups = group_rows_by_expert(a);
-  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_used = a.src[2].ne[0], n_expert = w.ne[2];
-  auto x_row = [&](int64_t row) { return reinterpret_cast<float*>(x.at(x.ne[1] == 1 ? 0 : row % n_used, row / n_used)); };
-  auto dst_row = [&](int64_t row) { return reinterpret_cast<float*>(dst.at(row % n_used, row / n_used)); };
+bool joins_moe_group(const OpArgs& first, const OpArgs& next) {
+  if (first.type != LOOM_OP_MOE_MATMUL || next.type != LOOM_OP_MOE_MATMUL) return false;
+  if (!same_view(first.src[1], next.src[1]) || !same_view(first.src[2], next.src[2]) || first.src[0].ne[2] != next.src[0].ne[2])
+    return false;
+  // Run together, neither may write what the other reads or writes.
+  for (const Tensor* t : {&next.src[0], &next.src[1], &next.src[2], &next.src[3], &next.dst})
+    if (t->present() && overlap(first.dst, *t)) return false;
+  for (const Tensor* t : {&first.src[0], &first.src[1], &first.src[2], &first.src[3]})
+    if (t->present() && overlap(next.dst, *t)) return false;
+  return true;
+}
 
-  // dst row += the expert's bias row, when there is one.
-  auto add_bias = [&](int64_t e, float* out) {
+void fast_moe_matmul_group(const OpArgs* const* ops, int n_ops, ThreadPool& pool, const Kernels& k, MoeCounters& counters) {
+  // The ops share their activations and routing (joins_moe_group), so the grouping and the gathered
+  // rows serve them all; each expert of each op is one matmul of the pass.
+  const OpArgs& a0 = *ops[0];
+  const Tensor& x = a0.src[1];
+  const ExpertGroups groups = group_rows_by_expert(a0);
+  const int64_t n_in = a0.src[0].ne[0], n_used = a0.src[2].ne[0], n_expert = a0.src[0].ne[2];
+  auto x_row = [&](int64_t row) { return reinterpret_cast<float*>(x.at(x.ne[1] == 1 ? 0 : row % n_used, row / n_used)); };
+  auto dst_row = [&](const OpArgs& a, int64_t row) { return reinterpret_cast<float*>(a.dst.at(row % n_used, row / n_used)); };
+  auto rows_of = [&](int64_t e) { return groups.first[size_t(e) + 1] - groups.first[size_t(e)]; };
+  // dst row += the expert's bias row, when the op has one.
+  auto add_bias = [&](const OpArgs& a, int64_t e, float* out) {
     if (!a.src[3].present()) return;
     const auto* b = reinterpret_cast<const float*>(a.src[3].at(e));
-    for (int64_t o = 0; o < n_out; o++) out[o] += b[o];
+    for (int64_t o = 0; o < a.dst.ne[0]; o++) out[o] += b[o];
   };
-  counters.ops++;
-  // One token reading one activation row for all its experts (gate and up at batch 1): one decode
-  // group, which quantizes the row once and runs every expert in one pass.
-  bool one_row_each = true;
-  for (int64_t e = 0; e < n_expert; e++) one_row_each = one_row_each && groups.first[size_t(e) + 1] - groups.first[size_t(e)] <= 1;
-  if (x.ne[1] == 1 && x.n_rows() == 1 && one_row_each) {
-    std::vector<OpArgs> experts;
-    for (int64_t e = 0; e < n_expert; e++) {
-      const int64_t r0 = groups.first[size_t(e)];
-      if (groups.first[size_t(e) + 1] == r0) continue;
-      counters.expert_reads++;
-      counters.rows++;
-      OpArgs sub;
-      sub.type = LOOM_OP_MATMUL;
-      sub.n_src = 2;
-      sub.src[0] = expert_matrix(w, e);
-      sub.src[1] = f32_rows(x_row(groups.rows[size_t(r0)]), n_in, 1);
-      sub.dst = f32_rows(dst_row(groups.rows[size_t(r0)]), n_out, 1);
-      experts.push_back(sub);
-    }
-    std::vector<const OpArgs*> ops;
-    for (const OpArgs& sub : experts) ops.push_back(&sub);
-    fast_matmul_decode_group(ops.data(), int(ops.size()), pool, k);
-    for (int64_t e = 0; e < n_expert; e++)
-      if (groups.first[size_t(e) + 1] > groups.first[size_t(e)]) add_bias(e, dst_row(groups.rows[size_t(groups.first[size_t(e)])]));
-    return;
-  }
-  // Otherwise the chosen experts run together as one batched pass (fast_matmul_batched), each on the rows
-  // that chose it gathered.
-  std::vector<OpArgs> batched;
-  std::vector<int64_t> batched_experts;
-  int64_t gathered_rows = 0;
-  for (int64_t e = 0; e < n_expert; e++) {
-    const int64_t m = groups.first[size_t(e) + 1] - groups.first[size_t(e)];
-    if (m == 0) continue;
-    counters.expert_reads++;
-    counters.rows += uint64_t(m);
+  auto matmul = [](const Tensor& w, int64_t e) {
     OpArgs sub;
     sub.type = LOOM_OP_MATMUL;
     sub.n_src = 2;
     sub.src[0] = expert_matrix(w, e);
-    batched.push_back(sub);
-    batched_experts.push_back(e);
-    gathered_rows += m;
+    return sub;
+  };
+  for (int i = 0; i < n_ops; i++) {
+    counters.ops++;
+    for (int64_t e = 0; e < n_expert; e++)
+      if (rows_of(e) > 0) counters.expert_reads++, counters.rows += uint64_t(rows_of(e));
   }
-  if (batched.empty()) return;
 
+  // One token reading one activation row for all its experts (gate and up at batch 1): one decode
+  // group, which quantizes the row once and runs every expert of every op in one pass.
+  bool one_row_each = true;
+  for (int64_t e = 0; e < n_expert; e++) one_row_each = one_row_each && rows_of(e) <= 1;
+  if (x.ne[1] == 1 && x.n_rows() == 1 && one_row_each) {
+    std::vector<OpArgs> experts;
+    for (int i = 0; i < n_ops; i++)
+      for (int64_t e = 0; e < n_expert; e++) {
+        if (rows_of(e) == 0) continue;
+        const int64_t row = groups.rows[size_t(groups.first[size_t(e)])];
+        OpArgs sub = matmul(ops[i]->src[0], e);
+        sub.src[1] = f32_rows(x_row(row), n_in, 1);
+        sub.dst = f32_rows(dst_row(*ops[i], row), ops[i]->dst.ne[0], 1);
+        experts.push_back(sub);
+      }
+    std::vector<const OpArgs*> list;
+    for (const OpArgs& sub : experts) list.push_back(&sub);
+    fast_matmul_decode_group(list.data(), int(list.size()), pool, k);
+    for (int i = 0; i < n_ops; i++)
+      for (int64_t e = 0; e < n_expert; e++)
+        if (rows_of(e) > 0) add_bias(*ops[i], e, dst_row(*ops[i], groups.rows[size_t(groups.first[size_t(e)])]));
+    return;
+  }
+
+  // Otherwise each chosen expert's rows are gathered once, and every (op, expert) matmul runs in one
+  // batched pass (fast_matmul_batched).
   static thread_local std::vector<float> gathered, results;  // the calling thread's, reused
-  gathered.resize(size_t(gathered_rows * n_in));
-  results.resize(size_t(gathered_rows * n_out));
-  std::vector<const OpArgs*> ops;
-  int64_t at = 0;
-  for (size_t i = 0; i < batched.size(); i++) {
-    const int64_t e = batched_experts[i], r0 = groups.first[size_t(e)], m = groups.first[size_t(e) + 1] - r0;
-    for (int64_t j = 0; j < m; j++) std::copy_n(x_row(groups.rows[size_t(r0 + j)]), n_in, gathered.data() + (at + j) * n_in);
-    batched[i].src[1] = f32_rows(gathered.data() + at * n_in, n_in, m);
-    batched[i].dst = f32_rows(results.data() + at * n_out, n_out, m);
-    ops.push_back(&batched[i]);
-    at += m;
-  }
-  fast_matmul_batched(ops.data(), int(ops.size()), pool, k);
-  at = 0;
-  for (size_t i = 0; i < batched.size(); i++) {
-    const int64_t e = batched_experts[i], r0 = groups.first[size_t(e)], m = groups.first[size_t(e) + 1] - r0;
-    for (int64_t j = 0; j < m; j++) {
-      float* out = dst_row(groups.rows[size_t(r0 + j)]);
-      std::copy_n(results.data() + (at + j) * n_out, n_out, out);
-      add_bias(e, out);
+  gathered.resize(groups.rows.size() * size_t(n_in));
+  for (size_t j = 0; j < groups.rows.size(); j++) std::copy_n(x_row(groups.rows[j]), n_in, gathered.data() + j * size_t(n_in));
+  std::vector<size_t> results_at(size_t(n_ops) + 1, 0);
+  for (int i = 0; i < n_ops; i++) results_at[size_t(i) + 1] = results_at[size_t(i)] + groups.rows.size() * size_t(ops[i]->dst.ne[0]);
+  results.resize(results_at.back());
+  std::vector<OpArgs> batched;
+  for (int i = 0; i < n_ops; i++) {
+    const int64_t n_out = ops[i]->dst.ne[0];
+    for (int64_t e = 0; e < n_expert; e++) {
+      if (rows_of(e) == 0) continue;
+      const int64_t r0 = groups.first[size_t(e)];
+      OpArgs sub = matmul(ops[i]->src[0], e);
+      sub.src[1] = f32_rows(gathered.data() + r0 * n_in, n_in, rows_of(e));
+      sub.dst = f32_rows(results.data() + results_at[size_t(i)] + size_t(r0 * n_out), n_out, rows_of(e));
+      batched.push_back(sub);
     }
-    at += m;
   }
+  std::vector<const OpArgs*> list;
+  for (const OpArgs& sub : batched) list.push_back(&sub);
+  fast_matmul_batched(list.data(), int(list.size()), pool, k);
+  for (int i = 0; i < n_ops; i++) {
+    const int64_t n_out = ops[i]->dst.ne[0];
+    for (int64_t e = 0; e < n_expert; e++)
+      for (int64_t r = groups.first[size_t(e)]; r < groups.first[size_t(e) + 1]; r++) {
+        float* out = dst_row(*ops[i], groups.rows[size_t(r)]);
+        std::copy_n(results.data() + results_at[size_t(i)] + size_t(r * n_out), n_out, out);
+        add_bias(*ops[i], e, out);
+      }
+  }
+}
+
+void fast_moe_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k, MoeCounters& counters) {
+  const OpArgs* one = &a;
+  fast_moe_matmul_group(&one, 1, pool, k, counters);
 }
 
 }  // namespace loom::cpu

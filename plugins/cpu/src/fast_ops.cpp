@@ -252,6 +252,15 @@ int FastOps::n_threads() const { return pool_->size(); }
 const char* FastOps::isa_name() const { return kernels_->name; }
 
 int FastOps::run_group(const OpArgs* const* ops, int n) {
+  if (ops[0]->type == LOOM_OP_MOE_MATMUL) {
+    int members = 1;
+    while (members < std::min(n, kMaxGroup) &&
+           std::all_of(ops, ops + members, [&](const OpArgs* member) { return joins_moe_group(*member, *ops[members]); }))
+      members++;
+    std::lock_guard<std::mutex> lock(mutex_);
+    fast_moe_matmul_group(ops, members, *pool_, *kernels_, moe_counters_);
+    return members;
+  }
   int members = 1;
   while (members < std::min(n, kMaxGroup) && joins_decode_group(ops, members, *ops[members])) members++;
   if (members == 1) {

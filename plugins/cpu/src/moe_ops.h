@@ -37,5 +37,9 @@ struct MoeCounters {
 };
 
 void fast_moe_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k, MoeCounters& counters);
+// Consecutive MOE_MATMULs that read the same activations with the same routing (a layer's gate and
+// up) and do not write what another reads or writes: one pass over the pool for all their experts.
+bool joins_moe_group(const OpArgs& first, const OpArgs& next);
+void fast_moe_matmul_group(const OpArgs* const* ops, int n_ops, ThreadPool& pool, const Kernels& k, MoeCounters& counters);
 
 }  // namespace loom::cpu
