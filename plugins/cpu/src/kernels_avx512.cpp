@@ -7,8 +7,9 @@
 // element order measured 5% faster for Q5_0 with weights in cache, 2% for Q4_0). Paired runs against
 // AVX2 (in the earlier layout): one-token Q5_0 +30%, Q4_0 +39% with
 // weights in cache; the default model's 640 x 262144 Q8_0 output matrix, memory-bound, +5-8%;
-// 16-token tiles +20-28%). Q4_K and Q6_K come from kernels_avx512_kquants.cpp; other weight
-// types and ops keep the AVX2 table. This file alone is compiled with -mavx512*; FastOps checks the
+// 16-token tiles +20-28%). Q4_K and Q6_K come from kernels_avx512_kquants.cpp, the token panels from
+// kernels_avx512_panel*.cpp and attention's weighted values from kernels_avx512_attention.cpp; other
+// weight types and ops keep the AVX2 table. This file alone is compiled with -mavx512*; FastOps checks the
 // CPU before using it.
 #include "kernels.h"
 
