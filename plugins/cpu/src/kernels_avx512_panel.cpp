@@ -38,6 +38,7 @@
 #include "cpu_tensor.h"
 #include "ggml_blocks.h"
 #include "kernels_avx512_common.h"
+#include "kernels_avx512_grouped.h"
 
 namespace loom::cpu {
 namespace {
@@ -52,24 +53,6 @@ struct Shape {
   static constexpr int kBytes = 4 * kGroups;
   static constexpr int kVectors = 8 / kGroups;
 };
-
-// Where token t's block sums sit once a 4-row group's partial sums are added (see panel_rows_grouped):
-// 16 tokens, lane t; 4 tokens, lanes 4t + r for rows r = 0..3; 8 tokens, two vectors (rows 0-1 and
-// 2-3), lanes 4c + 2ρ + τ for token 2c + τ and row ρ of the pair. Returns how many lanes (of one
-// vector) hold token t.
-template <int L>
-int token_lanes(int t, int* lanes) {
-  if constexpr (L == 16) {
-    lanes[0] = t;
-    return 1;
-  } else if constexpr (L == 4) {
-    for (int r = 0; r < 4; r++) lanes[r] = 4 * t + r;
-    return 4;
-  } else {
-    lanes[0] = 4 * (t / 2) + t % 2, lanes[1] = lanes[0] + 2;
-    return 2;
-  }
-}
 
 // One panel block of L tokens: the value vectors, then per lane the int32 starting sums (-offset x
 // the lane's share of the values' sum); then, in token_lanes' layout, the float scales and the float
@@ -113,7 +96,7 @@ void quantize_panel(const Kernels&, const float* const* rows, int n_valid, int64
         total += share;
       }
       int lanes[4];
-      for (int i = 0, n_lanes = token_lanes<L>(t, lanes); i < n_lanes; i++) {
+      for (int i = 0, n_lanes = avx512::token_lanes<L>(t, lanes); i < n_lanes; i++) {
         scale[lanes[i]] = q.scale;
         scaled_sum[lanes[i]] = q.scale * float(total);
       }
@@ -198,16 +181,8 @@ struct UnpackedRows {
       d |= uint64_t(rows[r][b].d) << (16 * r);
       if constexpr (kHasMin<F>) m |= uint64_t(rows[r][b].m) << (16 * r);
     }
-    store_pattern(scale[b & 1], _mm_cvtph_ps(_mm_cvtsi64_si128(int64_t(d))));
-    if constexpr (kHasMin<F>) store_pattern(min[b & 1], _mm_cvtph_ps(_mm_cvtsi64_si128(int64_t(m))));
-  }
-  static void store_pattern(float* out, __m128 v) {
-    if constexpr (L == 8) {
-      _mm_store_ps(out, _mm_unpacklo_ps(v, v));
-      _mm_store_ps(out + 4, _mm_unpackhi_ps(v, v));
-    } else {
-      _mm_store_ps(out, v);
-    }
+    avx512::row_pattern<L>(_mm_cvtph_ps(_mm_cvtsi64_si128(int64_t(d))), scale[b & 1]);
+    if constexpr (kHasMin<F>) avx512::row_pattern<L>(_mm_cvtph_ps(_mm_cvtsi64_si128(int64_t(m))), min[b & 1]);
   }
 };
 
@@ -269,33 +244,6 @@ void panel_rows_wide(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t
   for (int r = 0; r < R; r++) V::store(out + 16 * r, acc[r]);
 }
 
-// The 4G weight bytes at `bytes`, repeated for every token (one broadcast load).
-template <int L>
-inline __m512i broadcast_weights(const uint8_t* bytes) {
-  if constexpr (L == 8) {
-    int64_t groups;
-    std::memcpy(&groups, bytes, 8);
-    return _mm512_set1_epi64(groups);
-  } else {
-    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
-  }
-}
-
-// Adds each token's four lanes of four rows' sums s[0..3] (4 tokens): lane 4t + r of the result.
-inline __m512i add_lanes_4(const __m512i* s) {
-  const __m512i p = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
-  const __m512i q = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
-  return _mm512_add_epi32(_mm512_unpacklo_epi64(p, q), _mm512_unpackhi_epi64(p, q));
-}
-
-// Adds each token's two lanes of two rows' sums a, b (8 tokens): lane 4c + 2ρ + τ of the result
-// holds token 2c + τ of row ρ (a: 0, b: 1).
-inline __m512i add_lanes_2(__m512i a, __m512i b) {
-  const __m512 fa = _mm512_castsi512_ps(a), fb = _mm512_castsi512_ps(b);
-  return _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(fa, fb, _MM_SHUFFLE(2, 0, 2, 0))),
-                          _mm512_castps_si512(_mm512_shuffle_ps(fa, fb, _MM_SHUFFLE(3, 1, 3, 1))));
-}
-
 // 8 or 4 tokens, G lanes each: four weight rows x the panel; out[r * L + t].
 template <int L, typename F>
 void panel_rows_grouped(int64_t n, const typename F::Block* const* row_pointers, const uint8_t* panel, float* out, Prefetcher prefetch) {
@@ -324,34 +272,25 @@ void panel_rows_grouped(int64_t n, const typename F::Block* const* row_pointers,
     for (int r = 0; r < 4; r++) {
       const uint8_t* w = u.values[b & 1][r];
       if constexpr (S::kVectors == 2) {
-        sums[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, broadcast_weights<L>(w), x[0]), broadcast_weights<L>(w + S::kBytes), x[1]);
+        sums[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, avx512::broadcast_weights<L>(w), x[0]), avx512::broadcast_weights<L>(w + S::kBytes), x[1]);
       } else {
         __m512i even = start, odd = _mm512_setzero_si512();
         for (int k = 0; k < S::kVectors; k += 2) {
-          even = _mm512_dpbusd_epi32(even, broadcast_weights<L>(w + S::kBytes * k), x[k]);
-          odd = _mm512_dpbusd_epi32(odd, broadcast_weights<L>(w + S::kBytes * (k + 1)), x[k + 1]);
+          even = _mm512_dpbusd_epi32(even, avx512::broadcast_weights<L>(w + S::kBytes * k), x[k]);
+          odd = _mm512_dpbusd_epi32(odd, avx512::broadcast_weights<L>(w + S::kBytes * (k + 1)), x[k + 1]);
         }
         sums[r] = _mm512_add_epi32(even, odd);
       }
     }
     __m512i block_sums[kSums];
-    if constexpr (L == 4) block_sums[0] = add_lanes_4(sums);
-    else block_sums[0] = add_lanes_2(sums[0], sums[1]), block_sums[1] = add_lanes_2(sums[2], sums[3]);
+    avx512::add_lanes<L>(sums, block_sums);
     for (int i = 0; i < kSums; i++) {
       const __m512 w_scale = _mm512_broadcast_f32x4(_mm_load_ps(u.scale[b & 1] + 4 * i));
       acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(block_sums[i]), _mm512_mul_ps(x_scale, w_scale), acc[i]);
       if constexpr (kHasMin<F>) acc[i] = _mm512_fmadd_ps(x_scaled_sum, _mm512_broadcast_f32x4(_mm_load_ps(u.min[b & 1] + 4 * i)), acc[i]);
     }
   }
-  // From token_lanes' layout to out[r * L + t].
-  if constexpr (L == 4) {
-    const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
-    _mm512_storeu_ps(out, _mm512_permutexvar_ps(order, acc[0]));
-  } else {
-    // out index ρ * 8 + 2c + τ within each pair of rows, from lane 4c + 2ρ + τ.
-    const __m512i order = _mm512_set_epi32(15, 14, 11, 10, 7, 6, 3, 2, 13, 12, 9, 8, 5, 4, 1, 0);
-    for (int i = 0; i < 2; i++) _mm512_storeu_ps(out + 16 * i, _mm512_permutexvar_ps(order, acc[i]));
-  }
+  avx512::store_rows<L>(acc, out);
 }
 
 template <int L, typename F>
