@@ -162,12 +162,11 @@ struct Q8_0Format {
   }
 };
 
-// Four weight rows' blocks unpacked to memory for the broadcast loads, block b + 1 while block b
-// computes: a load right after the store it reads stalls on store forwarding (unpacking just before
-// the loads ran batch 16 at 401-434 tok/s and pp512 at 785-803; then 508-529 and 908-925). The
-// scales and mins are floats, in the lanes the kernels multiply them into (four rows' values as one
-// 128-bit pattern, broadcast from memory): 16 tokens, [d0 d1 d2 d3] (each row's scalar is broadcast
-// alone); 4 tokens the same pattern; 8 tokens [d0 d0 d1 d1] and [d2 d2 d3 d3].
+// The grouped kernel's four weight rows' blocks unpacked to memory for the broadcast loads, block
+// b + 1 while block b computes: a load right after the store it reads stalls on store forwarding
+// (unpacking just before the loads ran batch 16 at 401-434 tok/s and pp512 at 785-803; then 508-529
+// and 908-925). The scales and mins are floats in the reduced layout's 128-bit patterns
+// (avx512::row_pattern), broadcast from memory.
 template <int L, typename F>
 struct UnpackedRows {
   alignas(64) uint8_t values[2][4][32];
