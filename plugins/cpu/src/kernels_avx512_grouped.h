@@ -24,6 +24,24 @@ inline __m512i broadcast_weights(const uint8_t* bytes) {
   }
 }
 
+// One weight row's lane sums over kVectors value vectors (4G bytes of w per vector) from `start`:
+// one chain for two vectors, else two (even and odd vectors) so rows interleave without waiting on
+// vpdpbusd's latency.
+template <int L, int kVectors>
+inline __m512i row_lane_sums(__m512i start, const uint8_t* w, const __m512i* x) {
+  constexpr int kBytes = 64 / L;
+  if constexpr (kVectors == 2) {
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, broadcast_weights<L>(w), x[0]), broadcast_weights<L>(w + kBytes), x[1]);
+  } else {
+    __m512i even = start, odd = _mm512_setzero_si512();
+    for (int k = 0; k < kVectors; k += 2) {
+      even = _mm512_dpbusd_epi32(even, broadcast_weights<L>(w + kBytes * k), x[k]);
+      odd = _mm512_dpbusd_epi32(odd, broadcast_weights<L>(w + kBytes * (k + 1)), x[k + 1]);
+    }
+    return _mm512_add_epi32(even, odd);
+  }
+}
+
 // Adds each token's four lanes of four rows' sums s[0..3] (4 tokens): lane 4t + r of the result.
 inline __m512i add_lanes_4(const __m512i* s) {
   const __m512i p = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));

@@ -268,19 +268,7 @@ void panel_rows_grouped(int64_t n, const typename F::Block* const* row_pointers,
     [[maybe_unused]] const __m512 x_scaled_sum = _mm512_load_ps(block + P::kScaledSumsAt);
     if (b + 1 < nb) u.unpack(rows, b + 1);
     __m512i sums[4];
-    for (int r = 0; r < 4; r++) {
-      const uint8_t* w = u.values[b & 1][r];
-      if constexpr (S::kVectors == 2) {
-        sums[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, avx512::broadcast_weights<L>(w), x[0]), avx512::broadcast_weights<L>(w + S::kBytes), x[1]);
-      } else {
-        __m512i even = start, odd = _mm512_setzero_si512();
-        for (int k = 0; k < S::kVectors; k += 2) {
-          even = _mm512_dpbusd_epi32(even, avx512::broadcast_weights<L>(w + S::kBytes * k), x[k]);
-          odd = _mm512_dpbusd_epi32(odd, avx512::broadcast_weights<L>(w + S::kBytes * (k + 1)), x[k + 1]);
-        }
-        sums[r] = _mm512_add_epi32(even, odd);
-      }
-    }
+    for (int r = 0; r < 4; r++) sums[r] = avx512::row_lane_sums<L, S::kVectors>(start, u.values[b & 1][r], x);
     __m512i block_sums[kSums];
     avx512::add_lanes<L>(sums, block_sums);
     for (int i = 0; i < kSums; i++) {

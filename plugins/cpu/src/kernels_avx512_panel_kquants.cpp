@@ -324,20 +324,7 @@ void sub_block_rows_grouped(int64_t n, const uint8_t* const* row, const uint8_t*
       for (int v = 0; v < K; v++) x[v] = _mm512_load_si512(block + 64 * (K * sb + v));
       const __m512 sub_sum = _mm512_load_ps(block + P::kSubBlockSumsAt + 64 * sb);
       __m512i sums[4];
-      for (int r = 0; r < 4; r++) {
-        const uint8_t* q = u[r].q + 32 * sb;
-        if constexpr (K == 2) {
-          sums[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), avx512::broadcast_weights<L>(q), x[0]),
-                                        avx512::broadcast_weights<L>(q + P::kBytes), x[1]);
-        } else {
-          __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
-          for (int v = 0; v < K; v += 2) {
-            even = _mm512_dpbusd_epi32(even, avx512::broadcast_weights<L>(q + P::kBytes * v), x[v]);
-            odd = _mm512_dpbusd_epi32(odd, avx512::broadcast_weights<L>(q + P::kBytes * (v + 1)), x[v + 1]);
-          }
-          sums[r] = _mm512_add_epi32(even, odd);
-        }
-      }
+      for (int r = 0; r < 4; r++) sums[r] = avx512::row_lane_sums<L, K>(_mm512_setzero_si512(), u[r].q + 32 * sb, x);
       __m512i reduced[kSums];
       avx512::add_lanes<L>(sums, reduced);
       for (int i = 0; i < kSums; i++) {
@@ -351,31 +338,24 @@ void sub_block_rows_grouped(int64_t n, const uint8_t* const* row, const uint8_t*
   avx512::store_rows<L>(total, out);
 }
 
-// Rows in groups of four, prefetching the next group's weights; the last one to three rows take a
-// group with the last row repeated and keep the real ones.
+// panel_dot's four-row and one-row steps: a lone row (the last one to three of a chunk) takes a
+// group of four copies of itself and keeps the first result.
 template <int L, typename F>
-void grouped_panel_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* panel, float* out) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  const auto* x = static_cast<const uint8_t*>(panel);
-  int64_t r = 0;
-  for (; r + 4 <= n_rows; r += 4) {
-    const uint8_t* next = p + size_t(r + 4) * w_stride;
-    const size_t ahead = size_t(std::min<int64_t>(4, n_rows - (r + 4))) * w_stride;
-    for (size_t off = 0; off < ahead; off += 64) _mm_prefetch(reinterpret_cast<const char*>(next + off), _MM_HINT_T1);
-    const uint8_t* rows[4] = {p + size_t(r) * w_stride, p + size_t(r + 1) * w_stride, p + size_t(r + 2) * w_stride, p + size_t(r + 3) * w_stride};
-    sub_block_rows_grouped<L, F>(n, rows, x, out + L * r);
-  }
-  if (r == n_rows) return;
-  const uint8_t* rows[4];
-  for (int i = 0; i < 4; i++) rows[i] = p + size_t(std::min<int64_t>(r + i, n_rows - 1)) * w_stride;
+void grouped_four(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* panel, float* out) {
+  const uint8_t* rows[4] = {w, w + w_stride, w + 2 * w_stride, w + 3 * w_stride};
+  sub_block_rows_grouped<L, F>(n, rows, panel, out);
+}
+template <int L, typename F>
+void grouped_one(int64_t n, const uint8_t* w, size_t, const uint8_t* panel, float* out) {
+  const uint8_t* rows[4] = {w, w, w, w};
   alignas(64) float four[4 * L];
-  sub_block_rows_grouped<L, F>(n, rows, x, four);
-  std::memcpy(out + L * r, four, sizeof(float) * size_t(L * (n_rows - r)));
+  sub_block_rows_grouped<L, F>(n, rows, panel, four);
+  std::memcpy(out, four, sizeof(float) * L);
 }
 
 template <int L, typename F>
 PanelKernels grouped_sub_block_panel() {
-  return {L, quantize_grouped_panel<L>, grouped_panel_dot<L, F>, grouped_panel_bytes<L>, 256};
+  return {L, quantize_grouped_panel<L>, panel_dot<L, grouped_four<L, F>, grouped_one<L, F>>, grouped_panel_bytes<L>, 256};
 }
 
 template <int L, typename F>
