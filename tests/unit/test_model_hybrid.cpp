@@ -26,7 +26,7 @@ loom::gguf::SynthSpec hybrid_spec(loom_dtype weights) {
 
 }  // namespace
 
-TEST_CASE("qwen35: one batch, chunks of 7 and one token at a time give the same logits; fast equals reference",
+TEST_CASE("qwen35: one batch, chunks of 7 and one token at a time give the same logits and fast equals reference",
           "[model][hybrid]") {
   for (loom_dtype weights : {LOOM_DTYPE_F32, LOOM_DTYPE_Q8_0}) {
     INFO("weights " << int(weights));

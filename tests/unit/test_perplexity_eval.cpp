@@ -13,7 +13,7 @@
 
 namespace fs = std::filesystem;
 
-TEST_CASE("perplexity: NLL of uniform logits is log(V); summary is exp(mean) with llama.cpp's error", "[perplexity]") {
+TEST_CASE("perplexity: NLL of uniform logits is log(V) and the summary is exp(mean) with llama.cpp's error", "[perplexity]") {
   const std::vector<float> uniform(1000, 3.25f);
   CHECK(loom::token_nll(uniform, 17) == Approx(std::log(1000.0)).epsilon(1e-12));
   // A peaked distribution: logits (10, 0, 0): NLL of token 0 = log(e^10 + 2) - 10.

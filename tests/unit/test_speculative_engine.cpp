@@ -179,7 +179,7 @@ TEST_CASE("ngram speculation leaves greedy output unchanged and accepts drafts o
   CHECK(off.stats().draft_tokens_proposed == 0);
 }
 
-TEST_CASE("a draft model equal to the target is almost always accepted; a different one changes nothing", "[speculative]") {
+TEST_CASE("a draft model equal to the target is almost always accepted and a different one changes nothing", "[speculative]") {
   std::vector<std::vector<int32_t>> prompts;
   for (uint32_t i = 0; i < 3; ++i) prompts.push_back(repetitive_prompt(40 + i, 9 + 5 * i, 2));
   loom::Engine plain(spec_config(), model_with_seed(7));
