@@ -64,25 +64,27 @@ struct DeltaNetShape {
   bool normalize = true;
   float q_scale = 0.0f;
   bool grouped = false;  // ABI 1.7: v head h reads key head h / (n_v / n_k) instead of h % n_k
+  int64_t tokens = kTokens;
+  std::vector<int32_t> seqs = kSeqs;  // {first, n, slot, fresh} per sequence, slots of kSlots
 };
 
 void case_gated_delta_net(CaseContext& ctx, const DeltaNetShape& sh, uint32_t seed) {
   std::mt19937 rng(seed);
   const int64_t d = sh.d, hk = sh.n_k_heads, hv = sh.n_v_heads;
-  const std::vector<float> qk0 = random_floats(rng, size_t(d * hk * 2 * kTokens)), v0 = random_floats(rng, size_t(d * hv * kTokens));
-  const std::vector<float> g0 = random_floats(rng, size_t(hv * kTokens), -1.0f, 0.0f), beta0 = random_floats(rng, size_t(hv * kTokens), 0.0f, 1.0f);
+  const std::vector<float> qk0 = random_floats(rng, size_t(d * hk * 2 * sh.tokens)), v0 = random_floats(rng, size_t(d * hv * sh.tokens));
+  const std::vector<float> g0 = random_floats(rng, size_t(hv * sh.tokens), -1.0f, 0.0f), beta0 = random_floats(rng, size_t(hv * sh.tokens), 0.0f, 1.0f);
   const std::vector<float> states0 = random_floats(rng, size_t(d * d * hv * kSlots), -0.5f, 0.5f);
-  HostTensor qk = f32_tensor(qk0, d, hk, 2, kTokens), v = f32_tensor(v0, d, hv, kTokens);
-  HostTensor g = f32_tensor(g0, hv, kTokens), beta = f32_tensor(beta0, hv, kTokens);
-  HostTensor states = f32_tensor(states0, d, d, hv, kSlots), seqs = i32_tensor(kSeqs, 4, 3);
-  HostTensor dst = zero_tensor(LOOM_DTYPE_F32, d, hv, kTokens);
+  HostTensor qk = f32_tensor(qk0, d, hk, 2, sh.tokens), v = f32_tensor(v0, d, hv, sh.tokens);
+  HostTensor g = f32_tensor(g0, hv, sh.tokens), beta = f32_tensor(beta0, hv, sh.tokens);
+  HostTensor states = f32_tensor(states0, d, d, hv, kSlots), seqs = i32_tensor(sh.seqs, 4, int64_t(sh.seqs.size() / 4));
+  HostTensor dst = zero_tensor(LOOM_DTYPE_F32, d, hv, sh.tokens);
   const float eps = 1e-6f;
   const loom_delta_net_params params{sizeof(loom_delta_net_params), sh.q_scale, sh.normalize ? 1u : 0u, eps, sh.grouped ? 1u : 0u};
   auto dut = device_under_test(ctx);
   run_or_fail(*dut, LOOM_OP_GATED_DELTA_NET, {&qk, &v, &g, &beta, &states, &seqs}, &dst, &params, "GATED_DELTA_NET");
 
   const double scale = sh.q_scale == 0.0f ? 1.0 / std::sqrt(double(d)) : double(sh.q_scale);
-  std::vector<float> want_dst(size_t(d * hv * kTokens)), want_states = states0;
+  std::vector<float> want_dst(size_t(d * hv * sh.tokens)), want_states = states0;
   auto vec = [&](int64_t which, int64_t head, int64_t t) {  // q (0) or k (1) of a head, normalised as the op does
     std::vector<double> out(static_cast<size_t>(d), 0.0);
     double sum = 0.0;
@@ -94,12 +96,12 @@ void case_gated_delta_net(CaseContext& ctx, const DeltaNetShape& sh, uint32_t se
       for (double& x : out) x /= std::sqrt(sum + eps);
     return out;
   };
-  for (size_t s = 0; s < 3; ++s) {
-    const int64_t first = kSeqs[4 * s], n = kSeqs[4 * s + 1], slot = kSeqs[4 * s + 2];
+  for (size_t s = 0; s < sh.seqs.size() / 4; ++s) {
+    const int64_t first = sh.seqs[4 * s], n = sh.seqs[4 * s + 1], slot = sh.seqs[4 * s + 2];
     for (int64_t h = 0; h < hv; ++h) {
       // S[i][j] = state[((slot * hv + h) * d + j) * d + i]: key dim i, value dim j.
       std::vector<double> S(size_t(d * d), 0.0);
-      if (kSeqs[4 * s + 3] == 0)
+      if (sh.seqs[4 * s + 3] == 0)
         for (int64_t k = 0; k < d * d; ++k) S[size_t(k)] = states0[size_t((slot * hv + h) * d * d + k)];
       for (int64_t t = first; t < first + n; ++t) {
         const int64_t key_head = sh.grouped ? h / (hv / hk) : h % hk;
@@ -148,6 +150,13 @@ std::vector<Case> backend_recurrent_cases() {
                    [](CaseContext& ctx) { case_gated_delta_net(ctx, {32, 4, 4, false, 0.5f}, 72); }),
       backend_case("backend.gated_delta_net.d16_grouped_heads",
                    [](CaseContext& ctx) { case_gated_delta_net(ctx, {16, 2, 6, true, 0.0f, true}, 73); }),
+      // Prompts long enough for a backend to prefill in chunks: 150 tokens (two chunks of 64 and a
+      // part) from a kept state, 70 fresh, 1 decoded beside them; head size 128 as in Qwen 3.5.
+      backend_case("backend.gated_delta_net.d128_long_prompts",
+                   [](CaseContext& ctx) {
+                     DeltaNetShape sh{128, 2, 4, true, 0.0f, false, 221, {0, 150, 3, 0, 150, 70, 1, 1, 220, 1, 0, 0}};
+                     case_gated_delta_net(ctx, sh, 74);
+                   }),
       backend_case("backend.ssm_conv.slot_out_of_range_is_an_error",
                    [](CaseContext& ctx) { case_bad_slot(ctx, {0, 4, 2, 1}, "state slot 2 of 2"); }),
       backend_case("backend.ssm_conv.shared_slot_is_an_error",

@@ -1,8 +1,9 @@
 // loom_cpu_kernel_bench: matvec bandwidth of the fast kernels per weight type, and the speed-up of
 // the fast layer over the reference for a 512-token matmul. Loads the plugin like the host does.
 // It ends with a mixture-of-experts decode step's expert matmuls at 1, 4 and 16 tokens.
-//   loom_cpu_kernel_bench [plugin.so] [threads] [matvec|moe]   ("matvec": skip the 512-token comparison;
-//                                                              "moe": only the MoE step)
+//   loom_cpu_kernel_bench [plugin.so] [threads] [matvec|moe|delta]   ("matvec": skip the 512-token
+//                                       comparison; "moe": only the MoE step; "delta": only the
+//                                       delta rule, prefilled in one op against token by token)
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "delta_rule_bench.h"
 #include "loom/loom.h"
 
 namespace {
@@ -212,6 +214,12 @@ int main(int argc, char** argv) {
   g_api->get_caps(fast, &caps);
   std::printf("backend: %s\n\n", caps.device_name);
   std::mt19937 rng(1);
+  if (argc > 3 && std::strcmp(argv[3], "delta") == 0) {
+    loom::bench::bench_delta_rule(g_api, fast);
+    g_api->destroy(fast);
+    g_api->destroy(ref);
+    return 0;
+  }
   if (argc > 3 && std::strcmp(argv[3], "moe") == 0) {
     bench_moe_step(fast, rng);
     g_api->destroy(fast);

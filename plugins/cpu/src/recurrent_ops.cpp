@@ -86,19 +86,19 @@ void ssm_conv(const OpArgs& a, const TaskRunner& run) {
   });
 }
 
-void gated_delta_net(const OpArgs& a, const TaskRunner& run, DotFn dot) {
+void gated_delta_net(const OpArgs& a, const TaskRunner& run, const DeltaRuleKernels& kernels) {
   const Tensor &qk = a.src[0], &v = a.src[1], &g = a.src[2], &beta = a.src[3], &states = a.src[4];
   const int64_t d_k = qk.ne[0], n_k_heads = qk.ne[1], n_tok = qk.ne[3];
   const int64_t d_v = v.ne[0], n_v_heads = v.ne[1];
   const std::vector<SeqEntry> seqs = read_seqs(a.src[5], n_tok, states.ne[3], "GATED_DELTA_NET");
   const OpParams& p = a.params;
+  const bool chunked_fits = delta_rule_chunked_fits(kernels.chunk, d_k, d_v);
   run(static_cast<int64_t>(seqs.size()) * n_v_heads, [&](int64_t task) {
     const SeqEntry& s = seqs[static_cast<size_t>(task / n_v_heads)];
     const int64_t h = task % n_v_heads, hk = p.delta_grouped_heads ? h / (n_v_heads / n_k_heads) : h % n_k_heads;
     // S[i, j] at state[j * d_k + i]: each value dim j is one contiguous row over the key dims.
     float* state = f32_at(states, 0, h, s.slot);
     if (s.fresh) std::fill_n(state, d_k * d_v, 0.0f);
-    std::vector<float> q(static_cast<size_t>(d_k)), k(static_cast<size_t>(d_k));
     auto load = [&](float* out, const float* in) {
       std::copy(in, in + d_k, out);
       if (!p.delta_normalize_qk) return;
@@ -107,6 +107,22 @@ void gated_delta_net(const OpArgs& a, const TaskRunner& run, DotFn dot) {
       const float inv = 1.0f / std::sqrt(sum + p.delta_l2_eps);
       for (int64_t i = 0; i < d_k; ++i) out[i] *= inv;
     };
+    if (chunked_fits && s.n >= kMinChunkedTokens) {
+      DeltaRuleTokens tokens;
+      tokens.d_k = d_k;
+      tokens.d_v = d_v;
+      tokens.q_scale = p.delta_q_scale;
+      tokens.load_qk = [&](int64_t t, float* q, float* k) {
+        load(q, f32_at(qk, hk, 0, s.first + t));
+        load(k, f32_at(qk, hk, 1, s.first + t));
+      };
+      tokens.v = [&](int64_t t) -> const float* { return f32_at(v, h, s.first + t); };
+      tokens.log_decay = [&](int64_t t) { return f32_at(g, s.first + t)[h]; };
+      tokens.beta = [&](int64_t t) { return f32_at(beta, s.first + t)[h]; };
+      tokens.out = [&](int64_t t) { return f32_at(a.dst, h, s.first + t); };
+      return delta_rule_chunked(tokens, s.n, state, kernels.chunk);
+    }
+    std::vector<float> q(static_cast<size_t>(d_k)), k(static_cast<size_t>(d_k));
     for (int64_t t = s.first; t < s.first + s.n; ++t) {
       load(q.data(), f32_at(qk, hk, 0, t));
       load(k.data(), f32_at(qk, hk, 1, t));
@@ -116,9 +132,9 @@ void gated_delta_net(const OpArgs& a, const TaskRunner& run, DotFn dot) {
       for (int64_t j = 0; j < d_v; ++j) {
         float* row = state + j * d_k;
         for (int64_t i = 0; i < d_k; ++i) row[i] *= decay;
-        const float delta = (vt[j] - dot(row, k.data(), d_k)) * b;
+        const float delta = (vt[j] - kernels.dot(row, k.data(), d_k)) * b;
         for (int64_t i = 0; i < d_k; ++i) row[i] += k[static_cast<size_t>(i)] * delta;
-        out[j] = dot(row, q.data(), d_k) * p.delta_q_scale;
+        out[j] = kernels.dot(row, q.data(), d_k) * p.delta_q_scale;
       }
     }
   });
