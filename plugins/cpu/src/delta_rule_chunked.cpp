@@ -144,6 +144,29 @@ bool delta_rule_chunked_fits(const DeltaChunkKernels& k, int64_t d_k, int64_t d_
   return k.dots != nullptr && k.axpy != nullptr && d_k % 8 == 0 && d_v % 8 == 0;
 }
 
+void delta_rule_token(const DeltaRuleTokens& tk, int64_t t, float* state, const DeltaChunkKernels& kern) {
+  const int64_t dk = tk.d_k, dv = tk.d_v;
+  thread_local std::vector<float> kq, dots;  // rows k and q; then S k and S q
+  if (kq.size() < static_cast<size_t>(2 * dk)) kq.resize(static_cast<size_t>(2 * dk));
+  if (dots.size() < static_cast<size_t>(2 * dv)) dots.resize(static_cast<size_t>(2 * dv));
+  float *k = kq.data(), *q = kq.data() + dk;
+  tk.load_qk(t, q, k);
+  kern.dots(dk, state, dk, dv, kq.data(), dk, 2, dots.data(), dv);
+  float k_dot_q = 0.0f;
+  kern.dots(dk, k, dk, 1, q, dk, 1, &k_dot_q, 1);
+  const float decay = std::exp(tk.log_decay(t)), beta = tk.beta(t);
+  const float* v = tk.v(t);
+  float* out = tk.out(t);
+  const float *s_k = dots.data(), *s_q = dots.data() + dv;
+  for (int64_t j = 0; j < dv; ++j) {
+    const float u = beta * (v[j] - decay * s_k[j]);
+    out[j] = (decay * s_q[j] + u * k_dot_q) * tk.q_scale;
+    float* row = state + j * dk;
+    for (int64_t i = 0; i < dk; ++i) row[i] *= decay;
+    kern.axpy(u, k, row, dk);
+  }
+}
+
 void delta_rule_chunked(const DeltaRuleTokens& tokens, int64_t n, float* state, const DeltaChunkKernels& k) {
   thread_local ChunkScratch scratch;
   scratch.reserve(tokens.d_k, tokens.d_v);

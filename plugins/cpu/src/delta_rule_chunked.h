@@ -38,6 +38,13 @@ inline constexpr int64_t kDeltaRuleChunk = 32;
 // Whether the chunked form can run: both kernels present, d_k and d_v multiples of 8.
 bool delta_rule_chunked_fits(const DeltaChunkKernels& k, int64_t d_k, int64_t d_v);
 
+// One token over `state`: the chunked form with a chunk of one. Both dot products of every state
+// row (with k and with q) come from one float_dots pass over the old state, since
+//   S_new q = g S q + u (k . q)   with   u = b (v - g S k),
+// and a second pass writes S_new = g S + u k^T. The token-by-token rule instead needs two
+// horizontal sums per row, each waiting on the last.
+void delta_rule_token(const DeltaRuleTokens& tokens, int64_t t, float* state, const DeltaChunkKernels& k);
+
 // Runs n tokens over `state` (S[i, j] at state[j * d_k + i], as GATED_DELTA_NET stores it), writing
 // each token's output and leaving the state after the last token. Equal to the token-by-token rule
 // up to float rounding (a different summation order).

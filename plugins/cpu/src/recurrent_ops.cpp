@@ -49,7 +49,7 @@ void ssm_conv(const OpArgs& a, const TaskRunner& run) {
   const Tensor &x = a.src[0], &w = a.src[1], &states = a.src[2];
   const int64_t channels = x.ne[0], n_tok = x.ne[1], d_conv = w.ne[0], d_state = d_conv - 1;
   const std::vector<SeqEntry> seqs = read_seqs(a.src[3], n_tok, states.ne[2], "SSM_CONV");
-  constexpr int64_t kChannelsPerTask = 64;
+  constexpr int64_t kChannelsPerTask = 256;
   const int64_t n_tasks = (channels + kChannelsPerTask - 1) / kChannelsPerTask;
   run(n_tasks, [&](int64_t task) {
     const int64_t c0 = task * kChannelsPerTask, c1 = std::min(channels, c0 + kChannelsPerTask), cb = c1 - c0;
@@ -60,6 +60,7 @@ void ssm_conv(const OpArgs& a, const TaskRunner& run) {
       for (int64_t i = 0; i < d_conv; ++i) taps[static_cast<size_t>(i * cb + c)] = f32_at(w, c0 + c)[i];
     }
     auto ring_row = [&](int64_t r) { return ring.data() + r % d_conv * cb; };
+    std::vector<const float*> window(static_cast<size_t>(d_state));
     for (const SeqEntry& s : seqs) {
       for (int64_t c = 0; c < cb; ++c) {
         const float* state = f32_at(states, c0 + c, s.slot);
@@ -78,9 +79,12 @@ void ssm_conv(const OpArgs& a, const TaskRunner& run) {
         std::copy(acc.begin(), acc.end(), f32_at(a.dst, s.first + t) + c0);
         oldest = (oldest + 1) % d_conv;
       }
+      // The window's rows looked up once: ring_row's modulo per (channel, tap) cost more than the
+      // convolution itself in decode (one token per sequence).
+      for (int64_t i = 0; i < d_state; ++i) window[static_cast<size_t>(i)] = ring_row(oldest + i);
       for (int64_t c = 0; c < cb; ++c) {
         float* state = f32_at(states, c0 + c, s.slot);
-        for (int64_t i = 0; i < d_state; ++i) state[i] = ring_row(oldest + i)[c];
+        for (int64_t i = 0; i < d_state; ++i) state[i] = window[static_cast<size_t>(i)][c];
       }
     }
   });
@@ -107,7 +111,7 @@ void gated_delta_net(const OpArgs& a, const TaskRunner& run, const DeltaRuleKern
       const float inv = 1.0f / std::sqrt(sum + p.delta_l2_eps);
       for (int64_t i = 0; i < d_k; ++i) out[i] *= inv;
     };
-    if (chunked_fits && s.n >= kMinChunkedTokens) {
+    if (chunked_fits) {
       DeltaRuleTokens tokens;
       tokens.d_k = d_k;
       tokens.d_v = d_v;
@@ -120,7 +124,9 @@ void gated_delta_net(const OpArgs& a, const TaskRunner& run, const DeltaRuleKern
       tokens.log_decay = [&](int64_t t) { return f32_at(g, s.first + t)[h]; };
       tokens.beta = [&](int64_t t) { return f32_at(beta, s.first + t)[h]; };
       tokens.out = [&](int64_t t) { return f32_at(a.dst, h, s.first + t); };
-      return delta_rule_chunked(tokens, s.n, state, kernels.chunk);
+      if (s.n >= kMinChunkedTokens) return delta_rule_chunked(tokens, s.n, state, kernels.chunk);
+      for (int64_t t = 0; t < s.n; ++t) delta_rule_token(tokens, t, state, kernels.chunk);
+      return;
     }
     std::vector<float> q(static_cast<size_t>(d_k)), k(static_cast<size_t>(d_k));
     for (int64_t t = s.first; t < s.first + s.n; ++t) {

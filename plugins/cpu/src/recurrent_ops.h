@@ -31,7 +31,7 @@ struct DeltaRuleKernels {
 // A sequence this long or longer runs in chunks where the chunk kernels are given. Measured with
 // loom_cpu_kernel_bench delta: 4 tokens in one chunk are 1.2x faster than token by token, 8 1.6x;
 // a single token is not (0.98x), so decode stays token by token.
-inline constexpr int64_t kMinChunkedTokens = 4;
+inline constexpr int64_t kMinChunkedTokens = 8;
 void gated_delta_net(const OpArgs& a, const TaskRunner& run, const DeltaRuleKernels& kernels = {});
 
 }  // namespace loom::cpu
