@@ -3,8 +3,8 @@
 // runs every task in order with plain in-order dot products, the fast layer spreads the tasks over
 // the pool (sequences x heads for the delta rule, channel ranges for the convolution) and takes its
 // kernel table's SIMD dot product, so the two differ only in summation order. The fast layer also
-// gives the delta rule its float_dots and axpy, and then prefills of kMinChunkedTokens or more run in
-// chunks (delta_rule_chunked.h): the same rule, summed in another order.
+// gives the delta rule its float_dots and axpy, and then runs it in chunks (delta_rule_chunked.h):
+// the same rule, summed in another order.
 #pragma once
 
 #include <cstdint>
@@ -28,9 +28,9 @@ struct DeltaRuleKernels {
   DotFn dot = dot_in_order;
   DeltaChunkKernels chunk;  // the reference leaves them null
 };
-// A sequence this long or longer runs in chunks where the chunk kernels are given. Measured with
-// loom_cpu_kernel_bench delta: 4 tokens in one chunk are 1.2x faster than token by token, 8 1.6x;
-// a single token is not (0.98x), so decode stays token by token.
+// Where the chunk kernels are given, a sequence this long or longer runs in chunks and a shorter
+// one token by token as chunks of one (delta_rule_token). Measured with loom_cpu_kernel_bench
+// delta against chunks of one: 4 tokens in one chunk 0.87x, 8 1.27x, 16 2.0x.
 inline constexpr int64_t kMinChunkedTokens = 8;
 void gated_delta_net(const OpArgs& a, const TaskRunner& run, const DeltaRuleKernels& kernels = {});
 
