@@ -50,8 +50,8 @@ struct ChunkScratch {
   }
 };
 
-// dst[t * c + r] = dot(a row r, b row t) for r <= t < n (r < t when strict), in blocks of 8 rows of
-// b, each against only the rows of a up to its last: the lower triangle and a sliver above it.
+// dst[t * c + r] = dot(a row r, b row t) for r <= t < n, in blocks of 8 rows of b, each against only
+// the rows of a up to its last: the lower triangle and a sliver above it (r up to the end of t's block).
 void lower_dots(FloatDotsFn dots, int64_t d, const float* a, const float* b, int64_t n, float* dst, int64_t c) {
   for (int64_t t0 = 0; t0 < n; t0 += 8) {
     const int64_t rows = std::min<int64_t>(8, n - t0);
