@@ -146,9 +146,10 @@ bool delta_rule_chunked_fits(const DeltaChunkKernels& k, int64_t d_k, int64_t d_
 
 void delta_rule_token(const DeltaRuleTokens& tk, int64_t t, float* state, const DeltaChunkKernels& kern) {
   const int64_t dk = tk.d_k, dv = tk.d_v;
-  thread_local std::vector<float> kq, dots;  // rows k and q; then S k and S q
+  thread_local std::vector<float> kq, dots, corrections;  // rows k and q; S k and S q; u
   if (kq.size() < static_cast<size_t>(2 * dk)) kq.resize(static_cast<size_t>(2 * dk));
   if (dots.size() < static_cast<size_t>(2 * dv)) dots.resize(static_cast<size_t>(2 * dv));
+  if (corrections.size() < static_cast<size_t>(dv)) corrections.resize(static_cast<size_t>(dv));
   float *k = kq.data(), *q = kq.data() + dk;
   tk.load_qk(t, q, k);
   kern.dots(dk, state, dk, dv, kq.data(), dk, 2, dots.data(), dv);
@@ -158,12 +159,16 @@ void delta_rule_token(const DeltaRuleTokens& tk, int64_t t, float* state, const 
   const float* v = tk.v(t);
   float* out = tk.out(t);
   const float *s_k = dots.data(), *s_q = dots.data() + dv;
+  float* u = corrections.data();
   for (int64_t j = 0; j < dv; ++j) {
-    const float u = beta * (v[j] - decay * s_k[j]);
-    out[j] = (decay * s_q[j] + u * k_dot_q) * tk.q_scale;
+    u[j] = beta * (v[j] - decay * s_k[j]);
+    out[j] = (decay * s_q[j] + u[j] * k_dot_q) * tk.q_scale;
+  }
+  if (kern.decay_add_outer != nullptr) return kern.decay_add_outer(state, dv, dk, decay, u, k);
+  for (int64_t j = 0; j < dv; ++j) {
     float* row = state + j * dk;
     for (int64_t i = 0; i < dk; ++i) row[i] *= decay;
-    kern.axpy(u, k, row, dk);
+    kern.axpy(u[j], k, row, dk);
   }
 }
 

@@ -15,9 +15,12 @@ using FloatDotsFn = void (*)(int64_t n, const float* w, int64_t w_stride, int64_
                              int64_t n_tok, float* dst, int64_t dst_stride);
 // Kernels::axpy_f32: y += a * x.
 using AxpyFn = void (*)(float a, const float* x, float* y, int64_t n);
+// Kernels::decay_add_outer: S = decay S + u k^T over `rows` rows of n floats.
+using DecayAddOuterFn = void (*)(float* s, int64_t rows, int64_t n, float decay, const float* u, const float* k);
 struct DeltaChunkKernels {
   FloatDotsFn dots = nullptr;
   AxpyFn axpy = nullptr;
+  DecayAddOuterFn decay_add_outer = nullptr;  // optional: without it each row is scaled, then axpy
 };
 
 // One (sequence, value head)'s tokens 0..n-1, as the op's tensors hold them.

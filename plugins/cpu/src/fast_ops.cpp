@@ -294,7 +294,7 @@ void FastOps::run(const OpArgs& a) {
     case LOOM_OP_MOE_MATMUL: return fast_moe_matmul(a, pool, *kernels_, moe_counters_);
     case LOOM_OP_MOE_SUM: return pool.parallel_for(a.src[0].ne[2], [&](int64_t t, int) { moe_sum_rows(a, t, t + 1); });
     case LOOM_OP_SSM_CONV: return ssm_conv(a, on_pool(pool));
-    case LOOM_OP_GATED_DELTA_NET: return gated_delta_net(a, on_pool(pool), {kernels_->vdot_f32, {kernels_->float_dots, kernels_->axpy_f32}});
+    case LOOM_OP_GATED_DELTA_NET: return gated_delta_net(a, on_pool(pool), {kernels_->vdot_f32, {kernels_->float_dots, kernels_->axpy_f32, kernels_->decay_add_outer}});
     default: unsupported("op " + std::to_string(a.type) + " has no fast implementation");
   }
 }

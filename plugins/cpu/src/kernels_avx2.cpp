@@ -251,6 +251,16 @@ void axpy_f32(float a, const float* x, float* y, int64_t n) { axpy<LoadF32>(a, x
 void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) { axpy<LoadF16>(a, x, y, n); }
 void axpy_i8(float a, const int8_t* x, float* y, int64_t n) { axpy<LoadI8>(a, x, y, n); }
 
+void decay_add_outer(float* s, int64_t rows, int64_t n, float decay, const float* u, const float* k) {
+  const __m256 dv = _mm256_set1_ps(decay);
+  for (int64_t j = 0; j < rows; j++, s += n) {
+    const __m256 uv = _mm256_set1_ps(u[j]);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(s + i, _mm256_fmadd_ps(uv, _mm256_loadu_ps(k + i), _mm256_mul_ps(dv, _mm256_loadu_ps(s + i))));
+    for (; i < n; i++) s[i] = decay * s[i] + u[j] * k[i];
+  }
+}
+
 void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -272,6 +282,7 @@ Kernels with_float_dots(Kernels k) {
   k.float_dots = avx2_float_gemm().gemm;
   k.exp_shifted = exp_shifted_avx2;
   k.weighted_values = avx2_weighted_values();
+  k.decay_add_outer = decay_add_outer;
   return k;
 }
 
