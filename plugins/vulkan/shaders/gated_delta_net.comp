@@ -2,7 +2,9 @@
 // GATED_DELTA_NET (ABI 1.6): the gated delta rule, token by token, over each sequence's state.
 // One workgroup per (value head, sequence); invocation j owns value dimension j, i.e. row j of the
 // head's state S[:, j] (contiguous over the key dims), so invocations never share state words. q and
-// k of the token (L2-normalised when asked) are staged in shared memory.
+// k of the token (L2-normalised when asked) are staged in shared memory. A dispatch runs only the
+// rows in [t_lo, t_hi) (the host splits long batches, see record_gated_delta_net); the state carries
+// over between dispatches, and a fresh sequence is zeroed by the dispatch that holds its first row.
 #define RED_WG 64u
 #include "common.glsl"
 layout(local_size_x = 64) in;
@@ -23,6 +25,7 @@ layout(push_constant) uniform Push {
   uint d_off, d_nb1, d_nb2;
   uint d_k, n_k_heads, d_v, n_tok, n_slots, n_seqs, flags;  // flags: 1 normalise q/k, 2 grouped heads
   float l2_eps, q_scale;
+  uint t_lo, t_hi;  // this dispatch's rows; the last window also owns first == n_tok (empty sequences)
 } pc;
 
 const uint MAX_DK = 256u;  // the host refuses larger heads
@@ -54,11 +57,12 @@ void main() {
     bool fresh = Q[q + 3] != 0;
     if (!state_seq_ok(s, first, n, slot, pc.n_tok, pc.n_slots, pc.q_off, pc.q_nb1)) continue;
     uint st = (pc.s_off + h * pc.s_nb2 + uint(slot) * pc.s_nb3) >> 2;
-    if (fresh)
+    bool owns_first = uint(first) >= pc.t_lo && (uint(first) < pc.t_hi || pc.t_hi == pc.n_tok);
+    if (fresh && owns_first)
       for (uint j = lid; j < pc.d_v; j += 64u)
         for (uint i = 0u; i < pc.d_k; i++) S[st + j * (pc.s_nb1 >> 2) + i] = 0.0;
-    for (int tt = 0; tt < n; tt++) {
-      uint t = uint(first + tt);
+    uint lo = max(uint(first), pc.t_lo), hi = min(uint(first + n), pc.t_hi);
+    for (uint t = lo; t < hi; t++) {
       barrier();  // the previous token's q and k are no longer read
       stage(0u, hk, t, lid);
       stage(1u, hk, t, lid);
