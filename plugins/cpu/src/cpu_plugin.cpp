@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend_op_validation.h"
+#include "buffer_memory.h"
 #include "flat_json.h"
 #include "fast_ops.h"
 #include "loom/loom.h"
@@ -43,8 +44,6 @@ using plugin_support::json_bool;
 using plugin_support::json_int;
 using plugin_support::parse_flat_json;
 namespace {
-
-constexpr size_t kAlignment = 64;
 
 thread_local std::unordered_map<const loom_backend*, std::string> t_last_error;
 
@@ -221,13 +220,12 @@ loom_status supports_op(loom_backend_t* backend, const loom_op* op, char* reason
   }
 }
 
-loom_status buffer_create(loom_backend_t* backend, uint64_t size, loom_buffer_usage usage, loom_buffer_t** out) {
+loom_status buffer_create(loom_backend_t* backend, uint64_t size, loom_buffer_usage, loom_buffer_t** out) {
   if (backend == nullptr || out == nullptr) return LOOM_STATUS_INVALID_ARGUMENT;
-  (void)usage;
   *out = nullptr;
   return guarded(backend, [&] {
     if (size > (uint64_t(1) << 48)) throw std::bad_alloc();
-    auto* data = static_cast<uint8_t*>(::operator new(size_t(std::max<uint64_t>(size, 1)), std::align_val_t(kAlignment)));
+    uint8_t* data = allocate_buffer_memory(size);
     *out = new loom_buffer{kBufferMagic, data, size};
   });
 }
@@ -235,7 +233,7 @@ loom_status buffer_create(loom_backend_t* backend, uint64_t size, loom_buffer_us
 void buffer_destroy(loom_backend_t*, loom_buffer_t* buffer) {
   if (buffer == nullptr) return;
   buffer->magic = 0;
-  ::operator delete(buffer->data, std::align_val_t(kAlignment));
+  free_buffer_memory(buffer->data, buffer->size);
   delete buffer;
 }
 
