@@ -1,8 +1,8 @@
 // Why the pages are made present up front: the KV pool is written a token at a time, and the first
 // write to each of its 4 KiB pages is a page fault inside STORE_KV. Usually that is cheap, but on the
-// 2-core VM under memory pressure (memory cgroup, nested paging) one run measured 186 us per
-// STORE_KV at batch 16 on the default model, 8% of a decode step, against 5-6 us with the pages
-// present (later runs: 5-6 us either way). MAP_POPULATE makes the pages present in one call at load
+// shared 2-core VM (memory cgroup, nested paging) one run measured 186 us per STORE_KV at batch 16
+// on the default model, 8% of a decode step, against 5-6 us with the pages present (later runs:
+// 5-6 us either way; memory pressure on the host is the likely cause). MAP_POPULATE makes the pages present in one call at load
 // (0.12 s for a 511 MB pool; touching it page by page took a second), so decode never waits on a
 // fault, and a pool larger than the memory shows at load (the kernel reclaims or refuses then), not
 // in the middle of serving.
