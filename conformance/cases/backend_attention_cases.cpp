@@ -24,6 +24,9 @@ struct AttentionSetup {
   float softcap = 0.0f, scale = 0.125f;
   loom_dtype kv_dtype = LOOM_DTYPE_F32;
   bool sinks = false;  // gpt-oss: one extra softmax score per head with no value (src5, ABI 1.5)
+  std::vector<Seq> seqs = {{37, 37}, {50, 13}, {70, 1}, {1, 1}, {33, 5}};
+  // A backend may refuse the op (a device limit), with an error; it may never answer wrongly.
+  bool may_refuse = false;
 };
 
 // out[head_dim, n_heads, n_tok] by the definition: dense softmax over the visible keys.
@@ -69,8 +72,10 @@ void run_attention_case(CaseContext& ctx, const AttentionSetup& s, double tolera
   if (dev->caps().max_block_size && s.block_size > dev->caps().max_block_size) not_supported("block size above caps.max_block_size");
   std::mt19937 rng(seed);
   // A full prefill, a chunked-prefill continuation, two decodes (one with a 1-token context).
-  const std::vector<Seq> seqs = {{37, 37}, {50, 13}, {70, 1}, {1, 1}, {33, 5}};
-  const int64_t max_blocks = (70 + s.block_size - 1) / s.block_size;  // longest context is 70
+  const std::vector<Seq>& seqs = s.seqs;
+  int32_t longest = 0;
+  for (const Seq& q : seqs) longest = std::max(longest, q.ctx_len);
+  const int64_t max_blocks = (longest + s.block_size - 1) / s.block_size;
   const int64_t n_blocks = max_blocks * int64_t(seqs.size()) + 3;      // a few blocks stay unused
   std::vector<int32_t> perm(n_blocks);
   std::iota(perm.begin(), perm.end(), 0);
@@ -117,6 +122,10 @@ void run_attention_case(CaseContext& ctx, const AttentionSetup& s, double tolera
   std::vector<HostTensor*> srcs = {&qt, &k_cache, &v_cache, &table_t, &seq_t};
   if (s.sinks) srcs.push_back(&sink_t);
   st = dev->run(LOOM_OP_PAGED_ATTENTION, srcs, &out, &p);
+  if (s.may_refuse && st != LOOM_STATUS_OK) {
+    require(!dev->last_error().empty(), "PAGED_ATTENTION refused without a message");
+    not_supported("refused: " + dev->last_error());
+  }
   require(st == LOOM_STATUS_OK, "PAGED_ATTENTION failed: " + dev->last_error());
   require_close(out.floats(), naive_attention(s, seqs, q, k, v, n_tok, sinks), tolerance, "PAGED_ATTENTION vs naive attention");
 }
@@ -162,6 +171,13 @@ std::vector<Case> backend_attention_cases() {
   add("int8_cache", int8, 4e-2, 6);
   int8.sliding_window = 9;
   add("int8_cache.sliding_window", int8, 4e-2, 7);
+  // One long context (20,000 keys, heads of 128): lavapipe's shader loops stop after 65535
+  // iterations, which cut its attention off silently here until it refused such rows.
+  AttentionSetup long_ctx;
+  long_ctx.head_dim = 128, long_ctx.n_heads = 2, long_ctx.n_kv_heads = 1;
+  long_ctx.seqs = {{20000, 2}, {9000, 1}};
+  long_ctx.may_refuse = true;
+  add("long_context", long_ctx, 1e-4, 11);
   return out;
 }
 

@@ -26,6 +26,7 @@ layout(push_constant) uniform Push {
   uint head_dim, n_heads, n_kv_heads, n_tok, n_seqs, n_slots, max_blocks, block_size, sliding_window, kv_dtype;
   float scale, softcap;
   uint has_sinks, sink_off;
+  uint max_keys;  // 0: any number; else a query row seeing more keys is refused (see record_attention)
 } pc;
 
 const uint DT_F32 = 0u, DT_F16 = 1u;
@@ -81,6 +82,10 @@ void main() {
     uint pos = uint(ctx_len - n_query) + (t - uint(first_row));
     uint first = (pc.sliding_window == 0u || pos < pc.sliding_window) ? 0u : pos - pc.sliding_window + 1u;
     uint table = (pc.bt_off + seq * pc.bt_nb1) >> 2;
+    if (pc.max_keys != 0u && pos - first + 1u > pc.max_keys) {
+      if (lid == 0u) report_error(ERR_KEYS, pos - first + 1u);
+      continue;
+    }
 
     for (uint h = gl_WorkGroupID.y; h < pc.n_heads; h += gl_NumWorkGroups.y) {
       uint kvh = h / group;

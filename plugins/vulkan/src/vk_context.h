@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -83,6 +84,8 @@ class Context {
   MatvecLayout matvec_layout() const { return matvec_; }
   uint64_t memory_total() const { return memory_total_; }
   uint64_t max_binding_range() const { return properties_.limits.maxStorageBufferRange; }
+  // Mesa's CPU device (lavapipe), whose shader loops stop after 65535 iterations in all.
+  bool is_llvmpipe() const { return std::string_view(properties_.deviceName).find("llvmpipe") != std::string_view::npos; }
   uint64_t binding_alignment() const { return properties_.limits.minStorageBufferOffsetAlignment; }
 
  private:

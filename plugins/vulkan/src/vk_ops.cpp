@@ -250,6 +250,10 @@ void record_attention(Context& ctx, Stream& s, const OpArgs& a) {
   p.u(q.ne[0]).u(q.ne[1]).u(kc.ne[1]).u(q.ne[2]).u(seqs.ne[1]).u(kc.ne[2]).u(bt.ne[0]).u(a.params.block_size);
   p.u(a.params.sliding_window).u(uint32_t(kc.dtype)).f(a.params.attn_scale).f(a.params.softcap);
   p.u(sinks ? 1 : 0).u(sinks ? bsink.rel : 0);
+  // lavapipe's loop limit (see record_gated_delta_net) cut attention off silently between 12,000 and
+  // 20,000 keys with heads of 128 (conformance backend.paged_attention.long_context): there a row
+  // seeing more than 8192 keys is refused with an error instead.
+  p.u(ctx.is_llvmpipe() ? 8192 : 0);
   s.dispatch(variant(ctx, "paged_attention"), bindings, p.w, p.bytes(), uint64_t(q.ne[2]), uint64_t(q.ne[1]));
 }
 

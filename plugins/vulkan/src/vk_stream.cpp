@@ -23,6 +23,9 @@ std::string status_message(uint32_t code, uint32_t value) {
     case 8: return "SSM_CONV / GATED_DELTA_NET: state slot " + v + " is outside the pool";
     case 9: return "SSM_CONV / GATED_DELTA_NET: two sequences share state slot " + v;
     case 10: return "MOE_MATMUL: expert id " + v + " is outside the expert tensor";
+    case 11:
+      return "PAGED_ATTENTION: a query row sees " + v + " keys, more than this device runs in one shader (lavapipe ends a "
+             "shader's loops after 65535 iterations; use a shorter context or another backend)";
     default: return "vulkan backend: shader reported error code " + std::to_string(code);
   }
 }
