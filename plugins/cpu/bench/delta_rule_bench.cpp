@@ -15,7 +15,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kD = 128, kKeyHeads = 16, kValueHeads = 32, kMaxTokens = 1024;
 
-loom_tensor f32_tensor(loom_buffer_t* buf, uint64_t offset, std::initializer_list<int64_t> ne, loom_dtype dtype = LOOM_DTYPE_F32) {
+loom_tensor tensor(loom_buffer_t* buf, uint64_t offset, std::initializer_list<int64_t> ne, loom_dtype dtype = LOOM_DTYPE_F32) {
   loom_tensor t{sizeof(loom_tensor), dtype, buf, offset, {1, 1, 1, 1}, {4, 0, 0, 0}};
   int d = 0;
   for (int64_t n : ne) t.ne[d++] = n;
@@ -49,13 +49,13 @@ class DeltaLayer {
     op.struct_size = sizeof(loom_op);
     op.type = LOOM_OP_GATED_DELTA_NET;
     op.n_src = 6;
-    op.src[0] = f32_tensor(qk_, at(first, kD * kKeyHeads * 2), {kD, kKeyHeads, 2, n});
-    op.src[1] = f32_tensor(v_, at(first, kD * kValueHeads), {kD, kValueHeads, n});
-    op.src[2] = f32_tensor(g_, at(first, kValueHeads), {kValueHeads, n});
-    op.src[3] = f32_tensor(beta_, at(first, kValueHeads), {kValueHeads, n});
-    op.src[4] = f32_tensor(states_, 0, {kD, kD, kValueHeads, 1});
-    op.src[5] = f32_tensor(seqs_, 0, {4, 1}, LOOM_DTYPE_I32);
-    op.dst = f32_tensor(dst_, at(first, kD * kValueHeads), {kD, kValueHeads, n});
+    op.src[0] = tensor(qk_, at(first, kD * kKeyHeads * 2), {kD, kKeyHeads, 2, n});
+    op.src[1] = tensor(v_, at(first, kD * kValueHeads), {kD, kValueHeads, n});
+    op.src[2] = tensor(g_, at(first, kValueHeads), {kValueHeads, n});
+    op.src[3] = tensor(beta_, at(first, kValueHeads), {kValueHeads, n});
+    op.src[4] = tensor(states_, 0, {kD, kD, kValueHeads, 1});
+    op.src[5] = tensor(seqs_, 0, {4, 1}, LOOM_DTYPE_I32);
+    op.dst = tensor(dst_, at(first, kD * kValueHeads), {kD, kValueHeads, n});
     const loom_delta_net_params params{sizeof(loom_delta_net_params), 0.0f, 1u, 1e-6f, 0u};
     op.params = &params;
     if (api_->run_ops(be_, nullptr, &op, 1) != LOOM_STATUS_OK) {

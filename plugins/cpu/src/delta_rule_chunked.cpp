@@ -32,7 +32,7 @@ int64_t round_up_8(int64_t n) { return (n + 7) / 8 * 8; }
 // The per-thread matrices of one chunk, sized once for the largest head seen.
 struct ChunkScratch {
   std::vector<float> q, k, wu, kk, qk, decay, ws, qs, ut, kt, p, pu, update;
-  std::vector<float> log_gamma, beta, step;
+  std::vector<float> gamma, beta, step;
 
   void reserve(int64_t d_k, int64_t d_v) {
     const auto c = static_cast<size_t>(kDeltaRuleChunk), dk = static_cast<size_t>(d_k), dv = static_cast<size_t>(d_v);
@@ -46,7 +46,7 @@ struct ChunkScratch {
     fit(ut, dv * c);
     fit(kt, dk * c);
     fit(update, dv * dk);
-    for (auto* v : {&log_gamma, &beta, &step}) fit(*v, c);
+    for (auto* v : {&gamma, &beta, &step}) fit(*v, c);
   }
 };
 
@@ -62,14 +62,14 @@ void lower_dots(FloatDotsFn dots, int64_t d, const float* a, const float* b, int
 // Tokens [first, first + n) (n <= kDeltaRuleChunk) over the state.
 void run_chunk(const DeltaRuleTokens& tk, int64_t first, int64_t n, float* state, const DeltaChunkKernels& kern, ChunkScratch& m) {
   const int64_t dk = tk.d_k, dv = tk.d_v, c = kDeltaRuleChunk, padded = round_up_8(n), wu_stride = dk + dv;
-  float *Q = m.q.data(), *K = m.k.data(), *WU = m.wu.data(), *G = m.log_gamma.data(), *B = m.beta.data();
+  float *Q = m.q.data(), *K = m.k.data(), *WU = m.wu.data(), *gamma = m.gamma.data(), *B = m.beta.data();
   float log_gamma = 0.0f;
   for (int64_t r = 0; r < n; ++r) {
     tk.load_qk(first + r, Q + r * dk, K + r * dk);
     const float log_decay = tk.log_decay(first + r);
     m.step[static_cast<size_t>(r)] = std::exp(log_decay);
     log_gamma += log_decay;
-    G[r] = log_gamma;
+    gamma[r] = std::exp(log_gamma);
     B[r] = tk.beta(first + r);
   }
   // decay[r][s] = exp(G_r - G_s), s <= r: the decays of tokens s+1..r, multiplied walking back
@@ -90,7 +90,7 @@ void run_chunk(const DeltaRuleTokens& tk, int64_t first, int64_t n, float* state
   // Forward substitution over the rows of [b gamma K | b V]: row s leaves as [W_s | U0_s].
   for (int64_t s = 0; s < n; ++s) {
     float* row = WU + s * wu_stride;
-    const float bg = B[s] * std::exp(G[s]);
+    const float bg = B[s] * gamma[s];
     const float* k = K + s * dk;
     const float* v = tk.v(first + s);
     for (int64_t i = 0; i < dk; ++i) row[i] = bg * k[i];
@@ -120,10 +120,9 @@ void run_chunk(const DeltaRuleTokens& tk, int64_t first, int64_t n, float* state
   }
   kern.dots(padded, m.ut.data(), padded, dv, m.p.data(), padded, n, m.pu.data(), dv);
   for (int64_t r = 0; r < n; ++r) {
-    const float gamma = std::exp(G[r]);
     const float *qs = m.qs.data() + r * dv, *pu = m.pu.data() + r * dv;
     float* out = tk.out(first + r);
-    for (int64_t j = 0; j < dv; ++j) out[j] = (gamma * qs[j] + pu[j]) * tk.q_scale;
+    for (int64_t j = 0; j < dv; ++j) out[j] = (gamma[r] * qs[j] + pu[j]) * tk.q_scale;
   }
 
   // State: S = gamma_last S0 + U^T K~, K~_s = exp(G_last - G_s) k_s (transposed, [d_k x padded]).
@@ -134,14 +133,14 @@ void run_chunk(const DeltaRuleTokens& tk, int64_t first, int64_t n, float* state
     for (int64_t i = 0; i < dk; ++i) m.kt[static_cast<size_t>(i * padded + s)] = to_last[s] * k[i];
   }
   kern.dots(padded, m.kt.data(), padded, dk, m.ut.data(), padded, dv, m.update.data(), dk);
-  const float gamma_last = std::exp(G[n - 1]);
+  const float gamma_last = gamma[n - 1];
   for (int64_t e = 0; e < dk * dv; ++e) state[e] = gamma_last * state[e] + m.update[static_cast<size_t>(e)];
 }
 
 }  // namespace
 
 bool delta_rule_chunked_fits(const DeltaChunkKernels& k, int64_t d_k, int64_t d_v) {
-  return k.dots != nullptr && k.axpy != nullptr && d_k % 8 == 0 && d_v % 8 == 0;
+  return k.dots != nullptr && k.axpy != nullptr && k.decay_add_outer != nullptr && d_k % 8 == 0 && d_v % 8 == 0;
 }
 
 void delta_rule_token(const DeltaRuleTokens& tk, int64_t t, float* state, const DeltaChunkKernels& kern) {
@@ -164,12 +163,7 @@ void delta_rule_token(const DeltaRuleTokens& tk, int64_t t, float* state, const 
     u[j] = beta * (v[j] - decay * s_k[j]);
     out[j] = (decay * s_q[j] + u[j] * k_dot_q) * tk.q_scale;
   }
-  if (kern.decay_add_outer != nullptr) return kern.decay_add_outer(state, dv, dk, decay, u, k);
-  for (int64_t j = 0; j < dv; ++j) {
-    float* row = state + j * dk;
-    for (int64_t i = 0; i < dk; ++i) row[i] *= decay;
-    kern.axpy(u[j], k, row, dk);
-  }
+  kern.decay_add_outer(state, dv, dk, decay, u, k);
 }
 
 void delta_rule_chunked(const DeltaRuleTokens& tokens, int64_t n, float* state, const DeltaChunkKernels& k) {

@@ -20,7 +20,7 @@ using DecayAddOuterFn = void (*)(float* s, int64_t rows, int64_t n, float decay,
 struct DeltaChunkKernels {
   FloatDotsFn dots = nullptr;
   AxpyFn axpy = nullptr;
-  DecayAddOuterFn decay_add_outer = nullptr;  // optional: without it each row is scaled, then axpy
+  DecayAddOuterFn decay_add_outer = nullptr;
 };
 
 // One (sequence, value head)'s tokens 0..n-1, as the op's tensors hold them.
@@ -38,7 +38,7 @@ struct DeltaRuleTokens {
 // threads) 32 ran 45-55 us per token, 16 51-55 and 64 47-62, against 115-125 token by token.
 inline constexpr int64_t kDeltaRuleChunk = 32;
 
-// Whether the chunked form can run: both kernels present, d_k and d_v multiples of 8.
+// Whether the chunked form can run: all three kernels present, d_k and d_v multiples of 8.
 bool delta_rule_chunked_fits(const DeltaChunkKernels& k, int64_t d_k, int64_t d_v);
 
 // One token over `state`: the chunked form with a chunk of one. Both dot products of every state

@@ -137,7 +137,7 @@ struct Kernels {
   void (*weighted_values)(const float* p, int64_t p_stride, int64_t n_rows, int64_t n_keys, const float* values, int64_t head_dim,
                           float* out, int64_t out_stride) = nullptr;
   // The delta rule's state update, S = decay S + u k^T: s[j * n + i] = decay * s[j * n + i] + u[j] * k[i]
-  // for j < rows, i < n. nullptr: the caller scales each row and adds u[j] k with axpy_f32.
+  // for j < rows, i < n. nullptr (the scalar table): the delta rule runs token by token.
   void (*decay_add_outer)(float* s, int64_t rows, int64_t n, float decay, const float* u, const float* k) = nullptr;
 };
 

@@ -297,13 +297,12 @@ void record_gated_delta_net(Context& ctx, Stream& s, const OpArgs& a) {
   p.u(bd.rel).u(d.nb[1]).u(d.nb[2]);
   p.u(qk.ne[0]).u(qk.ne[1]).u(v.ne[0]).u(qk.ne[3]).u(states.ne[3]).u(seqs.ne[1]).u((a.params.delta_normalize_qk ? 1u : 0u) | (a.params.delta_grouped_heads ? 2u : 0u));
   p.f(a.params.delta_l2_eps).f(a.params.delta_q_scale);
-  // lavapipe (llvmpipe) ends any loop nest after 65535 iterations in all, counted from the entry of
-  // its outermost loop (gallivm's loop limiter): a prefill of 119 tokens with heads of 128 reached it
-  // (about 520 iterations per token and invocation), and every later token came out wrong. So a batch
-  // runs in windows of tokens that stay well under that, one dispatch each; on other devices the
-  // windows only add a dispatch per few dozen tokens.
-  const uint64_t per_token = ceil_div(uint64_t(v.ne[0]), 64) * 2 * uint64_t(qk.ne[0]) + 64;
-  const uint64_t window = std::max<uint64_t>(1, 32768 / per_token), n_tok = uint64_t(qk.ne[3]);
+  // lavapipe (llvmpipe) cuts long loop nests short (gallivm's loop limiter, 65535 iterations): a
+  // prefill of 119 tokens with heads of 128, about 520 loop iterations per token and invocation,
+  // reached it, and every later token came out wrong. There a batch runs in windows of tokens that
+  // stay well under it, one dispatch each; other devices take the batch in one window.
+  const uint64_t per_token = ceil_div(uint64_t(v.ne[0]), 64) * 2 * uint64_t(qk.ne[0]) + 64, n_tok = uint64_t(qk.ne[3]);
+  const uint64_t window = ctx.is_llvmpipe() ? std::max<uint64_t>(1, 32768 / per_token) : std::max<uint64_t>(n_tok, 1);
   for (uint64_t lo = 0; lo < std::max<uint64_t>(n_tok, 1); lo += window) {
     Push windowed = p;
     windowed.u(lo).u(std::min(n_tok, lo + window));
