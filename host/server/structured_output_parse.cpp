@@ -56,8 +56,13 @@ std::optional<StructuredOutput> from_response_format(const json& format) {
     }
     const json* schema = present(*wrapper, "schema");
     if (schema == nullptr) throw invalid_param("response_format", "'response_format.json_schema.schema' is missing");
-    return StructuredOutput{{Kind::json_schema, schema_text(*schema, "response_format.json_schema.schema"), {}},
-                            "response_format"};
+    const json* strict = present(*wrapper, "strict");
+    if (strict != nullptr && !strict->is_boolean()) {
+      throw invalid_param("response_format", "'response_format.json_schema.strict' must be a boolean");
+    }
+    GrammarSpec spec{Kind::json_schema, schema_text(*schema, "response_format.json_schema.schema"), {}};
+    spec.strict = strict != nullptr && strict->get<bool>();
+    return StructuredOutput{std::move(spec), "response_format"};
   }
   throw invalid_param("response_format",
                       "'response_format.type' is '" + t + "'; supported: 'text', 'json_object', 'json_schema'");

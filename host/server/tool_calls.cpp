@@ -3,6 +3,8 @@
 #include <map>
 #include <random>
 
+#include "common/error.h"
+#include "engine/json_schema_strict.h"
 #include "server/api_error.h"
 #include "server/tool_calls_gemma4.h"
 
@@ -309,11 +311,20 @@ ParsedReply parse_tool_calls(const std::string& text, ToolCallFormat format) {
 
 GrammarSpec forced_tool_call_grammar(const ToolRequest& request) {
   json variants = json::array();
-  for (const json& tool : request.tools) {
-    const json& function = tool["function"];
+  for (size_t i = 0; i < request.tools.size(); ++i) {
+    const json& function = request.tools[i]["function"];
     if (request.choice == ToolChoice::named && function["name"] != request.named) continue;
     json parameters = function.contains("parameters") && function["parameters"].is_object() ? function["parameters"]
                                                                                            : json{{"type", "object"}};
+    // A strict function's parameters must be enforced keyword by keyword (json_schema_strict.h).
+    if (function.contains("strict") && function["strict"] == true) {
+      const std::string field = "tools[" + std::to_string(i) + "].function.parameters";
+      try {
+        parameters = json::parse(prepare_strict_schema(parameters.dump()));
+      } catch (const Error& e) {
+        throw invalid_param(field, "'" + field + "': " + e.what());
+      }
+    }
     variants.push_back({{"type", "object"},
                         {"properties", {{"name", {{"const", function["name"]}}}, {"parameters", parameters}}},
                         {"required", {"name", "parameters"}},

@@ -44,6 +44,7 @@ const char* finish_reason_name(FinishReason reason) {
     case FinishReason::length: return "length";
     case FinishReason::cancelled: return "cancelled";
     case FinishReason::error: return "error";
+    case FinishReason::grammar_dead_end: return "grammar_dead_end";
     case FinishReason::none: return "none";
   }
   return "none";
@@ -282,7 +283,7 @@ void Engine::emit(Sequence& seq, std::vector<int32_t> tokens, std::string text, 
 
 void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error) {
   std::string tail;
-  if (reason == FinishReason::stop || reason == FinishReason::length) tail = seq.stop->push(seq.decoder->flush()) + seq.stop->flush();
+  if (reason == FinishReason::stop || reason == FinishReason::length || reason == FinishReason::grammar_dead_end) tail = seq.stop->push(seq.decoder->flush()) + seq.stop->flush();
   scheduler_->remove(&seq);
   if (drafter_) drafter_->release(seq.id);
   sampler_->destroy_state(seq.sampler_state);

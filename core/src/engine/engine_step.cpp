@@ -175,7 +175,7 @@ void Engine::sample_and_advance(const SchedulerDecision& decision) {
       }
       grammar_seconds += std::chrono::duration<double>(Clock::now() - mask_start).count();
       if (!any) {
-        finish(seq, FinishReason::error, "the output grammar allows no further token");
+        finish(seq, FinishReason::grammar_dead_end);
         continue;
       }
     }

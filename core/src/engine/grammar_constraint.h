@@ -22,6 +22,9 @@ struct GrammarSpec {
   Kind kind = Kind::json_object;
   std::string text;                  // the schema (JSON text), regex or EBNF grammar
   std::vector<std::string> choices;  // Kind::choice: the output is exactly one of these
+  // Kind::json_schema: every keyword must be enforced (json_schema_strict.h); one that would not be
+  // is refused at compile().
+  bool strict = false;
 };
 
 // Whether this build has structured output (xgrammar's sources were there at configure time).
@@ -38,7 +41,11 @@ class ConstraintCompiler {
   ConstraintCompiler& operator=(const ConstraintCompiler&) = delete;
 
   // loom::Error naming the problem when the grammar does not compile (a schema xgrammar cannot
-  // satisfy, a regex or EBNF syntax error, an empty choice list) or structured output is unavailable.
+  // satisfy, a regex or EBNF syntax error, an empty choice list), admits no output at all (a regex
+  // such as [^\s\S]), or a strict schema holds a keyword the grammar would not enforce; also when
+  // structured output is unavailable. JSON grammars bound their numbers (no more digits than an
+  // int64 or a double needs) and their whitespace (one space after ',' and ':'), so a weak model
+  // cannot spend max_tokens inside one value.
   std::shared_ptr<const CompiledConstraint> compile(const GrammarSpec& spec) const;
 
  private:

@@ -18,7 +18,9 @@ using RequestId = uint64_t;
 class CompiledConstraint;  // engine/grammar_constraint.h
 using Clock = std::chrono::steady_clock;
 
-enum class FinishReason { none, stop, length, cancelled, error };
+// grammar_dead_end: the output grammar allowed no next token (a grammar whose every path needs a byte
+// the vocabulary cannot write); the text so far is kept. Its name is "grammar_dead_end".
+enum class FinishReason { none, stop, length, cancelled, error, grammar_dead_end };
 const char* finish_reason_name(FinishReason reason);  // OpenAI's words: "stop", "length", ...
 
 struct SamplingOptions {

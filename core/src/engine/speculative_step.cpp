@@ -95,6 +95,14 @@ void Engine::verify_drafts(Sequence& seq, size_t first_logit_row) {
     for (uint32_t j = 0; j < n_rows; ++j) {
       float* logits = logits_.data() + (first_logit_row + j) * v;
       if (!seq.constraint->mask_logits(logits, static_cast<int32_t>(n_vocab))) {
+        if (j == 0) {  // nothing may follow the accepted output itself: a dead end, as in a plain step
+          seq.draft.clear();
+          seq.draft_probs.clear();
+          kv_->truncate(seq.id, seq.n_computed);  // the drafts' slots were never part of the output
+          seq.n_kv_tokens = seq.n_computed;
+          finish(seq, FinishReason::grammar_dead_end);
+          return;
+        }
         // Nothing allowed: a draft before this row ended the output (a stop token), so the row is
         // never used; flat logits keep the sampler's distribution defined.
         std::fill(logits, logits + v, 0.0f);
