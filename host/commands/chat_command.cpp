@@ -28,7 +28,7 @@ const char* kUsage =
     "a new conversation.\n"
     "\n"
     "options:\n"
-    "  --model FILE       GGUF model (default: [model] path, $LOOM_MODEL, the installed default model)\n"
+    "  --model FILE       GGUF model (default: [model] path, $LOOM_MODEL, $LOOM_CHAT_MODEL, the installed chat model)\n"
     "  --system TEXT      system prompt\n"
     "  --max-tokens N     longest reply in tokens (default 512)\n"
     "  --temp T           temperature; 0 = greedy (default: [sampler] temperature)\n"
@@ -129,8 +129,9 @@ int run_chat(const CommandArgs& args) {
 
   if (n_ctx) config.model.n_ctx = *n_ctx;
   else if (config.model.n_ctx == 0) config.model.n_ctx = 8192;
-  const std::filesystem::path path =
-      config.model.path.empty() ? default_model_path() : std::filesystem::path(config.model.path);
+  std::string model_note;
+  const std::filesystem::path path = config.model.path.empty() ? default_chat_model_path(&model_note) : std::filesystem::path(config.model.path);
+  if (!model_note.empty()) std::cerr << "loom chat: warning: " << model_note << "\n";
   // One engine, one conversation: every turn resubmits the whole conversation and the prefix cache
   // finds the blocks of the turns before it, so only the new turn is prefilled.
   config.kv.prefix_caching = true;

@@ -37,7 +37,7 @@ const char* kUsage =
     "POST /tokenize and POST /detokenize. See docs/server.md.\n"
     "\n"
     "options:\n"
-    "  --model FILE              GGUF model (default: [model] path, $LOOM_MODEL, the installed default)\n"
+    "  --model FILE              GGUF model (default: [model] path, $LOOM_MODEL, $LOOM_CHAT_MODEL, the installed chat model)\n"
     "  --host H                  address to listen on (default: [server] host, 127.0.0.1)\n"
     "  --port P                  port (default: [server] port, 8080; 0 = any free port, printed at start)\n"
     "  --api-key KEY             require 'Authorization: Bearer KEY' (default: [server] api_key)\n"
@@ -178,7 +178,10 @@ int run_serve(const CommandArgs& args) {
   signal(SIGPIPE, SIG_IGN);  // a vanished client must be a failed write, not a dead server
   raise_open_file_limit(config.server.max_connections);
 
-  const std::filesystem::path model_path = config.model.path.empty() ? default_model_path() : std::filesystem::path(config.model.path);
+  std::string model_note;
+  const std::filesystem::path model_path =
+      config.model.path.empty() ? default_chat_model_path(&model_note) : std::filesystem::path(config.model.path);
+  if (!model_note.empty()) std::fprintf(stderr, "loom serve: warning: %s\n", model_note.c_str());
   std::fprintf(stderr, "loom serve: loading %s on backend '%s'...\n", model_path.string().c_str(), config.backend.name.c_str());
   const auto load_start = std::chrono::steady_clock::now();
   ProgressBar load_bar("loading model", "MiB", 1 << 20);
@@ -188,19 +191,25 @@ int run_serve(const CommandArgs& args) {
   const EngineInfo& info = engine.info();
   std::fprintf(stderr, "loom serve: loaded in %.2f s\n", load_seconds);
 
-  std::string template_note;
+  server::ChatTemplateOrigin template_origin;
   chat::ChatTemplate chat_template = [&] {
-    if (config.model.chat_template.empty()) return chat::ChatTemplate::for_model(engine.gguf(), &template_note);
+    if (config.model.chat_template.empty()) return chat::ChatTemplate::for_model(engine.gguf(), &template_origin.note);
+    template_origin.kind = server::ChatTemplateOrigin::Kind::configured;
     try {
       return chat::ChatTemplate::builtin(config.model.chat_template);
     } catch (const Error&) {
       return chat::ChatTemplate::parse(config.model.chat_template);
     }
   }();
-  if (!template_note.empty()) std::fprintf(stderr, "loom serve: chat template: %s\n", template_note.c_str());
+  if (!template_origin.note.empty()) {
+    template_origin.kind = server::ChatTemplateOrigin::Kind::builtin_fallback;
+    std::fprintf(stderr, "loom serve: chat template: %s; the model may not be instruction-tuned (chats may fail, "
+                 "completions work)\n", template_origin.note.c_str());
+  }
 
   const std::string served_name = config.server.model_name.empty() ? model_path.stem().string() : config.server.model_name;
-  server::ServerState state(engine, config.server, served_name, std::move(chat_template), config.sampler.seed);
+  server::ServerState state(engine, config.server, served_name, std::move(chat_template), config.sampler.seed,
+                            std::move(template_origin));
   server::HttpServer http(state);
   const int bound = http.bind(config.server.host, static_cast<int>(config.server.port));
   std::unique_ptr<server::KvEventPublisher> kv_events;

@@ -48,15 +48,26 @@ inline const char* cancel_reason_name(CancelReason reason) {
   return "unknown";
 }
 
+// Where the chat template came from, so /v1/models and the chat page can say when Loom's built-in
+// template stands in for a model that has none (such a model is often a base model that never learnt
+// to chat; completions still serve it well).
+struct ChatTemplateOrigin {
+  enum class Kind { model, builtin_fallback, configured };
+  Kind kind = Kind::model;
+  std::string note;  // builtin_fallback: the start-up line's explanation
+};
+
 struct ServerState {
-  ServerState(Engine& e, ServerSettings s, std::string name, chat::ChatTemplate tmpl, int64_t seed)
+  ServerState(Engine& e, ServerSettings s, std::string name, chat::ChatTemplate tmpl, int64_t seed,
+              ChatTemplateOrigin origin = {})
       : engine(e), settings(std::move(s)), model_name(std::move(name)), chat_template(std::move(tmpl)),
-        default_seed(seed), created(static_cast<int64_t>(std::time(nullptr))) {}
+        template_origin(std::move(origin)), default_seed(seed), created(static_cast<int64_t>(std::time(nullptr))) {}
 
   Engine& engine;
   const ServerSettings settings;
   const std::string model_name;
   const chat::ChatTemplate chat_template;
+  const ChatTemplateOrigin template_origin;
   const int64_t default_seed;  // [sampler] seed; -1 = a fresh random seed per request
   const int64_t created;       // server start, Unix seconds (the model's "created")
 
