@@ -260,11 +260,13 @@ class StrictSchema {
   }
 
   // Exact regexes for the formats whose every value a short regex can pin down. A date never holds
-  // February 29 (that needs the year), which keeps every output valid.
+  // February 29 (that needs the year), which keeps every output valid. The fraction of a second is
+  // spelled out: xgrammar 0.2.9 compiles an optional group holding a repetition, (\.[0-9]{1,6})?,
+  // into one that also matches without its '.'.
   static const char* exact_format_regex(const std::string& format) {
     static const std::string date = "[0-9]{4}-((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)";
     static const std::string time =
-        "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?([Zz]|[+\\-]([01][0-9]|2[0-3]):[0-5][0-9])";
+        "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9][0-9]?[0-9]?[0-9]?[0-9]?[0-9]?)?([Zz]|[+\\-]([01][0-9]|2[0-3]):[0-5][0-9])";
     static const std::string octet = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
     static const std::string exact_date = "^" + date + "$", exact_time = "^" + time + "$",
                              exact_date_time = "^" + date + "[Tt]" + time + "$",
