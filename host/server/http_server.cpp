@@ -29,7 +29,8 @@ constexpr int kListenBacklog = 1024;
 std::string route_label(const std::string& path) {
   for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/completions/render",
                             "/v1/chat/completions/render", "/v1/models", "/health", "/tokenize", "/detokenize", "/metrics",
-                            "/get_load", "/get_server_info", "/", "/engine", "/v1/engine/state"}) {
+                            "/get_load", "/get_server_info", "/", "/engine", "/v1/engine/state", "/assets/loom.css",
+                            "/assets/loom.js"}) {
     if (path == known) return known;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
@@ -114,13 +115,26 @@ void handle_generation(ServerState& state, const httplib::Request& req, httplib:
   send_json(res, 200, endpoint == Endpoint::chat ? chat_response(*job) : completion_response(*job));
 }
 
+// Loom's own field of a model card: which chat template serves /v1/chat/completions. "builtin" means
+// the model brought none and Loom's stands in, which the chat page shows as a banner.
+json chat_template_card(const ChatTemplateOrigin& origin) {
+  switch (origin.kind) {
+    case ChatTemplateOrigin::Kind::model: return {{"source", "model"}};
+    case ChatTemplateOrigin::Kind::configured: return {{"source", "config"}};
+    case ChatTemplateOrigin::Kind::builtin_fallback:
+      return {{"source", "builtin"}, {"note", origin.note}, {"may_not_be_instruction_tuned", true}};
+  }
+  return {{"source", "model"}};
+}
+
 json model_card(const ServerState& state, const std::string& name) {
   return {{"id", name},
           {"object", "model"},
           {"created", state.created},
           {"owned_by", "loom"},
           {"root", state.model_name},
-          {"max_model_len", state.engine.info().n_ctx}};
+          {"max_model_len", state.engine.info().n_ctx},
+          {"loom", {{"chat_template", chat_template_card(state.template_origin)}}}};
 }
 
 // vLLM's POST /v1/completions/render and /v1/chat/completions/render: the prompt's token ids, as
@@ -247,8 +261,9 @@ void HttpServer::stop() { http_->shut_down(); }
 void HttpServer::install_routes() {
   ServerState& state = state_;
   http_->set_pre_routing_handler([&state](const httplib::Request& req, httplib::Response& res) {
-    // The pages themselves carry no data: they load without the key and ask for it on a 401.
-    if (state.settings.api_key.empty() || req.path == "/health" || req.path == "/" || req.path == "/engine") {
+    // The pages and their assets carry no data: they load without the key and ask for it on a 401.
+    if (state.settings.api_key.empty() || req.path == "/health" || req.path == "/" || req.path == "/engine" ||
+        req.path.rfind("/assets/", 0) == 0) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
     const std::string expected = "Bearer " + state.settings.api_key;
@@ -318,6 +333,21 @@ void HttpServer::install_routes() {
   http_->Get("/engine", guarded([](const httplib::Request&, httplib::Response& res) {
     res.set_content(std::string(web::engine_page()), "text/html; charset=utf-8");
   }));
+  // What both pages share, one copy each. "no-cache" with an ETag: the browser keeps the file and asks at
+  // each page load whether it changed (a bodiless 304 when not), so a new binary's assets take over at once.
+  const auto shared_asset = [](std::string_view (*body)(), std::string_view (*etag)(), const char* content_type) {
+    return guarded([body, etag, content_type](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Cache-Control", "no-cache");
+      res.set_header("ETag", std::string(etag()));
+      if (req.get_header_value("If-None-Match") == etag()) {
+        res.status = 304;
+        return;
+      }
+      res.set_content(std::string(body()), content_type);
+    });
+  };
+  http_->Get("/assets/loom.css", shared_asset(web::loom_css, web::loom_css_etag, "text/css; charset=utf-8"));
+  http_->Get("/assets/loom.js", shared_asset(web::loom_js, web::loom_js_etag, "text/javascript; charset=utf-8"));
   http_->Get("/v1/engine/state", guarded([&state](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, engine_state(state));
   }));

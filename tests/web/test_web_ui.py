@@ -1,92 +1,107 @@
 #!/usr/bin/env python3
-"""Issue 23: the chat page (GET /) and the engine page (GET /engine) in a real browser.
+"""Issues 23 and 34: the chat page (GET /) and the engine page (GET /engine) in a real browser.
 
 Headless Chromium (Debian's chromium + chromedriver, Selenium from PyPI) against `loom serve` on a
 synthetic model, loopback only:
-  - the pages weigh under 200 KB together and load with no console errors;
+  - the pages and their shared assets (/assets/loom.css, /assets/loom.js: fetched once per page, with
+    their content types, Cache-Control and ETag; no longer inlined) weigh under 200 KB together and
+    load with no console errors;
+  - before the first message the conversation pane fills the window, the composer at the bottom;
+  - the synthetic model has no chat template, so the page shows the template notice with the server's note;
   - a typed message gets a streamed answer with its TTFT and tokens/s shown;
   - Stop in the middle of a long answer cancels it on the server (KV blocks back to zero, the
     cancellation counted in /metrics);
   - /engine shows running requests and a generation rate while a load runs, and idle figures after;
-  - with an API key set, the page first shows the server's 401 message and asks for the key; with
+  - with an API key set, each page first shows the server's 401 message and asks for the key; with
     the key it works.
+Then chat_model_answers.py sends five everyday prompts through the page to the default chat model
+(skipped, with a line saying so, when it is not installed).
 Screenshots go to --artifacts. Skips (77) when Chromium, chromedriver or Selenium is missing.
 """
 import argparse
 import json
 import os
-import shutil
 import sys
 import threading
-import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 import server_harness as h  # noqa: E402
 
-try:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as EC
-    from selenium.webdriver.support.ui import WebDriverWait
-except ImportError:
-    print("SKIP: selenium is not installed (pip install selenium)")
-    sys.exit(77)
+from web_driver import (CHROMIUM, DRIVER, By, assistant_messages, browser, chat_layout, console_errors,  # noqa: E402
+                        idle, resources_fetched, send, set_field, shot, wait, wait_model_loaded)
+import chat_model_answers  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if os.path.exists("/usr/bin/chromedriver") else None)
+ASSETS = {"/assets/loom.css": "text/css", "/assets/loom.js": "text/javascript"}
+# Pieces of what loom.css and loom.js hold; a page that still has one inline has a stale copy.
+SHARED_PIECES = ("--error-bg", "#api-key-dialog {", "function apiFetch", "<dialog", 'id="error-banner"')
 
 
-def browser():
-    options = Options()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(DRIVER), options=options)
+def check_assets(driver, server):
+    """loom.css and loom.js are served once each, and both pages link them instead of a copy inline."""
+    weight = 0
+    for path, content_type in ASSETS.items():
+        status, headers, body = server.request("GET", path)
+        print(f"{path}: {status}, {len(body)} bytes, {headers.get('Content-Type')}, "
+              f"Cache-Control {headers.get('Cache-Control')}, ETag {headers.get('ETag')}")
+        assert status == 200 and headers.get("Content-Type", "").startswith(content_type), (path, status, headers)
+        assert headers.get("Cache-Control") and headers.get("ETag"), headers
+        status, _, unchanged = server.request("GET", path, headers={"If-None-Match": headers["ETag"]})
+        assert status == 304 and not unchanged, f"{path} with its own ETag: {status}, {len(unchanged)} bytes"
+        weight += len(body)
+    for page in ("/", "/engine"):
+        html = urllib.request.urlopen(server.base + page, timeout=10).read().decode()
+        weight += len(html)
+        assert '<link rel="stylesheet" href="/assets/loom.css">' in html, f"{page} does not link loom.css"
+        assert '<script src="/assets/loom.js"></script>' in html, f"{page} does not load loom.js"
+        inline = [piece for piece in SHARED_PIECES if piece in html]
+        assert not inline, f"{page} still inlines the shared {inline}"
+        driver.get(server.base + page)
+        wait(driver).until(lambda d: d.execute_script("return document.readyState") == "complete")
+        for path in ASSETS:
+            fetched = resources_fetched(driver, path)
+            assert fetched == 1, f"{page} fetched {path} {fetched} times"
+        assert driver.find_elements(By.ID, "error-banner") and driver.find_elements(By.ID, "api-key-dialog"), \
+            f"loom.js did not add the banner and the dialog to {page}"
+    print(f"pages and assets weigh {weight} bytes")
+    assert weight < 200 * 1024, weight
 
 
-def console_errors(driver):
-    return [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+def check_fills_window(driver, when):
+    """Before the first message the conversation pane reaches down to the composer, which sits at the
+    bottom of the window (it once stopped at the sidebar's height, half the window)."""
+    edges = chat_layout(driver)
+    print(f"layout {when}: {edges}")
+    assert abs(edges["chat"] - edges["window"]) <= 2, f"the chat pane ends at {edges['chat']} of {edges['window']} px"
+    assert abs(edges["composer"] - edges["window"]) <= 2, f"the composer ends at {edges['composer']} px, not at the bottom"
+    assert abs(edges["messages"] - edges["composerTop"]) <= 2, "a gap between the messages and the composer"
+    assert edges["messages"] - edges["messagesTop"] > 0.5 * edges["window"], f"the messages pane is short: {edges}"
+    assert driver.find_element(By.CSS_SELECTOR, "#messages .empty-hint").is_displayed()
 
 
-def shot(driver, artifacts, name):
-    path = os.path.join(artifacts, name + ".png")
-    driver.save_screenshot(path)
-    print("screenshot:", path)
-
-
-def wait(driver, seconds=30):
-    return WebDriverWait(driver, seconds, poll_frequency=0.1)
-
-
-def idle(driver):
-    return driver.execute_script("return document.body.dataset.state") == "idle"
-
-
-def assistant_messages(driver):
-    return driver.find_elements(By.CSS_SELECTOR, "#messages .message.assistant")
-
-
-def set_field(driver, element_id, value):
-    field = driver.find_element(By.ID, element_id)
-    field.clear()
-    field.send_keys(str(value))
-
-
-def send(driver, text):
-    box = driver.find_element(By.ID, "message-input")
-    box.clear()
-    box.send_keys(text)
-    driver.find_element(By.ID, "send-button").click()
+def check_template_banner(driver, server, artifacts):
+    """The synthetic model has no chat template: the page says so, with the server's note, as a notice."""
+    wait(driver).until(lambda d: d.find_element(By.ID, "template-banner").is_displayed())
+    banner = driver.find_element(By.ID, "template-banner").text
+    status, models = server.json("GET", "/v1/models")
+    origin = models["data"][0]["loom"]["chat_template"]
+    print(f"template banner: {banner!r}")
+    assert status == 200 and origin["source"] == "builtin", origin
+    for words in ("no chat template", "built-in template", "instruction-tuned", "/v1/completions", origin["note"]):
+        assert words in banner, f"the template banner lacks {words!r}: {banner!r}"
+    assert not driver.find_element(By.ID, "error-banner").is_displayed(), "the notice came as an error"
+    shot(driver, artifacts, "chat-empty-template-banner")
 
 
 def check_chat(driver, server, artifacts):
     driver.get(server.base + "/")
-    wait(driver).until(lambda d: d.find_element(By.ID, "model-name").text.strip() != "")
+    wait_model_loaded(driver)
     assert idle(driver)
+    check_template_banner(driver, server, artifacts)
+    check_fills_window(driver, "with the template banner")
+    driver.find_element(By.CSS_SELECTOR, "#template-banner .dismiss").click()
+    check_fills_window(driver, "with no banner")
+    shot(driver, artifacts, "chat-empty")
     set_field(driver, "max-tokens", 24)
     send(driver, "Hello there, who are you?")
     wait(driver, 60).until(lambda d: len(assistant_messages(d)) == 1 and idle(d))
@@ -162,6 +177,8 @@ def check_api_key(driver, model, artifacts):
     config = h.write_config("web-key.toml", extra='api_key = "sesame"\nmodel_name = "m"')
     server = h.LoomServer(config, model)
     try:
+        # The assets are no secret: a page must be able to show its 401 banner before it has the key.
+        assert all(server.request("GET", path)[0] == 200 for path in ASSETS), "the assets ask for the API key"
         driver.get(server.base + "/")
         wait(driver).until(lambda d: d.find_element(By.ID, "error-banner").is_displayed())
         banner = driver.find_element(By.ID, "error-banner").text
@@ -178,6 +195,17 @@ def check_api_key(driver, model, artifacts):
         send(driver, "hi")
         wait(driver, 60).until(lambda d: len(assistant_messages(d)) == 1 and idle(d))
         assert assistant_messages(driver)[0].find_element(By.CSS_SELECTOR, ".content").text.strip()
+
+        # The engine page, through the same loom.js: the 401 banner and the prompt, then polling with the key.
+        driver.execute_script("sessionStorage.clear()")
+        driver.get(server.base + "/engine")
+        wait(driver).until(lambda d: d.find_element(By.ID, "api-key-dialog").is_displayed())
+        banner = driver.find_element(By.ID, "error-banner").text
+        assert server_message in banner, f"engine banner {banner!r} lacks the server's {server_message!r}"
+        driver.find_element(By.ID, "api-key-input").send_keys("sesame")
+        driver.find_element(By.ID, "api-key-save").click()
+        wait(driver).until(lambda d: "blocks" in d.find_element(By.ID, "kv-text").text)
+        shot(driver, artifacts, "engine-after-key")
         errors = [e for e in console_errors(driver) if "401" not in e["message"]]
         assert not errors, f"console errors: {errors}"
     finally:
@@ -203,9 +231,7 @@ def main():
     server = h.LoomServer(config, model)
     driver = browser()
     try:
-        weight = sum(len(urllib.request.urlopen(server.base + p, timeout=10).read()) for p in ("/", "/engine"))
-        print(f"pages weigh {weight} bytes")
-        assert weight < 200 * 1024, weight
+        check_assets(driver, server)
         check_chat(driver, server, args.artifacts)
         check_engine(driver, server, args.artifacts)
         errors = console_errors(driver)
@@ -215,6 +241,7 @@ def main():
         driver.quit()
         code = server.terminate()
     assert code == 0, f"loom serve exited with {code}\n{server.log()}"
+    chat_model_answers.check(args.artifacts)
     print("PASS")
 
 
