@@ -359,7 +359,7 @@ class Reasoning(unittest.TestCase):
 
 def real_models():
     """(label, path) of the real models setup installed: the default Gemma 3 270M, and Qwen2.5-Coder
-    0.5B when LOOM_SECOND_MODEL=1 installed it (.ci/run does)."""
+    0.5B Instruct (the default chat model, which scripts/setup.sh installs)."""
     found = []
     for label, record in (("gemma3", "default-model.txt"), ("qwen2", "second-model.txt")):
         path = os.path.expanduser("~/.cache/loom/" + record)
