@@ -127,6 +127,23 @@ json chat_template_card(const ChatTemplateOrigin& origin) {
   return {{"source", "model"}};
 }
 
+// Loom's field of a model card: the KV pool and how many sequences of common lengths fit in it
+// (`loom plan` prints the same for a model before it is served).
+json kv_card(const EngineInfo& info) {
+  json groups = json::array();
+  for (const auto& g : info.kv_groups) {
+    groups.push_back({{"name", g.name}, {"layers", g.n_layers}, {"window", g.window}, {"bytes_per_token", g.bytes_per_token},
+                      {"bytes_per_sequence", g.bytes_per_sequence}});
+  }
+  json fit = json::object();
+  for (uint64_t n : {2048ull, 8192ull, 32768ull}) {
+    const KvFit f = sequences_that_fit(info.kv_groups, info.kv_bytes, info.kv_block_size, n);
+    fit[std::to_string(n)] = {{"allocated", f.allocated}, {"windowed", f.windowed}};
+  }
+  return {{"dtype", info.kv_dtype}, {"pool_bytes", info.kv_bytes}, {"block_size", info.kv_block_size},
+          {"bytes_per_token", info.kv_bytes_per_token}, {"layer_groups", groups}, {"sequences_that_fit", fit}};
+}
+
 json model_card(const ServerState& state, const std::string& name) {
   return {{"id", name},
           {"object", "model"},
@@ -134,7 +151,7 @@ json model_card(const ServerState& state, const std::string& name) {
           {"owned_by", "loom"},
           {"root", state.model_name},
           {"max_model_len", state.engine.info().n_ctx},
-          {"loom", {{"chat_template", chat_template_card(state.template_origin)}}}};
+          {"loom", {{"chat_template", chat_template_card(state.template_origin)}, {"kv", kv_card(state.engine.info())}}}};
 }
 
 // vLLM's POST /v1/completions/render and /v1/chat/completions/render: the prompt's token ids, as

@@ -5,38 +5,12 @@
 #include "backend/backend.h"
 #include "common/error.h"
 #include "engine/drafter_plugin.h"
+#include "engine/kv_plan.h"
 #include "gguf/gguf_file.h"
 #include "plugin/plugin_registry.h"
 #include "tokenizer/tokenizer.h"
 
 namespace loom {
-
-namespace {
-
-loom_dtype kv_dtype_from_name(const std::string& name) {
-  if (name == "f32") return LOOM_DTYPE_F32;
-  if (name == "int8") return LOOM_DTYPE_INT8_KV;
-  return LOOM_DTYPE_F16;
-}
-
-// Bytes one token's K and V take over all layers (layers that share another's KV take none).
-uint64_t kv_bytes_per_token(const ModelInfo& info, loom_dtype dtype) {
-  uint64_t total = 0;
-  for (int32_t il = 0; il < info.n_layers; ++il) {
-    if (!info.owns_kv(il)) continue;
-    const uint64_t head_dim = uint64_t(info.layer(il).head_dim);
-    uint64_t row = 0;  // one kv head's row of head_dim values
-    switch (dtype) {
-      case LOOM_DTYPE_F32: row = 4ull * head_dim; break;
-      case LOOM_DTYPE_INT8_KV: row = 4ull + head_dim; break;  // f32 scale + int8 values
-      default: row = 2ull * head_dim; break;
-    }
-    total += 2ull * uint64_t(info.layer(il).n_kv_heads) * row;
-  }
-  return total;
-}
-
-}  // namespace
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
@@ -96,6 +70,8 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
   info_.kv_blocks = static_cast<uint32_t>(n_blocks);
   info_.kv_block_size = block_size;
   info_.kv_bytes_per_token = per_token;
+  info_.kv_dtype = config.kv.dtype;
+  info_.kv_groups = kv_layer_groups(model_->info(), kv_dtype);
   info_.kv_bytes = per_token * block_size * n_blocks;
   info_.kv_capacity_tokens = n_blocks * block_size;
   info_.max_num_seqs = static_cast<uint32_t>(config.scheduler.max_num_seqs);

@@ -19,6 +19,7 @@
 
 #include "config/config.h"
 #include "engine/drafter_host_models.h"
+#include "engine/kv_plan.h"
 #include "engine/drafter_interface.h"
 #include "engine/kv_manager.h"
 #include "engine/metrics.h"
@@ -49,6 +50,8 @@ struct EngineInfo {
   uint64_t kv_bytes = 0;
   uint64_t kv_bytes_per_token = 0;
   uint64_t kv_capacity_tokens = 0;  // blocks * block size
+  std::string kv_dtype;              // [kv] dtype: f16, f32, int8
+  std::vector<KvLayerGroup> kv_groups;  // what each group of layers keeps (kv_plan.h)
   uint32_t max_num_seqs = 0;
   int64_t n_ctx = 0;            // positions per sequence: at most what the KV pool holds for one sequence
   int64_t n_ctx_requested = 0;  // [model] n_ctx, else the model's own context, before it was fitted to the pool
