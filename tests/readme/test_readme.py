@@ -49,6 +49,36 @@ def installed(name):
     return os.path.exists(record) and os.path.isfile(open(record).read().strip())
 
 
+# Appended to the reply's code: does any one-argument function it defined turn "hello" into "olleh"?
+PROBE = """
+import inspect as _inspect
+def _reverses(f):
+    try:
+        return f("hello") == "olleh"
+    except Exception:
+        return False
+print(any(_reverses(f) for f in list(globals().values())
+          if _inspect.isfunction(f) and f.__module__ == "__main__" and not f.__name__.startswith("_")))
+"""
+
+
+def reverses_a_string(reply):
+    """True when a Python code block of the reply defines a function that reverses "hello".
+
+    The README's example samples at the default temperature, so the wording and the code vary
+    from run to run; running the code is what says whether the answer is right.
+    """
+    for code in re.findall(r"```(?:python|py)?\n(.*?)```", reply, re.S):
+        probe = code + PROBE
+        try:
+            run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            continue
+        if run.stdout.strip().endswith("True"):
+            return True
+    return False
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--loom", required=True)
@@ -89,11 +119,17 @@ def main():
         answer = json.loads(reply.stdout)["choices"][0]["message"]["content"]
         assert "Paris" in answer, f"the README's curl question got {answer!r}"
 
+        # The example samples at the default temperature and a 0.5B model writes a wrong function
+        # about one time in twelve (measured), so the reply must be right in one of three tries.
         python = blocks(first_chat, "python")[0].replace("8080", port)
-        result = subprocess.run([sys.executable, "-c", python], capture_output=True, text=True, timeout=300)
-        print(f"openai client:\n{result.stdout.strip()}")
-        assert result.returncode == 0, result.stderr
-        assert "[::-1]" in result.stdout or "reversed" in result.stdout, "the openai example did not reverse a string"
+        for attempt in range(1, 4):
+            result = subprocess.run([sys.executable, "-c", python], capture_output=True, text=True, timeout=300)
+            print(f"openai client, try {attempt}:\n{result.stdout.strip()}")
+            assert result.returncode == 0, result.stderr
+            if reverses_a_string(result.stdout):
+                break
+        else:
+            raise AssertionError("the openai example's reply held no Python function that reverses a string, three times")
     finally:
         server.terminate()
         server.wait(30)
