@@ -1,6 +1,7 @@
 // Paged attention against a naive dense attention written here, over a randomly permuted block
 // layout: several sequences of different lengths, prefill chunks mixed with decode rows, GQA,
-// sliding window, softcap, and F32 / F16 / INT8 KV caches written by the backend's own STORE_KV.
+// sliding window, softcap, and F32 / F16 / INT8 / Q8_0 / Q4_0 KV caches written by the backend's own
+// STORE_KV.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -66,6 +67,35 @@ std::vector<float> naive_attention(const AttentionSetup& s, const std::vector<Se
   return out;
 }
 
+float round_to_half(float x) {
+  if (x == 0.0f) return 0.0f;
+  int e = 0;
+  std::frexp(x, &e);
+  const float step = std::ldexp(1.0f, e - 11);  // 11 significant bits, ties to even
+  return std::nearbyint(x / step) * step;
+}
+
+// K/V as a block-quantized cache holds them: ggml's Q8_0 and Q4_0 definitions (one f16 scale per
+// 32 values of a row), so the naive attention sees the same values the backend stored and the
+// comparison stays tight. Other dtypes pass through; their rounding is in the case's tolerance.
+std::vector<float> as_stored(loom_dtype dtype, std::vector<float> values) {
+  if (dtype != LOOM_DTYPE_Q8_0 && dtype != LOOM_DTYPE_Q4_0) return values;
+  for (size_t b = 0; b + 32 <= values.size(); b += 32) {
+    float* x = &values[b];
+    float amax = 0.0f, signed_max = 0.0f;
+    for (int i = 0; i < 32; i++)
+      if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), signed_max = x[i];
+    if (dtype == LOOM_DTYPE_Q8_0) {
+      const float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f, stored_d = round_to_half(d);
+      for (int i = 0; i < 32; i++) x[i] = std::round(x[i] * id) * stored_d;
+    } else {
+      const float d = signed_max / -8.0f, id = d ? 1.0f / d : 0.0f, stored_d = round_to_half(d);
+      for (int i = 0; i < 32; i++) x[i] = float(std::min(15, int(x[i] * id + 8.5f)) - 8) * stored_d;
+    }
+  }
+  return values;
+}
+
 void run_attention_case(CaseContext& ctx, const AttentionSetup& s, double tolerance, uint32_t seed) {
   auto dev = device_under_test(ctx);
   if (!dev->declares_kv(s.kv_dtype)) not_supported("caps do not declare " + dtype_label(s.kv_dtype) + " KV caches");
@@ -127,6 +157,7 @@ void run_attention_case(CaseContext& ctx, const AttentionSetup& s, double tolera
     not_supported("refused: " + dev->last_error());
   }
   require(st == LOOM_STATUS_OK, "PAGED_ATTENTION failed: " + dev->last_error());
+  for (size_t si = 0; si < seqs.size(); si++) k[si] = as_stored(s.kv_dtype, k[si]), v[si] = as_stored(s.kv_dtype, v[si]);
   require_close(out.floats(), naive_attention(s, seqs, q, k, v, n_tok, sinks), tolerance, "PAGED_ATTENTION vs naive attention");
 }
 
@@ -171,6 +202,18 @@ std::vector<Case> backend_attention_cases() {
   add("int8_cache", int8, 4e-2, 6);
   int8.sliding_window = 9;
   add("int8_cache.sliding_window", int8, 4e-2, 7);
+  // Block-quantized caches (ggml's Q8_0 and Q4_0, one f16 scale per 32 values): the naive side
+  // rounds K/V through the same format (the CPU backend then agrees within 1e-6); the margin is for
+  // a backend whose rounding of a tie lands one step away.
+  // (Against the unrounded K/V the CPU backend's error is 0.008 for Q8_0 and 0.13 for Q4_0.)
+  AttentionSetup q8;
+  q8.kv_dtype = LOOM_DTYPE_Q8_0;
+  add("q8_0_cache", q8, 1e-3, 12);
+  AttentionSetup q4;
+  q4.kv_dtype = LOOM_DTYPE_Q4_0;
+  add("q4_0_cache", q4, 1e-3, 13);
+  q4.sliding_window = 9;
+  add("q4_0_cache.sliding_window", q4, 1e-3, 14);
   // One long context (20,000 keys, heads of 128): lavapipe's shader loops stop after 65535
   // iterations, which cut its attention off silently here until it refused such rows.
   AttentionSetup long_ctx;

@@ -21,13 +21,13 @@ namespace loom::host {
 namespace {
 
 const char* kUsage =
-    "usage: loom plan [--model FILE] [--ctx N] [--kv-type f16|f32|int8] [--memory SIZE] [--config FILE]\n\n"
+    "usage: loom plan [--model FILE] [--ctx N] [--kv-type f16|f32|int8|q8_0|q4_0] [--memory SIZE] [--config FILE]\n\n"
     "Prints what a model needs without loading it: weight memory, KV bytes per token for each layer group\n"
     "(full attention, sliding window, recurrent state), and how many sequences of 2048, 8192 and 32768\n"
     "tokens (and --ctx N) fit in the KV pool.\n"
     "  --model FILE    GGUF model (default: [model] path, $LOOM_MODEL, the installed default model)\n"
     "  --ctx N         also plan sequences of N tokens\n"
-    "  --kv-type T     KV cache type (default: [kv] dtype)\n"
+    "  --kv-type T     KV cache type: f16, f32, int8, q8_0, q4_0 (default: [kv] dtype)\n"
     "  --memory SIZE   KV pool size such as 512MiB or 4GiB (default: [kv] memory)\n";
 
 std::string mib(uint64_t bytes) {
@@ -75,7 +75,9 @@ int run_plan(const CommandArgs& args) {
   Config config = options.load_config();
   if (!model.empty()) config.model.path = model;
   if (!kv_type.empty()) {
-    if (kv_type != "f16" && kv_type != "f32" && kv_type != "int8") throw Error("--kv-type must be f16, f32 or int8");
+    if (kv_type != "f16" && kv_type != "f32" && kv_type != "int8" && kv_type != "q8_0" && kv_type != "q4_0") {
+      throw Error("--kv-type must be f16, f32, int8, q8_0 or q4_0");
+    }
     config.kv.dtype = kv_type;
   }
   const uint64_t pool = memory.empty() ? static_cast<uint64_t>(config.kv.memory_bytes) : static_cast<uint64_t>(parse_byte_size(memory));

@@ -177,7 +177,7 @@ struct OpChecker {
   }
   void expect_kv_dtype(const Tensor& t, const char* role) const {
     if (!Rules::is_kv_dtype(t.dtype))
-      unsupported(std::string(role) + " dtype " + Rules::dtype_name(t.dtype) + " is not a KV cache type (F32, F16, INT8_KV)");
+      unsupported(std::string(role) + " dtype " + Rules::dtype_name(t.dtype) + " is not a KV cache type of the " + Rules::kBackendName + " backend");
   }
 };
 

@@ -13,6 +13,8 @@ uint64_t row_bytes(uint64_t head_dim, loom_dtype dtype) {
   switch (dtype) {
     case LOOM_DTYPE_F32: return 4ull * head_dim;
     case LOOM_DTYPE_INT8_KV: return 4ull + head_dim;  // f32 scale + int8 values
+    case LOOM_DTYPE_Q8_0: return head_dim / LOOM_QK8_0 * sizeof(loom_block_q8_0);  // 34 bytes per 32 values
+    case LOOM_DTYPE_Q4_0: return head_dim / LOOM_QK4_0 * sizeof(loom_block_q4_0);  // 18 bytes per 32 values
     default: return 2ull * head_dim;
   }
 }
@@ -24,6 +26,8 @@ uint64_t round_up(uint64_t n, uint64_t multiple) { return (n + multiple - 1) / m
 loom_dtype kv_dtype_from_name(const std::string& name) {
   if (name == "f32") return LOOM_DTYPE_F32;
   if (name == "int8") return LOOM_DTYPE_INT8_KV;
+  if (name == "q8_0") return LOOM_DTYPE_Q8_0;
+  if (name == "q4_0") return LOOM_DTYPE_Q4_0;
   return LOOM_DTYPE_F16;
 }
 

@@ -43,6 +43,6 @@ struct KvFit {
 KvFit sequences_that_fit(const std::vector<KvLayerGroup>& groups, uint64_t pool_bytes, uint32_t block_size,
                          uint64_t n_tokens);
 
-loom_dtype kv_dtype_from_name(const std::string& name);  // "f32", "int8", else f16
+loom_dtype kv_dtype_from_name(const std::string& name);  // "f32", "int8", "q8_0", "q4_0", else f16
 
 }  // namespace loom

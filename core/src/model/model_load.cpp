@@ -485,6 +485,15 @@ KvCache Model::create_kv_cache(uint32_t n_blocks, uint32_t block_size, loom_dtyp
     throw Error("KV cache: block_size " + std::to_string(block_size) + " exceeds backend '" + backend_.name() +
                 "' limit " + std::to_string(caps.max_block_size));
   }
+  if (dtype == LOOM_DTYPE_Q8_0 || dtype == LOOM_DTYPE_Q4_0) {  // rows are whole blocks of 32 values
+    for (int32_t il = 0; il < info_.n_layers; ++il) {
+      if (info_.owns_kv(il) && info_.layer(il).head_dim % 32 != 0) {
+        throw Error("KV cache: dtype " + dtype_name(dtype) + " stores rows in blocks of 32 values, and layer " +
+                    std::to_string(il) + "'s head size is " + std::to_string(info_.layer(il).head_dim) +
+                    " (use f16, f32 or int8)");
+      }
+    }
+  }
   if (caps.n_kv_dtypes > 0 && !backend_.supports_kv_dtype(dtype)) {
     throw Error("KV cache: dtype " + dtype_name(dtype) + " is not supported by backend '" + backend_.name() + "'");
   }

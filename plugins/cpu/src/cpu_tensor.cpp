@@ -134,7 +134,8 @@ bool is_weight_dtype(loom_dtype type) {
 }
 
 bool is_kv_dtype(loom_dtype type) {
-  return type == LOOM_DTYPE_F32 || type == LOOM_DTYPE_F16 || type == LOOM_DTYPE_INT8_KV;
+  return type == LOOM_DTYPE_F32 || type == LOOM_DTYPE_F16 || type == LOOM_DTYPE_INT8_KV || type == LOOM_DTYPE_Q8_0 ||
+         type == LOOM_DTYPE_Q4_0;
 }
 
 // ---- block decoding --------------------------------------------------------------------------------
@@ -240,6 +241,52 @@ void dequantize_row(loom_dtype type, const void* row, float* out, int64_t n) {
     }
     default:
       if (!dequantize_extra(type, row, out, n)) unsupported(std::string("cannot decode dtype ") + dtype_name(type));
+  }
+}
+
+namespace {
+
+// Q8_0 as ggml's reference quantizer writes it: per 32 values, d = amax / 127 (f16) and rounded quants.
+void quantize_row_q8_0_kv(const float* x, void* row, int64_t n) {
+  auto* blocks = static_cast<loom_block_q8_0*>(row);
+  for (int64_t b = 0; b < n / LOOM_QK8_0; b++, x += LOOM_QK8_0) {
+    float amax = 0.0f;
+    for (int j = 0; j < LOOM_QK8_0; j++) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f, inv = d > 0.0f ? 1.0f / d : 0.0f;
+    blocks[b].d = float_to_half(d);
+    for (int j = 0; j < LOOM_QK8_0; j++) blocks[b].qs[j] = int8_t(std::lrintf(x[j] * inv));
+  }
+}
+
+// Q4_0 as ggml's reference quantizer writes it: d = (the value of largest magnitude) / -8, so that value
+// lands exactly on -8 and the rest on [-8, 7]; element j in the low nibble of qs[j], j + 16 in the high.
+void quantize_row_q4_0_kv(const float* x, void* row, int64_t n) {
+  auto* blocks = static_cast<loom_block_q4_0*>(row);
+  for (int64_t b = 0; b < n / LOOM_QK4_0; b++, x += LOOM_QK4_0) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < LOOM_QK4_0; j++) {
+      if (std::fabs(x[j]) > amax) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -8.0f, inv = d != 0.0f ? 1.0f / d : 0.0f;
+    blocks[b].d = float_to_half(d);
+    for (int j = 0; j < LOOM_QK4_0 / 2; j++) {
+      const auto lo = uint8_t(std::min(15.0f, x[j] * inv + 8.5f));
+      const auto hi = uint8_t(std::min(15.0f, x[j + LOOM_QK4_0 / 2] * inv + 8.5f));
+      blocks[b].qs[j] = uint8_t(lo | (hi << 4));
+    }
+  }
+}
+
+}  // namespace
+
+void quantize_kv_row(loom_dtype type, const float* x, void* row, int64_t n) {
+  switch (type) {
+    case LOOM_DTYPE_Q8_0: return quantize_row_q8_0_kv(x, row, n);
+    case LOOM_DTYPE_Q4_0: return quantize_row_q4_0_kv(x, row, n);
+    default: return quantize_row_int8_kv(x, row, n);
   }
 }
 

@@ -51,6 +51,9 @@ bool is_kv_dtype(loom_dtype type);      // F32, F16, INT8_KV
 void dequantize_row(loom_dtype type, const void* row, float* out, int64_t n);
 // Encode n floats as an INT8_KV row: f32 scale (max|x|/127) then n int8.
 void quantize_row_int8_kv(const float* x, void* row, int64_t n);
+// One KV cache row of a quantized KV type (INT8_KV, or Q8_0 / Q4_0 blocks as ggml's reference
+// quantizer writes them) from n floats.
+void quantize_kv_row(loom_dtype type, const float* x, void* row, int64_t n);
 // Q4_K's 12-byte packing of eight 6-bit scales and eight 6-bit mins (ggml's get_scale_min_k4).
 inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
   if (j < 4) {

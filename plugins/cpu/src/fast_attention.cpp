@@ -13,16 +13,25 @@
 namespace loom::cpu {
 namespace {
 
+// A block-quantized cache row (Q8_0, Q4_0) decoded into this thread's scratch row.
+const float* decoded_row(loom_dtype type, const uint8_t* row, int64_t n) {
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < size_t(n)) scratch.resize(size_t(n));
+  dequantize_row(type, row, scratch.data(), n);
+  return scratch.data();
+}
+
 // q · k for one cache row of any KV dtype.
 float dot_kv(const Kernels& k, loom_dtype type, const uint8_t* row, const float* q, int64_t n) {
   switch (type) {
     case LOOM_DTYPE_F32: return k.vdot_f32(reinterpret_cast<const float*>(row), q, n);
     case LOOM_DTYPE_F16: return k.vdot_f16(reinterpret_cast<const uint16_t*>(row), q, n);
-    default: {
+    case LOOM_DTYPE_INT8_KV: {
       float scale;
       std::memcpy(&scale, row, 4);
       return scale * k.vdot_i8(reinterpret_cast<const int8_t*>(row + 4), q, n);
     }
+    default: return k.vdot_f32(decoded_row(type, row, n), q, n);
   }
 }
 
@@ -31,11 +40,12 @@ void axpy_kv(const Kernels& k, loom_dtype type, float p, const uint8_t* row, flo
   switch (type) {
     case LOOM_DTYPE_F32: return k.axpy_f32(p, reinterpret_cast<const float*>(row), acc, n);
     case LOOM_DTYPE_F16: return k.axpy_f16(p, reinterpret_cast<const uint16_t*>(row), acc, n);
-    default: {
+    case LOOM_DTYPE_INT8_KV: {
       float scale;
       std::memcpy(&scale, row, 4);
       return k.axpy_i8(p * scale, reinterpret_cast<const int8_t*>(row + 4), acc, n);
     }
+    default: return k.axpy_f32(p, decoded_row(type, row, n), acc, n);
   }
 }
 
@@ -44,7 +54,7 @@ void store_row(const Kernels& k, const Tensor& cache, int64_t head, int64_t slot
   const int64_t n = cache.ne[0];
   if (cache.dtype == LOOM_DTYPE_F32) std::memcpy(row, x, size_t(n) * 4);
   else if (cache.dtype == LOOM_DTYPE_F16) k.f32_to_f16(x, reinterpret_cast<uint16_t*>(row), n);
-  else quantize_row_int8_kv(x, row, n);
+  else quantize_kv_row(cache.dtype, x, row, n);
 }
 
 constexpr int kKeyTile = 32;
@@ -112,9 +122,11 @@ void row_to_f32(const Kernels& k, loom_dtype type, const uint8_t* row, float* ou
     std::memcpy(out, row, size_t(n) * 4);
   } else if (type == LOOM_DTYPE_F16) {
     k.f16_to_f32(reinterpret_cast<const uint16_t*>(row), out, n);
-  } else {
+  } else if (type == LOOM_DTYPE_INT8_KV) {
     std::fill(out, out + n, 0.0f);
     axpy_kv(k, type, 1.0f, row, out, n);
+  } else {
+    dequantize_row(type, row, out, n);
   }
 }
 

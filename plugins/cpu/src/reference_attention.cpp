@@ -39,7 +39,7 @@ void store_row(const Tensor& cache, int64_t head, int64_t slot, const float* x) 
   if (cache.dtype == LOOM_DTYPE_F32) std::copy(x, x + n, reinterpret_cast<float*>(row));
   else if (cache.dtype == LOOM_DTYPE_F16)
     for (int64_t i = 0; i < n; i++) reinterpret_cast<uint16_t*>(row)[i] = float_to_half(x[i]);
-  else quantize_row_int8_kv(x, row, n);
+  else quantize_kv_row(cache.dtype, x, row, n);
 }
 
 }  // namespace
