@@ -33,6 +33,8 @@ const char* kUsage =
     "  --stride S         Hugging Face strided windows with this stride (1..ctx; default: llama.cpp windows)\n"
     "  --batch N          tokens per forward pass (default 128; the logits of a batch take N x n_vocab floats)\n"
     "  --kv-type T        KV cache type: F16 (default), F32, INT8_KV, Q8_0 or Q4_0\n"
+    "  --kld-base T       also run a KV cache of type T over the same batches and report the KL divergence\n"
+    "                     of --kv-type's distributions from T's, top-1 agreement and both perplexities\n"
     "  --backend NAME     backend plugin (default: [backend] name, cpu)\n"
     "  --threads N        backend threads (default: [backend] threads, all cores)\n"
     "  --config FILE      loom.toml to read\n";
@@ -57,7 +59,7 @@ std::string read_file(const std::string& path) {
 
 int run_perplexity(const CommandArgs& args) {
   HostOptions host_options;
-  std::string model_path, text_path, backend, kv_type = "F16";
+  std::string model_path, text_path, backend, kv_type = "F16", kld_base;
   PerplexityOptions options;
   std::optional<int64_t> threads;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -88,6 +90,8 @@ int run_perplexity(const CommandArgs& args) {
       if (options.max_batch < 1) throw std::runtime_error("--batch must be >= 1");
     } else if (a == "--kv-type") {
       kv_type = value();
+    } else if (a == "--kld-base") {
+      kld_base = value();
     } else if (a == "--backend") {
       backend = value();
     } else if (a == "--threads" || a == "-t") {
@@ -105,6 +109,10 @@ int run_perplexity(const CommandArgs& args) {
   const auto kv = dtype_from_name(kv_type);
   if (!kv) throw std::runtime_error("--kv-type: unknown type '" + kv_type + "'");
   options.kv_dtype = *kv;
+  if (!kld_base.empty()) {
+    options.kld_base = dtype_from_name(kld_base);
+    if (!options.kld_base) throw std::runtime_error("--kld-base: unknown type '" + kld_base + "'");
+  }
 
   Config config = host_options.load_config();
   if (!model_path.empty()) config.model.path = model_path;
@@ -144,6 +152,14 @@ int run_perplexity(const CommandArgs& args) {
   std::printf("Final estimate: PPL = %.4f +/- %.4f (mean NLL %.5f +/- %.5f over %lld tokens; %.1f s, %.1f tok/s)\n",
               s.ppl, s.ppl_stderr, s.mean_nll, s.nll_stderr, static_cast<long long>(s.n), seconds,
               seconds > 0 ? double(windows.size()) * double(options.n_ctx) / seconds : 0.0);
+  if (result.kld) {
+    const auto& k = *result.kld;
+    std::printf("Base %s cache: PPL = %.4f +/- %.4f; %s vs %s: PPL ratio %.4f, mean KLD %.6f +/- %.6f (max %.4f), "
+                "same top token %.2f%% over %lld tokens\n",
+                kld_base.c_str(), k.base.ppl, k.base.ppl_stderr, kv_type.c_str(), kld_base.c_str(),
+                k.base.ppl > 0 ? s.ppl / k.base.ppl : 0.0, k.mean_kld, k.kld_stderr, k.max_kld, 100.0 * k.top1_agreement,
+                static_cast<long long>(k.n));
+  }
   return 0;
 }
 

@@ -30,6 +30,17 @@ TEST_CASE("perplexity: NLL of uniform logits is log(V) and the summary is exp(me
   CHECK(s.ppl_stderr == Approx(s.ppl * s.nll_stderr));
 }
 
+TEST_CASE("perplexity: KL divergence of two logit rows", "[perplexity]") {
+  const std::vector<float> a = {2.0f, 1.0f, -1.0f}, shifted = {7.0f, 6.0f, 4.0f};
+  CHECK(loom::logits_kl_divergence(a, a) == Approx(0.0).margin(1e-15));
+  CHECK(loom::logits_kl_divergence(a, shifted) == Approx(0.0).margin(1e-12));  // softmax ignores a shift
+  // Two tokens: P = (0.5, 0.5), Q = softmax(log 3, 0) = (0.75, 0.25): KL = 0.5 ln(2/3) + 0.5 ln 2.
+  const std::vector<float> p = {0.0f, 0.0f}, q = {float(std::log(3.0)), 0.0f};
+  CHECK(loom::logits_kl_divergence(p, q) == Approx(0.5 * std::log(2.0 / 3.0) + 0.5 * std::log(2.0)).epsilon(1e-6));
+  CHECK(loom::logits_kl_divergence(q, p) > 0.0);
+  CHECK_THROWS(loom::logits_kl_divergence(p, a));
+}
+
 TEST_CASE("perplexity: window plans (llama.cpp halves, HF stride scores each token once)", "[perplexity]") {
   loom::PerplexityOptions o;
   o.n_ctx = 8;
@@ -114,6 +125,40 @@ TEST_CASE("perplexity: equals exp(mean NLL) computed independently from Session 
     CHECK(result.summary.ppl == Approx(std::exp(mean)).epsilon(1e-3));
     CHECK(result.summary.n == static_cast<int64_t>(nll.size()));
   }
+}
+
+TEST_CASE("perplexity: --kld-base compares two KV types over the same batches", "[perplexity]") {
+  const auto dir = loom::test::scratch_dir("perplexity_kld");
+  auto spec = loom::test::quant_test_spec();
+  spec.dim = 64;
+  spec.ff_dim = 128;
+  spec.n_heads = 2;  // head_dim 32: one Q4_0 block per row
+  spec.n_kv_heads = 2;
+  const fs::path path = dir / "m.gguf";
+  loom::gguf::write_synthetic_model(spec, path);
+  auto backend = loom::test::make_cpu_backend();
+  const auto file = loom::gguf::GgufFile::open(path);
+  const auto tokenizer = loom::Tokenizer::from_gguf(file);
+  auto model = loom::Model::load(file, *backend);
+  const auto tokens = tokenizer->encode("The keeper wrote down the wind, the waves and the birds, every day.", true, false);
+  loom::PerplexityOptions o;
+  o.n_ctx = 12;
+  o.max_batch = 5;
+  o.kv_dtype = LOOM_DTYPE_F32;
+  o.kld_base = LOOM_DTYPE_F32;
+  const auto same = loom::compute_perplexity(*model, tokens, o);
+  REQUIRE(same.kld);
+  CHECK(same.kld->n == same.summary.n);
+  CHECK(same.kld->mean_kld == Approx(0.0).margin(1e-9));
+  CHECK(same.kld->top1_agreement == 1.0);
+  CHECK(same.kld->base.ppl == Approx(same.summary.ppl).epsilon(1e-9));
+
+  o.kv_dtype = LOOM_DTYPE_Q4_0;
+  const auto q4 = loom::compute_perplexity(*model, tokens, o);
+  REQUIRE(q4.kld);
+  CHECK(q4.kld->base.ppl == Approx(same.summary.ppl).epsilon(1e-9));  // the base run is the F32 run
+  CHECK(q4.kld->mean_kld > 0.0);
+  CHECK(q4.kld->max_kld >= q4.kld->mean_kld);
 }
 
 TEST_CASE("perplexity: a model with a zero output matrix is uniform, PPL == n_vocab", "[perplexity]") {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "common/error.h"
@@ -15,16 +16,26 @@ namespace {
 
 constexpr uint32_t kBlockSize = 16;
 
-// NLL of every scored prediction of one window, evaluated from an empty cache.
+// Per scored position of the base cache's run (with options.kld_base).
+struct BaseComparison {
+  KvCache* kv = nullptr;
+  std::vector<double> nll, kld;
+  int64_t top1_same = 0;
+};
+
+int64_t argmax(std::span<const float> row) { return std::max_element(row.begin(), row.end()) - row.begin(); }
+
+// NLL of every scored prediction of one window, evaluated from an empty cache (and, with `base`,
+// the same batches over the base cache, compared row by row).
 void eval_window(Model& model, KvCache& kv, std::span<const int32_t> window, int64_t first_scored,
-                 int64_t max_batch, std::vector<double>& nll_out) {
+                 int64_t max_batch, std::vector<double>& nll_out, BaseComparison* base) {
   const int64_t n = static_cast<int64_t>(window.size());
   ForwardBatch batch;
   batch.seqs.resize(1);
   auto& seq = batch.seqs[0];
   seq.block_table.resize(kv.n_blocks());
   std::iota(seq.block_table.begin(), seq.block_table.end(), 0);
-  std::vector<float> logits;
+  std::vector<float> logits, base_logits;
   const int64_t n_vocab = model.info().n_vocab;
   for (int64_t start = 0; start < n; start += max_batch) {
     const int64_t count = std::min(max_batch, n - start);
@@ -46,11 +57,18 @@ void eval_window(Model& model, KvCache& kv, std::span<const int32_t> window, int
     const bool any = !batch.logit_rows.empty();
     if (!any) batch.logit_rows.push_back(static_cast<int32_t>(count - 1));  // the model wants >= 1 row
     model.forward(batch, kv, logits);
+    if (base) model.forward(batch, *base->kv, base_logits);
     if (!any) continue;
     for (size_t r = 0; r < batch.logit_rows.size(); ++r) {
       const int64_t j = start + batch.logit_rows[r];
       const std::span<const float> row(logits.data() + r * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab));
       nll_out.push_back(token_nll(row, window[size_t(j + 1)]));
+      if (!base) continue;
+      const std::span<const float> base_row(base_logits.data() + r * static_cast<size_t>(n_vocab),
+                                            static_cast<size_t>(n_vocab));
+      base->nll.push_back(token_nll(base_row, window[size_t(j + 1)]));
+      base->kld.push_back(logits_kl_divergence(base_row, row));
+      base->top1_same += argmax(base_row) == argmax(row);
     }
   }
 }
@@ -67,6 +85,24 @@ double token_nll(std::span<const float> logits, int32_t target) {
   double sum = 0.0;
   for (float v : logits) sum += std::exp(double(v) - max);
   return std::log(sum) + max - double(logits[size_t(target)]);
+}
+
+double logits_kl_divergence(std::span<const float> p_logits, std::span<const float> q_logits) {
+  if (p_logits.size() != q_logits.size() || p_logits.empty()) throw Error("kl divergence: logit rows differ in size");
+  auto log_sum_exp = [](std::span<const float> row) {
+    double max = -INFINITY;
+    for (float v : row) max = std::max(max, double(v));
+    double sum = 0.0;
+    for (float v : row) sum += std::exp(double(v) - max);
+    return max + std::log(sum);
+  };
+  const double p_norm = log_sum_exp(p_logits), q_norm = log_sum_exp(q_logits);
+  double kld = 0.0;
+  for (size_t i = 0; i < p_logits.size(); ++i) {
+    const double log_p = double(p_logits[i]) - p_norm, log_q = double(q_logits[i]) - q_norm;
+    kld += std::exp(log_p) * (log_p - log_q);
+  }
+  return std::max(0.0, kld);  // rounding can leave a tiny negative for equal rows
 }
 
 NllSummary summarize_nll(std::span<const double> nll) {
@@ -128,6 +164,12 @@ PerplexityResult compute_perplexity(Model& model, std::span<const int32_t> token
   const auto windows = plan_perplexity_windows(static_cast<int64_t>(tokens.size()), options);
   const auto n_blocks = static_cast<uint32_t>((options.n_ctx + kBlockSize - 1) / kBlockSize);
   KvCache kv = model.create_kv_cache(n_blocks, kBlockSize, options.kv_dtype);
+  std::optional<KvCache> base_kv;
+  BaseComparison base;
+  if (options.kld_base) {
+    base_kv.emplace(model.create_kv_cache(n_blocks, kBlockSize, *options.kld_base));
+    base.kv = &*base_kv;
+  }
 
   PerplexityResult result;
   result.n_tokens = static_cast<int64_t>(tokens.size());
@@ -138,7 +180,7 @@ PerplexityResult compute_perplexity(Model& model, std::span<const int32_t> token
     window.assign(tokens.begin() + win.begin, tokens.begin() + win.end);
     if (options.stride == 0 && options.bos_id >= 0) window[0] = options.bos_id;
     const size_t before = result.nll.size();
-    eval_window(model, kv, window, win.first_scored, options.max_batch, result.nll);
+    eval_window(model, kv, window, win.first_scored, options.max_batch, result.nll, base.kv ? &base : nullptr);
     if (on_window) {
       PerplexityWindowReport report;
       report.index = static_cast<int64_t>(w);
@@ -149,6 +191,17 @@ PerplexityResult compute_perplexity(Model& model, std::span<const int32_t> token
     }
   }
   result.summary = summarize_nll(result.nll);
+  if (base.kv) {
+    KldSummary k;
+    const NllSummary kld = summarize_nll(base.kld);  // the same mean and standard error
+    k.n = kld.n;
+    k.mean_kld = kld.mean_nll;
+    k.kld_stderr = kld.nll_stderr;
+    for (double v : base.kld) k.max_kld = std::max(k.max_kld, v);
+    k.top1_agreement = k.n ? double(base.top1_same) / double(k.n) : 0.0;
+    k.base = summarize_nll(base.nll);
+    result.kld = k;
+  }
   return result;
 }
 

@@ -16,10 +16,16 @@
 //
 // PPL = exp(mean NLL); its standard error is llama.cpp's: the standard error of the mean NLL,
 // sqrt(var(NLL) / (N - 1)), times PPL (first-order propagation through exp).
+//
+// With a base KV type (kld_base), every batch also runs over a second cache of that type, through
+// the same weights, and each scored position compares the two distributions: KL(base || tested),
+// as llama-perplexity's --kl-divergence does against saved base logits, and whether the top token
+// agrees. That isolates what the KV type costs from what the weights' quantization costs.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -35,6 +41,7 @@ struct PerplexityOptions {
   int64_t max_batch = 128;  // tokens per forward; bounds the logits buffer to max_batch * n_vocab floats
   int32_t bos_id = -1;    // llama.cpp mode: the token that replaces each window's first (< 0: none)
   loom_dtype kv_dtype = LOOM_DTYPE_F16;
+  std::optional<loom_dtype> kld_base;  // also run this KV type and compare (see above)
 };
 
 struct NllSummary {
@@ -52,17 +59,29 @@ struct PerplexityWindowReport {
   NllSummary running;     // over every token scored so far
 };
 
+// The tested cache against the base cache, over every scored position.
+struct KldSummary {
+  int64_t n = 0;
+  double mean_kld = 0.0, kld_stderr = 0.0;
+  double max_kld = 0.0;
+  double top1_agreement = 0.0;  // fraction of positions whose most likely token is the same
+  NllSummary base;              // the base cache's own perplexity
+};
+
 struct PerplexityResult {
   int64_t n_tokens = 0;   // tokens of the input
   int64_t n_windows = 0;
   NllSummary summary;
   std::vector<double> nll;  // per scored token, in order
+  std::optional<KldSummary> kld;  // with options.kld_base
 };
 
 using PerplexityCallback = std::function<void(const PerplexityWindowReport&)>;
 
 // -log softmax(logits)[target], computed in double with the max subtracted.
 double token_nll(std::span<const float> logits, int32_t target);
+// KL(P || Q) of the softmax distributions of two logit rows, in nats (double precision).
+double logits_kl_divergence(std::span<const float> p_logits, std::span<const float> q_logits);
 NllSummary summarize_nll(std::span<const double> nll);
 
 // The windows as [begin, end) token ranges and the first row scored in each (see above), without a
