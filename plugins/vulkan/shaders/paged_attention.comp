@@ -5,6 +5,8 @@
 // the output accumulator rescaled by exp(m_old - m_new) per tile; each invocation owns output
 // dimensions lid, lid + 64, ... (head_dim <= MAX_D). GQA: head h reads kv head h / (n_heads / n_kv_heads).
 // Optional sinks (gpt-oss): one more softmax term per head without a value.
+// Caches: F32, F16, INT8_KV (one f32 scale per row), or ggml's Q8_0 / Q4_0 blocks (one f16 scale per 32
+// values, 34 / 18 bytes, so rows are only 2-byte aligned and are read through kc_u16 / vc_u16 / *_word).
 #define RED_WG 64u
 #define MAX_D 512u
 #include "common.glsl"
@@ -29,7 +31,7 @@ layout(push_constant) uniform Push {
   uint max_keys;  // 0: any number; else a query row seeing more keys is refused (see record_attention)
 } pc;
 
-const uint DT_F32 = 0u, DT_F16 = 1u;
+const uint DT_F32 = 0u, DT_F16 = 1u, DT_Q4_0 = 2u, DT_Q8_0 = 8u, DT_INT8_KV = 1001u;
 
 shared float q_s[MAX_D];
 shared float p_s[64];
@@ -37,7 +39,54 @@ shared uint vrow_s[64];
 shared float vscale_s[64];
 
 
-float k_elem(uint row, uint i) {  // row: byte address of a 4-aligned cache row
+// 16 bits at a 2-aligned byte address, and 32 bits at one (two loads when a % 4 == 2).
+uint kc_u16(uint a) { return (KC[a >> 2] >> ((a & 2u) << 3)) & 0xffffu; }
+uint vc_u16(uint a) { return (VC[a >> 2] >> ((a & 2u) << 3)) & 0xffffu; }
+uint kc_word(uint a) { return (a & 2u) == 0u ? KC[a >> 2] : (KC[a >> 2] >> 16) | (KC[(a >> 2) + 1u] << 16); }
+
+// q . k over a Q8_0 / Q4_0 key row at byte address `row`: per block, d times the dot with its quants.
+float k_dot_blocks(uint row) {
+  bool q8 = pc.kv_dtype == DT_Q8_0;
+  uint block_bytes = q8 ? 34u : 18u;
+  float dot = 0.0;
+  for (uint b = 0u; b < pc.head_dim / 32u; b++) {
+    uint a = row + b * block_bytes;
+    uint x = 32u * b;  // q_s index of the block's first value
+    float s = 0.0;
+    if (q8) {
+      [[unroll]] for (uint k = 0u; k < 8u; k++) {
+        uint w = kc_word(a + 2u + 4u * k);
+        [[unroll]] for (uint j = 0u; j < 4u; j++) s += q_s[x + 4u * k + j] * float(int(w << (24u - 8u * j)) >> 24);
+      }
+    } else {
+      [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        uint w = kc_word(a + 2u + 4u * k);
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+          uint byte = (w >> (8u * j)) & 0xffu;
+          s += q_s[x + 4u * k + j] * float(int(byte & 0xfu) - 8) + q_s[x + 4u * k + j + 16u] * float(int(byte >> 4) - 8);
+        }
+      }
+    }
+    dot += half_to_float(kc_u16(a)) * s;
+  }
+  return dot;
+}
+
+// Value i of a Q8_0 / Q4_0 value row, scale included.
+float v_block_elem(uint row, uint i) {
+  uint j = i & 31u;
+  if (pc.kv_dtype == DT_Q8_0) {
+    uint a = row + (i >> 5) * 34u;
+    uint q = a + 2u + j;
+    return half_to_float(vc_u16(a)) * float(int(VC[q >> 2] << (24u - ((q & 3u) << 3))) >> 24);
+  }
+  uint a = row + (i >> 5) * 18u;
+  uint q = a + 2u + (j & 15u);
+  uint nibble = (VC[q >> 2] >> (((q & 3u) << 3) + (j >> 4) * 4u)) & 0xfu;
+  return half_to_float(vc_u16(a)) * float(int(nibble) - 8);
+}
+
+float k_elem(uint row, uint i) {  // row: byte address of a 4-aligned cache row (F32, F16, INT8_KV)
   if (pc.kv_dtype == DT_F32) return uintBitsToFloat(KC[(row >> 2) + i]);
   if (pc.kv_dtype == DT_F16) return half_to_float((KC[(row >> 2) + (i >> 1)] >> ((i & 1u) << 4)) & 0xffffu);
   uint a = row + 4u + i;
@@ -52,7 +101,8 @@ float v_elem(uint row, uint i) {
 
 void main() {
   uint lid = gl_LocalInvocationIndex;
-  bool int8 = pc.kv_dtype != DT_F32 && pc.kv_dtype != DT_F16;
+  bool int8 = pc.kv_dtype == DT_INT8_KV;
+  bool blocks = pc.kv_dtype == DT_Q8_0 || pc.kv_dtype == DT_Q4_0;
   uint group = pc.n_heads / pc.n_kv_heads;
   for (uint t = gl_WorkGroupID.x; t < pc.n_tok; t += gl_NumWorkGroups.x) {
     // The sequence owning query row t (rows outside every sequence are left untouched).
@@ -108,8 +158,12 @@ void main() {
           } else {
             uint krow = pc.k_off + kvh * pc.k_nb1 + slot * pc.k_nb2;
             float dot = 0.0;
-            for (uint i = 0u; i < pc.head_dim; i++) dot += q_s[i] * k_elem(krow, i);
-            if (int8) dot *= uintBitsToFloat(KC[krow >> 2]);
+            if (blocks) {
+              dot = k_dot_blocks(krow);
+            } else {
+              for (uint i = 0u; i < pc.head_dim; i++) dot += q_s[i] * k_elem(krow, i);
+              if (int8) dot *= uintBitsToFloat(KC[krow >> 2]);
+            }
             score = dot * pc.scale;
             if (pc.softcap > 0.0) score = pc.softcap * safe_tanh(score / pc.softcap);
             uint vrow = pc.v_off + kvh * pc.v_nb1 + slot * pc.v_nb2;
@@ -130,7 +184,7 @@ void main() {
             float a = acc[k] * alpha;
             for (uint jj = 0u; jj < n; jj++) {
               if (vrow_s[jj] == 0xffffffffu) continue;
-              a += p_s[jj] * vscale_s[jj] * v_elem(vrow_s[jj], d);
+              a += p_s[jj] * vscale_s[jj] * (blocks ? v_block_elem(vrow_s[jj], d) : v_elem(vrow_s[jj], d));
             }
             acc[k] = a;
           }

@@ -69,10 +69,18 @@ struct VkOpRules : plugin_support::BaseOpRules {
   }
 
   // Cache rows are read and written as whole words (F16 in pairs, INT8_KV in fours after the scale).
+  // Q8_0 / Q4_0 rows are whole blocks (34 / 18 bytes) at any 2-byte boundary, which check_view and
+  // bind already require: store_kv.comp writes a word shared with a neighbouring row atomically.
   template <typename Checker>
   static void check_kv_cache(const Checker& c, const Tensor& cache, const char* role) {
     const std::string r = role;
     if (cache.ne[0] > kMaxHeadDim) c.unsupported(r + " head_dim " + std::to_string(cache.ne[0]) + " exceeds " + std::to_string(kMaxHeadDim));
+    if (cache.dtype == LOOM_DTYPE_Q8_0 || cache.dtype == LOOM_DTYPE_Q4_0) {
+      // (The shared shape checks already call such a view invalid; the shaders' rule is stated here.)
+      if (cache.ne[0] % 32 != 0)
+        c.unsupported(r + " " + dtype_name(cache.dtype) + " cache needs head_dim % 32 == 0 (rows of whole 32-value blocks)");
+      return;
+    }
     for (int i = 1; i < 3; i++)
       if (cache.ne[i] > 1 && cache.nb[i] % 4 != 0) c.unsupported(r + " strides must be multiples of 4 bytes");
     if (cache.offset % 4 != 0) c.unsupported(r + " offset must be a multiple of 4 bytes");
@@ -174,6 +182,9 @@ bool is_weight_dtype(loom_dtype type) {
   }
 }
 
-bool is_kv_dtype(loom_dtype type) { return type == LOOM_DTYPE_F32 || type == LOOM_DTYPE_F16 || type == LOOM_DTYPE_INT8_KV; }
+bool is_kv_dtype(loom_dtype type) {
+  return type == LOOM_DTYPE_F32 || type == LOOM_DTYPE_F16 || type == LOOM_DTYPE_INT8_KV || type == LOOM_DTYPE_Q8_0 ||
+         type == LOOM_DTYPE_Q4_0;
+}
 
 }  // namespace loom::vk

@@ -222,7 +222,10 @@ void record_store_kv(Context& ctx, Stream& s, const OpArgs& a) {
   p.u(bk.rel).u(k.nb[1]).u(k.nb[2]).u(bv.rel).u(v.nb[1]).u(v.nb[2]).u(bs.rel).u(slots.nb[0]);
   p.u(bkc.rel).u(kc.nb[1]).u(kc.nb[2]).u(bvc.rel).u(vc.nb[1]).u(vc.nb[2]);
   p.u(k.ne[0]).u(k.ne[1]).u(k.ne[2]).u(kc.ne[2]).u(uint32_t(kc.dtype));
-  s.dispatch(variant(ctx, "store_kv"), bindings, p.w, p.bytes(), 1, uint64_t(k.ne[1] * k.ne[2]));
+  // One workgroup per row; block caches (Q8_0, Q4_0) take one invocation per 32-value block of K or V.
+  uint64_t groups = uint64_t(k.ne[1] * k.ne[2]);
+  if (kc.dtype == LOOM_DTYPE_Q8_0 || kc.dtype == LOOM_DTYPE_Q4_0) groups = ceil_div(groups * 2 * uint64_t(k.ne[0] / 32), 64);
+  s.dispatch(variant(ctx, "store_kv"), bindings, p.w, p.bytes(), 1, groups);
 }
 
 void record_attention(Context& ctx, Stream& s, const OpArgs& a) {
