@@ -44,3 +44,48 @@ TEST_CASE("kv plan: a gemma3's layers split into full and sliding groups the eng
   // The engine's pool holds exactly the allocated fit's worth of 100-token sequences.
   CHECK(engine.info().kv_capacity_tokens / 100 == loom::sequences_that_fit(groups, engine.info().kv_bytes, 4, 100).allocated);
 }
+
+TEST_CASE("kv plan: window rings take the sliding layers out of the pool, and the engine builds that layout", "[kv_plan]") {
+  const auto spec = loom::test::small_spec("gemma3");  // 5 sliding layers (window 8) of 256 bytes per token, 1 full
+  const auto path = loom::test::write_small_model(spec, "kv-plan-gemma3-rings");
+  const auto info = loom::read_model_info(loom::gguf::GgufFile::open(path));
+  const auto groups = loom::kv_layer_groups(info, LOOM_DTYPE_F16);
+
+  loom::KvPoolRequest request;
+  request.budget_bytes = 1 << 20;
+  request.block_size = 4;
+  request.ring_blocks = 4;  // 16 tokens: the window and 9 rows per step
+  request.typical_tokens = 64;
+  request.max_tokens = 256;
+  request.max_seqs = 16;
+  request.checkpoints = 16;
+  const auto layout = loom::plan_kv_pool(groups, request);
+  const uint64_t ring_bytes = 1280u * 16u;
+  CHECK(layout.ring_bytes == ring_bytes);
+  CHECK(layout.block_bytes == 256u * 4u);  // the full layer only
+  // Balanced for 64-token sequences: a ring, a quarter ring of checkpoints, 64 tokens of the full layer.
+  CHECK(layout.n_rings == std::min<uint64_t>(16, (1u << 20) / (ring_bytes + ring_bytes / 4 + 256u * 64u)));
+  CHECK(layout.n_ring_checkpoints == std::max<uint32_t>(1, layout.n_rings / 4));
+  CHECK(layout.n_blocks == ((1u << 20) - layout.rings_bytes()) / layout.block_bytes);
+  CHECK(layout.sequences_of(64) == std::min<uint64_t>(layout.n_rings, layout.n_blocks / 16));
+
+  // Rings asked for that the budget cannot hold: an error naming the way out, or none when optional.
+  request.rings = 4096;
+  CHECK_THROWS_WITH(loom::plan_kv_pool(groups, request), Catch::Contains("window rings") && Catch::Contains("sliding_layers"));
+  request.rings_optional = true;
+  CHECK(loom::plan_kv_pool(groups, request).ring_blocks == 0);
+
+  loom::Config config;
+  config.plugins.search_path = {loom::test::plugin_build_dir().string()};
+  config.backend.threads = 2;
+  config.kv.memory_bytes = 1 << 20;
+  config.kv.block_size = 4;
+  config.kv.dtype = "f16";
+  config.kv.window_chunk_tokens = 9;
+  config.scheduler.max_num_seqs = 16;
+  loom::Engine engine(config, path);
+  CHECK(engine.info().kv_window_rings == layout.n_rings);
+  CHECK(engine.info().kv_window_ring_tokens == 16);
+  CHECK(engine.info().kv_capacity_tokens == layout.n_blocks * 4);
+  CHECK(engine.info().kv_bytes <= (1u << 20));
+}

@@ -38,6 +38,19 @@ struct KvSettings {
   // Hybrid models (recurrent layers): how many cached prompts keep the recurrent state at their last
   // full block, so a prompt repeating one resumes there (each costs one sequence's state memory).
   int64_t state_checkpoints = 16;
+  // Sliding-window layers (Gemma 2/3/4, gpt-oss): "window" keeps each running sequence's last window
+  // in a ring of its own (window + window_chunk_tokens), "full" keeps every token like the other
+  // layers, "auto" takes rings where one is under half the context (else they would save nothing)
+  // and the budget holds them.
+  std::string sliding_layers = "auto";
+  // With rings: rows of one sequence per step (its prompt runs in chunks of at most this many, less
+  // the drafts). 512 is llama.cpp's default micro-batch, so a ring is the size of llama-server's
+  // sliding-window cache per sequence; smaller rings hold more users, at more prefill steps.
+  int64_t window_chunk_tokens = 512;
+  // With rings: rings, so sequences that run at once (0 = balanced against the block pool for
+  // sequences of a quarter of the context). Prefix reuse keeps up to state_checkpoints more rings
+  // (at most a quarter of these).
+  int64_t window_seqs = 0;
 };
 
 struct SchedulerSettings {

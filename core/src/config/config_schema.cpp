@@ -253,6 +253,9 @@ std::vector<KeySpec> build_schema() {
       string_key("kv", "dtype", LOOM_FIELD(kv, dtype), {"f32", "f16", "int8", "q8_0", "q4_0"}),
       bool_key("kv", "prefix_caching", LOOM_FIELD(kv, prefix_caching)),
       integer_key("kv", "state_checkpoints", LOOM_FIELD(kv, state_checkpoints), 0, 4096),
+      string_key("kv", "sliding_layers", LOOM_FIELD(kv, sliding_layers), {"auto", "window", "full"}),
+      integer_key("kv", "window_seqs", LOOM_FIELD(kv, window_seqs), 0, 4096),
+      integer_key("kv", "window_chunk_tokens", LOOM_FIELD(kv, window_chunk_tokens), 2, 1 << 16),
 
       integer_key("scheduler", "max_num_seqs", LOOM_FIELD(scheduler, max_num_seqs), 1, 4096),
       integer_key("scheduler", "max_batched_tokens", LOOM_FIELD(scheduler, max_batched_tokens), 1, 1 << 20),

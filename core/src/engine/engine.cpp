@@ -24,6 +24,20 @@ const char* finish_reason_name(FinishReason reason) {
   return "none";
 }
 
+namespace {
+
+// Blocks of a window ring ([kv] sliding_layers), 0 for none. "auto" takes rings only where one holds
+// under half a context: a longer ring saves little over keeping every token.
+uint32_t window_ring_blocks_wanted(const Config& config, const Model& model, uint32_t block_size) {
+  if (!model.info().has_sliding_layers() || config.kv.sliding_layers == "full") return 0;
+  const auto n_ctx = static_cast<uint64_t>(model.n_ctx());
+  const uint32_t blocks = model.window_ring_blocks_for(static_cast<uint32_t>(config.kv.window_chunk_tokens), block_size, n_ctx);
+  if (config.kv.sliding_layers == "auto" && 2 * uint64_t(blocks) * block_size > n_ctx) return 0;
+  return blocks;
+}
+
+}  // namespace
+
 Engine::Engine(const Config& config, const std::filesystem::path& model_path, LoadProgress on_load_progress)
     : config_(config) {
   gguf_ = std::make_unique<gguf::GgufFile>(gguf::GgufFile::open(model_path));
@@ -43,22 +57,41 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
     budget = static_cast<uint64_t>(config.kv.memory_fraction * static_cast<double>(backend_->caps().memory_free));
   }
   const auto block_size = static_cast<uint32_t>(config.kv.block_size);
-  const uint64_t n_blocks = budget / (per_token * block_size);
-  if (n_blocks == 0) {
-    throw Error("kv.memory of " + std::to_string(budget) + " bytes holds no block of " + std::to_string(block_size) +
-                " tokens (" + std::to_string(per_token * block_size) + " bytes): raise kv.memory");
-  }
+  // Sliding-window layers keep each running sequence's window in a ring (kv_cache.h), sized so one
+  // sequence runs [kv] window_chunk_tokens rows per step: prompt chunks of that many less the drafts.
+  KvPoolRequest request;
+  request.budget_bytes = budget;
+  request.block_size = block_size;
+  request.ring_blocks = window_ring_blocks_wanted(config, *model_, block_size);
+  request.rings_optional = config.kv.sliding_layers == "auto";
+  request.typical_tokens = static_cast<uint64_t>(model_->n_ctx()) / 4;
+  request.max_tokens = static_cast<uint64_t>(model_->n_ctx());
+  request.max_seqs = static_cast<uint32_t>(config.scheduler.max_num_seqs);
+  request.rings = static_cast<uint32_t>(config.kv.window_seqs);
+  request.checkpoints = config.kv.prefix_caching ? static_cast<uint32_t>(config.kv.state_checkpoints) : 0;
+  const KvPoolLayout layout = plan_kv_pool(kv_layer_groups(model_->info(), kv_dtype), request);
+  const uint64_t n_blocks = layout.n_blocks;
   fit_context_to_pool(config, n_blocks * block_size, budget);
   // A hybrid model's recurrent layers keep one state per running sequence, beside the KV blocks, and
-  // checkpoints of the state at the end of cached prompts, which prefix reuse resumes from.
+  // checkpoints of the state at the end of cached prompts, which prefix reuse resumes from. Window
+  // rings are the same kind of per-sequence state.
   const bool is_hybrid = model_->info().is_hybrid();
-  const auto n_state_slots = is_hybrid ? static_cast<uint32_t>(config.scheduler.max_num_seqs) : 0u;
-  const auto n_checkpoints = is_hybrid && config.kv.prefix_caching ? static_cast<uint32_t>(config.kv.state_checkpoints) : 0u;
+  uint32_t n_state_slots = 0, n_checkpoints = 0;
+  if (is_hybrid) {
+    n_state_slots = static_cast<uint32_t>(config.scheduler.max_num_seqs);
+    n_checkpoints = config.kv.prefix_caching ? static_cast<uint32_t>(config.kv.state_checkpoints) : 0u;
+  } else if (layout.ring_blocks > 0) {
+    n_state_slots = layout.n_rings;
+    n_checkpoints = layout.n_ring_checkpoints;
+  }
   kv_ = std::make_unique<KvManager>(remember(find_plugin(config, LOOM_PLUGIN_KIND_KV, config.kv.allocator)),
                                     static_cast<uint32_t>(n_blocks), block_size, config.kv.prefix_caching, n_state_slots,
                                     n_checkpoints);
+  window_rows_ = layout.ring_blocks > 0 ? std::min<uint32_t>(static_cast<uint32_t>(config.kv.window_chunk_tokens),
+                                                              layout.ring_blocks * block_size + 1 - model_->info().sliding_window)
+                                        : 0;
   kv_cache_ = model_->create_kv_cache(static_cast<uint32_t>(n_blocks), block_size, kv_dtype,
-                                      std::max(n_state_slots + kv_->n_state_checkpoints(), 1u));
+                                      std::max(n_state_slots + kv_->n_state_checkpoints(), 1u), layout.ring_blocks);
   sampler_ = std::make_unique<SamplerHandle>(remember(find_plugin(config, LOOM_PLUGIN_KIND_SAMPLER, config.sampler.plugin)),
                                              config.sampler);
   scheduler_ = std::make_unique<Scheduler>(config.scheduler, *kv_);
@@ -72,7 +105,9 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
   info_.kv_bytes_per_token = per_token;
   info_.kv_dtype = config.kv.dtype;
   info_.kv_groups = kv_layer_groups(model_->info(), kv_dtype);
-  info_.kv_bytes = per_token * block_size * n_blocks;
+  info_.kv_bytes = kv_cache_.bytes();
+  info_.kv_window_rings = layout.n_rings;
+  info_.kv_window_ring_tokens = layout.ring_blocks * block_size;
   info_.kv_capacity_tokens = n_blocks * block_size;
   info_.max_num_seqs = static_cast<uint32_t>(config.scheduler.max_num_seqs);
   info_.n_ctx = model_->n_ctx();
@@ -100,6 +135,7 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
                                                host_models_->services(), drafter_config_json(config));
     draft_k_ = static_cast<uint32_t>(config.drafter.k);
   }
+  limit_rows_for_rings();
 }
 
 // Every admitted request fits the context, so a pool that holds one full context can always finish a
@@ -122,6 +158,16 @@ void Engine::set_drafter(std::unique_ptr<Drafter> drafter, uint32_t k) {
   drafter_ = std::move(drafter);
   draft_k_ = drafter_ ? k : 0;
   drafter_failed_logged_ = false;
+  limit_rows_for_rings();
+}
+
+// A decode step with drafts runs k + 1 rows of a sequence, so prompt chunks leave room for them and
+// no step writes more than a ring holds beyond the window (Model::validate checks it).
+// Drafts beyond half of those rows are not proposed.
+void Engine::limit_rows_for_rings() {
+  if (window_rows_ == 0) return;
+  draft_k_ = std::min(draft_k_, window_rows_ / 2);
+  scheduler_->limit_rows_per_sequence(window_rows_ - draft_k_);
 }
 
 Engine::~Engine() {

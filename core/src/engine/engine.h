@@ -52,6 +52,8 @@ struct EngineInfo {
   uint64_t kv_capacity_tokens = 0;  // blocks * block size
   std::string kv_dtype;              // [kv] dtype: f16, f32, int8
   std::vector<KvLayerGroup> kv_groups;  // what each group of layers keeps (kv_plan.h)
+  uint32_t kv_window_rings = 0;         // sliding layers' rings: sequences that can run at once (0 = no rings)
+  uint64_t kv_window_ring_tokens = 0;   // tokens one ring holds
   uint32_t max_num_seqs = 0;
   int64_t n_ctx = 0;            // positions per sequence: at most what the KV pool holds for one sequence
   int64_t n_ctx_requested = 0;  // [model] n_ctx, else the model's own context, before it was fitted to the pool
@@ -118,6 +120,7 @@ class Engine {
   void build_batch(const SchedulerDecision& decision);
   void run_pending_copies();
   void checkpoint_states(const SchedulerDecision& decision);
+  void limit_rows_for_rings();
   void sample_and_advance(const SchedulerDecision& decision);
   void accept_token(Sequence& seq, int32_t token, TokenLogprob logprob);
   void propose_drafts(const SchedulerDecision& decision);
@@ -142,6 +145,7 @@ class Engine {
   std::unique_ptr<DrafterHostModels> host_models_;
   std::unique_ptr<Drafter> drafter_;
   uint32_t draft_k_ = 0;
+  uint32_t window_rows_ = 0;  // rows of one sequence per step the window rings allow (0: no rings)
   bool drafter_failed_logged_ = false;
 
   // Engine-thread state.

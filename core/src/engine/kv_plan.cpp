@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/error.h"
 #include "model/model_info.h"
 
 namespace loom {
@@ -73,6 +74,55 @@ KvFit sequences_that_fit(const std::vector<KvLayerGroup>& groups, uint64_t pool_
   if (allocated > 0) fit.allocated = pool_bytes / allocated;
   if (windowed > 0) fit.windowed = pool_bytes / windowed;
   return fit;
+}
+
+uint64_t KvPoolLayout::sequences_of(uint64_t n_tokens) const {
+  const uint64_t blocks = (std::max<uint64_t>(n_tokens, 1) + block_size - 1) / block_size;
+  const uint64_t by_pool = block_bytes > 0 ? n_blocks / blocks : UINT64_MAX;
+  return ring_blocks > 0 ? std::min<uint64_t>(by_pool, n_rings) : by_pool;
+}
+
+KvPoolLayout plan_kv_pool(const std::vector<KvLayerGroup>& groups, const KvPoolRequest& r) {
+  KvPoolLayout layout;
+  layout.block_size = r.block_size;
+  uint64_t pool_per_token = 0, ring_per_token = 0;
+  for (const auto& g : groups) (g.window > 0 && r.ring_blocks > 0 ? ring_per_token : pool_per_token) += g.bytes_per_token;
+  layout.block_bytes = pool_per_token * r.block_size;
+  uint64_t budget = r.budget_bytes;
+  if (ring_per_token > 0) {
+    layout.ring_blocks = r.ring_blocks;
+    layout.ring_bytes = ring_per_token * r.ring_blocks * r.block_size;
+    uint64_t rings = r.rings;
+    if (rings == 0) {
+      // Balanced for sequences of typical_tokens: each takes a ring and its blocks of the pool, and
+      // the checkpoints (a quarter of the rings) come out of the same budget.
+      const uint64_t per_seq = layout.ring_bytes + layout.ring_bytes / 4 + pool_per_token * r.typical_tokens;
+      rings = std::clamp<uint64_t>(budget / std::max<uint64_t>(per_seq, 1), 1, std::max<uint32_t>(r.max_seqs, 1));
+    }
+    layout.n_rings = static_cast<uint32_t>(rings);
+    layout.n_ring_checkpoints = r.checkpoints > 0 ? std::min<uint32_t>(r.checkpoints, std::max<uint32_t>(1, layout.n_rings / 4)) : 0;
+    if (layout.rings_bytes() >= budget) {
+      if (r.rings_optional) {
+        KvPoolRequest without = r;
+        without.ring_blocks = 0;
+        return plan_kv_pool(groups, without);
+      }
+      throw Error("kv.memory of " + std::to_string(budget) + " bytes cannot hold " + std::to_string(layout.n_rings) +
+                  " window rings of " + std::to_string(layout.ring_bytes) + " bytes (and " +
+                  std::to_string(layout.n_ring_checkpoints) + " checkpoints) beside the block pool: raise kv.memory, " +
+                  "lower kv.window_seqs, or set kv.sliding_layers = \"full\"");
+    }
+    budget -= layout.rings_bytes();
+  }
+  // A model whose every attention layer slides keeps nothing in the pool; its blocks still count
+  // tokens for the allocator.
+  layout.n_blocks = layout.block_bytes > 0 ? budget / layout.block_bytes
+                                           : uint64_t(layout.n_rings) * ((r.max_tokens + r.block_size - 1) / r.block_size);
+  if (layout.n_blocks == 0) {
+    throw Error("kv.memory of " + std::to_string(budget) + " bytes holds no block of " + std::to_string(r.block_size) +
+                " tokens (" + std::to_string(layout.block_bytes) + " bytes): raise kv.memory");
+  }
+  return layout;
 }
 
 }  // namespace loom

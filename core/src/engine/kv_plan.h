@@ -3,9 +3,10 @@
 //
 // Layers fall in groups by what their K/V must keep: full-attention layers every token of a
 // sequence, sliding-window layers only the last `window` tokens, recurrent layers (hybrid models) a
-// fixed state per sequence and no KV. Today's allocator keeps every attention layer's K/V for every
-// token, so the sliding group's need is reported twice: as allocated now, and as its window alone
-// (the layer-group allocator of issue 35 would reach the second).
+// fixed state per sequence and no KV. With window rings ([kv] sliding_layers = "window", the
+// default) the sliding group keeps one ring of window + chunk tokens per running sequence
+// (kv_cache.h) and the block pool serves the full-attention layers alone; with "full" every
+// attention layer keeps every token in the pool.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,37 @@ struct KvFit {
 };
 KvFit sequences_that_fit(const std::vector<KvLayerGroup>& groups, uint64_t pool_bytes, uint32_t block_size,
                          uint64_t n_tokens);
+
+// How a KV budget is laid out: the block pool, and the window rings when sliding layers have them.
+struct KvPoolLayout {
+  uint32_t block_size = 16;
+  uint64_t n_blocks = 0;            // the block pool
+  uint64_t block_bytes = 0;         // one block over the layers the pool serves
+  uint32_t ring_blocks = 0;         // blocks per window ring; 0 = sliding layers use the pool
+  uint32_t n_rings = 0;             // one per running sequence: at most this many run at once
+  uint32_t n_ring_checkpoints = 0;  // rings keeping cached prompts' windows, for prefix reuse
+  uint64_t ring_bytes = 0;          // one ring over the sliding layers
+
+  uint64_t pool_bytes() const { return n_blocks * block_bytes; }
+  uint64_t rings_bytes() const { return uint64_t(n_rings + n_ring_checkpoints) * ring_bytes; }
+  // Sequences of n_tokens each that fit at once (the pool's blocks, and a ring each).
+  uint64_t sequences_of(uint64_t n_tokens) const;
+};
+
+struct KvPoolRequest {
+  uint64_t budget_bytes = 0;
+  uint32_t block_size = 16;
+  uint32_t ring_blocks = 0;       // Model::window_ring_blocks_for; 0 = no rings
+  uint64_t typical_tokens = 0;    // automatic ring count: rings and pool balanced for sequences this long
+  uint64_t max_tokens = 0;        // a sequence's longest (n_ctx): sizes the pool of a model with no full layers
+  uint32_t max_seqs = 1;          // never more rings than sequences that can run
+  uint32_t rings = 0;             // [kv] window_seqs: this many rings (0 = automatic)
+  uint32_t checkpoints = 0;       // ring checkpoints wanted (0 = none: no prefix reuse on sliding models)
+  bool rings_optional = false;    // [kv] sliding_layers = "auto": no rings when they do not fit the budget
+};
+
+// loom::Error when the budget holds no block (or not the rings asked for, unless they are optional).
+KvPoolLayout plan_kv_pool(const std::vector<KvLayerGroup>& groups, const KvPoolRequest& request);
 
 loom_dtype kv_dtype_from_name(const std::string& name);  // "f32", "int8", "q8_0", "q4_0", else f16
 

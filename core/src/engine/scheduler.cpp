@@ -136,6 +136,7 @@ SchedulerDecision Scheduler::schedule() {
   // that does not fit runs whole in a later step.
   auto schedule_prompt = [&](Sequence* seq) {
     uint32_t n = seq->n_uncomputed();
+    if (max_rows_per_sequence_ > 0) n = std::min(n, max_rows_per_sequence_);
     if (n > prompt_budget) {
       if (!settings_.chunked_prefill && !decision.chunks.empty()) return false;
       n = static_cast<uint32_t>(prompt_budget);

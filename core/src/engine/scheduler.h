@@ -32,6 +32,8 @@ struct SchedulerDecision {
 class Scheduler {
  public:
   Scheduler(const SchedulerSettings& settings, KvManager& kv);
+  // Prompt chunks of one sequence stay within `rows` per step (window rings; 0 = no limit).
+  void limit_rows_per_sequence(uint32_t rows) { max_rows_per_sequence_ = rows; }
 
   void add(Sequence* seq);
   SchedulerDecision schedule();
@@ -50,6 +52,7 @@ class Scheduler {
   uint32_t computed_prefix(Sequence* seq, uint32_t n_cached);
 
   SchedulerSettings settings_;
+  uint32_t max_rows_per_sequence_ = 0;
   KvManager& kv_;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // in admission order: the back is the youngest

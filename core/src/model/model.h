@@ -69,9 +69,15 @@ class Model {
   // cannot hold that dtype or block size, or the memory is not available.
   // A hybrid model (info().is_hybrid()) also gets n_state_slots recurrent states per layer, one per
   // sequence that can be in a batch (ForwardBatch::Seq::state_slot).
+  // window_ring_blocks > 0 gives a model with sliding-window layers a ring of that many blocks per
+  // state slot for those layers instead of the block pool (kv_cache.h); ignored for other models.
   KvCache create_kv_cache(uint32_t n_blocks, uint32_t block_size, loom_dtype dtype = LOOM_DTYPE_F16,
-                          uint32_t n_state_slots = 1);
-  // Enqueue a copy of every recurrent layer's state from one slot to another (a forked sequence).
+                          uint32_t n_state_slots = 1, uint32_t window_ring_blocks = 0);
+  // Blocks a window ring needs so one sequence can run `max_rows` rows per forward pass (kv_cache.h),
+  // at most a whole context of max_tokens (0: no cap); 0 for a model without sliding layers.
+  uint32_t window_ring_blocks_for(uint32_t max_rows, uint32_t block_size, uint64_t max_tokens = 0) const;
+  // Enqueue a copy of every recurrent layer's state and every window ring from one slot to another
+  // (a forked sequence, a checkpoint).
   void copy_state_slot(const KvCache& kv, int32_t src_slot, int32_t dst_slot);
 
   // Runs the batch; K/V of every token with a slot is stored in `kv`. logits_out is resized to
@@ -116,7 +122,7 @@ class Model {
   void check_backend_ops(const gguf::GgufFile& file) const;
   void validate(const ForwardBatch& batch, const KvCache& kv) const;
   void ensure_scratch(int64_t n_tok, int64_t n_out);
-  void stage_inputs(const ForwardBatch& batch, int64_t max_blocks);
+  void stage_inputs(const ForwardBatch& batch, int64_t max_blocks, const KvCache& kv);
   void build_graph(int64_t n_tok, int64_t n_out, int64_t n_seqs, int64_t max_blocks, const KvCache& kv);
   // The mixture-of-experts FFN of one layer into `out` [dim, n_tok] (model_moe.cpp).
   void build_moe_ffn(const LayerWeights& l, const loom_tensor& ffn_in, const loom_tensor& out, int64_t n_tok);
@@ -175,6 +181,7 @@ class Model {
   Buffer inputs_;
   std::vector<int32_t> staging_;
   uint64_t off_tokens_ = 0, off_positions_ = 0, off_slots_ = 0, off_rows_ = 0, off_seqs_ = 0, off_tables_ = 0;
+  uint64_t off_ring_slots_ = 0, off_ring_tables_ = 0;  // window rings: sliding layers' [n_tok] and [max_blocks, n_seqs]
   uint64_t off_state_seqs_ = 0;  // hybrid: [4, n_seqs] (first row, rows, state slot, fresh) for the recurrent ops
   uint64_t off_ple_rows_ = 0;  // gemma4: [n_tok, n_layers] rows of ple_table_ (token * n_layers + layer)
   // mistral3's temperature tuning: per-element q multipliers [q_dim, n_tok], staged only for batches

@@ -84,7 +84,15 @@ void Model::validate(const ForwardBatch& b, const KvCache& kv) const {
       bad_batch(name + "block table of " + std::to_string(seq.block_table.size()) + " blocks cannot hold " +
                 std::to_string(seq.context_len) + " tokens");
     }
-    if (info_.is_hybrid() && (seq.state_slot < 0 || static_cast<uint32_t>(seq.state_slot) >= kv.n_state_slots())) {
+    if (kv.has_window_rings() &&
+        uint64_t(kv.window_ring_blocks()) * kv.block_size() + 1 < uint64_t(info_.sliding_window) + uint64_t(seq.n_query)) {
+      bad_batch(name + std::to_string(seq.n_query) + " rows do not fit a window ring of " +
+                std::to_string(kv.window_ring_blocks()) + " blocks (at most " +
+                std::to_string(uint64_t(kv.window_ring_blocks()) * kv.block_size() + 1 - info_.sliding_window) +
+                " rows of one sequence per forward pass)");
+    }
+    if ((info_.is_hybrid() || kv.has_window_rings()) &&
+        (seq.state_slot < 0 || static_cast<uint32_t>(seq.state_slot) >= kv.n_state_slots())) {
       bad_batch(name + "state slot " + std::to_string(seq.state_slot) + " is outside the KV cache's " +
                 std::to_string(kv.n_state_slots()) + " state slots");
     }
@@ -170,7 +178,7 @@ void Model::ensure_scratch(int64_t n_tok, int64_t n_out) {
   compute_ = backend_.alloc(off, LOOM_BUFFER_USAGE_COMPUTE);
 }
 
-void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks) {
+void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks, const KvCache& kv) {
   const size_t n = b.tokens.size(), n_out = b.logit_rows.size(), n_seqs = b.seqs.size();
   const size_t width = static_cast<size_t>(max_blocks);
   // Each part starts at a 16-element boundary so views stay aligned.
@@ -184,6 +192,9 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks) {
   const size_t tokens = take(n), positions = take(n), slots = take(n), rows = take(n_out), seqs = take(4 * n_seqs);
   const size_t tables = take(width * n_seqs);
   const size_t state_seqs = info_.is_hybrid() ? take(4 * n_seqs) : 0;
+  // Window rings (kv_cache.h): the sliding layers' own slots and block tables.
+  const uint32_t ring = kv.window_ring_blocks();
+  const size_t ring_slots = ring ? take(n) : 0, ring_tables = ring ? take(width * n_seqs) : 0;
   const ModelInfo& m = info_;
   q_temperature_ = m.attn_temperature_scale != 0.0f &&
                    std::any_of(b.positions.begin(), b.positions.end(), [&](int32_t p) { return p >= m.n_ctx_original; });
@@ -204,6 +215,18 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks) {
     d[2] = seq.context_len;
     d[3] = 0;
     std::copy(seq.block_table.begin(), seq.block_table.end(), staging_.begin() + static_cast<ptrdiff_t>(tables + width * s));
+    if (ring) {
+      // Every logical block maps into the sequence's ring; the kernels read only the window's keys.
+      int32_t* t = staging_.data() + ring_tables + width * s;
+      const int32_t first = seq.state_slot * int32_t(ring);
+      for (size_t blk = 0; blk < width; ++blk) t[blk] = first + int32_t(blk % ring);
+      const int32_t bs = int32_t(kv.block_size());
+      for (int32_t i = 0; i < seq.n_query; ++i) {
+        const size_t row = size_t(seq.first_row + i);
+        const int32_t p = b.positions[row];
+        staging_[ring_slots + row] = b.slot_mapping[row] < 0 ? -1 : (first + (p / bs) % int32_t(ring)) * bs + p % bs;
+      }
+    }
     if (info_.is_hybrid()) {
       int32_t* r = staging_.data() + state_seqs + 4 * s;
       r[0] = seq.first_row;
@@ -238,6 +261,8 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks) {
   off_seqs_ = seqs * 4;
   off_tables_ = tables * 4;
   off_state_seqs_ = state_seqs * 4;
+  off_ring_slots_ = ring_slots * 4;
+  off_ring_tables_ = ring_tables * 4;
   const uint64_t bytes = at * 4;
   if (!inputs_ || inputs_.size() < bytes) {
     inputs_.reset();
@@ -268,6 +293,8 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
   const loom_tensor x = f32(off_x_, dim, n), h = f32(off_h_, dim, n);
   const loom_tensor positions = i32(off_positions_, n), slots = i32(off_slots_, n);
   const loom_tensor seqs = i32(off_seqs_, 4, n_seqs), tables = i32(off_tables_, max_blocks, n_seqs);
+  const loom_tensor ring_slots = kv.has_window_rings() ? i32(off_ring_slots_, n) : slots;
+  const loom_tensor ring_tables = kv.has_window_rings() ? i32(off_ring_tables_, max_blocks, n_seqs) : tables;
 
   op(LOOM_OP_GET_ROWS, x, {tok_embd_, i32(off_tokens_, n)});
   if (m.embedding_scale != 1.0f) op(LOOM_OP_SCALE, x, {x}, &embd_scale_);
@@ -347,12 +374,16 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
         if (owns_kv) op(LOOM_OP_ROPE, k3, {k3, positions}, rope);
       }
       if (q_temperature_) op(LOOM_OP_MUL, q, {q, tensor_view(inputs_, off_q_temperature_, LOOM_DTYPE_F32, q_dim, n)});
-      if (owns_kv) op(LOOM_OP_STORE_KV, no_tensor(), {k3, v3, slots, kv.k(il), kv.v(il)});
+      // Sliding layers address their window rings when the cache has them (kv_cache.h).
+      const bool in_ring = local && m.sliding_window > 0;
+      const loom_tensor& layer_slots = in_ring ? ring_slots : slots;
+      const loom_tensor& layer_tables = in_ring ? ring_tables : tables;
+      if (owns_kv) op(LOOM_OP_STORE_KV, no_tensor(), {k3, v3, layer_slots, kv.k(il), kv.v(il)});
       const loom_attention_params* attn_params = local ? &attn_local_ : &attn_global_;
       if (l.attn_sinks.buffer != nullptr) {
-        op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), tables, seqs, l.attn_sinks}, attn_params);
+        op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), layer_tables, seqs, l.attn_sinks}, attn_params);
       } else {
-        op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), tables, seqs}, attn_params);
+        op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), layer_tables, seqs}, attn_params);
       }
       if (m.attn_output_gate) op(LOOM_OP_GLU, attn3, {gate3, attn3}, &sigmoid_params_);
       op(LOOM_OP_MATMUL, h, {l.wo, attn});
@@ -407,7 +438,7 @@ void Model::forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>& 
   for (const auto& seq : batch.seqs) max_blocks = std::max(max_blocks, seq.block_table.size());
 
   ensure_scratch(n, n_out);
-  stage_inputs(batch, static_cast<int64_t>(max_blocks));
+  stage_inputs(batch, static_cast<int64_t>(max_blocks), kv);
   const GraphKey key{n,          n_out,           n_seqs,           static_cast<int64_t>(max_blocks),
                      cap_tok_,   cap_out_,        kv.generation(),  kv.buffer_.get(),
                      compute_.get(), inputs_.get(), q_temperature_};

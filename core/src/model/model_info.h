@@ -129,6 +129,13 @@ struct ModelInfo {
 
   bool is_moe() const { return n_expert > 0; }
   bool is_hybrid() const { return ssm_d_conv > 0; }
+  // Some layer keeps its own K/V and sees only the last sliding_window tokens.
+  bool has_sliding_layers() const {
+    if (sliding_window == 0) return false;
+    for (int32_t il = 0; il < n_layers; ++il)
+      if (layer_is_local[size_t(il)] && owns_kv(il)) return true;
+    return false;
+  }
   bool is_recurrent(int32_t il) const { return is_hybrid() && layer_is_recurrent[static_cast<size_t>(il)]; }
   int32_t ssm_key_dim() const { return ssm_d_k * ssm_n_k_heads; }
   int32_t ssm_value_dim() const { return ssm_d_v * ssm_n_v_heads; }
