@@ -1,8 +1,9 @@
 // `loom plan [--model FILE] [--ctx N] [--kv-type T] [--memory SIZE]`: will it fit? Reads only the
 // GGUF header (no weights loaded) and prints the weight memory, the KV bytes per token of each layer
-// group, and how many sequences of 2k / 8k / 32k tokens (and --ctx) fit in the KV pool the
-// configuration gives, as today's pool keeps them and as they would fit if sliding-window layers kept
-// only their window.
+// group, the pool the engine would lay out (window rings for sliding-window layers, kv_plan.h), and
+// how many sequences of 2k / 8k / 32k tokens (and --ctx) run at once in it, beside the number with
+// every layer keeping every token ([kv] sliding_layers = "full").
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -105,16 +106,30 @@ int run_plan(const CommandArgs& args) {
   }
   std::printf("%-16s %7s %9s %14llu B\n", "all layers", "", "", static_cast<unsigned long long>(per_token));
 
-  std::printf("\n%-12s %24s %34s\n", "sequence", "fit, as allocated today", "fit, sliding layers windowed");
-  for (uint64_t n : lengths) {
-    const KvFit fit = sequences_that_fit(groups, pool, block, n);
-    const std::string note = info.n_ctx_train > 0 && n > uint64_t(info.n_ctx_train) ? "  (past the trained context)" : "";
-    std::printf("%-12s %24llu %34llu%s\n", (std::to_string(n) + " tokens").c_str(),
-                static_cast<unsigned long long>(fit.allocated), static_cast<unsigned long long>(fit.windowed), note.c_str());
+  const uint64_t n_ctx = config.model.n_ctx > 0 ? uint64_t(config.model.n_ctx) : uint64_t(std::max(info.n_ctx_train, 1));
+  const KvPoolRequest request = kv_pool_request(config, info, n_ctx, pool);
+  const KvPoolLayout layout = plan_kv_pool(groups, request);
+  KvPoolRequest full_request = request;
+  full_request.ring_blocks = 0;
+  const KvPoolLayout full = plan_kv_pool(groups, full_request);
+  if (layout.ring_blocks > 0) {
+    std::printf("\nwindow rings %u of %u tokens (%s each; %u more keep cached prompts' windows), block pool %s\n",
+                layout.n_rings, layout.ring_blocks * block, mib(layout.ring_bytes).c_str(), layout.n_ring_checkpoints,
+                mib(layout.pool_bytes()).c_str());
   }
-  std::printf("\nToday's pool keeps every attention layer's K/V for every token; the last column is what keeping\n"
-              "only each sliding layer's window would allow (issue 35). Recurrent state sits beside the pool,\n"
-              "one slot per running sequence.\n");
+  std::printf("\n%-12s %22s %26s\n", "sequence", "run at once", "sliding layers \"full\"");
+  for (uint64_t n : lengths) {
+    const std::string note = info.n_ctx_train > 0 && n > uint64_t(info.n_ctx_train) ? "  (past the trained context)" : "";
+    std::printf("%-12s %22llu %26llu%s\n", (std::to_string(n) + " tokens").c_str(),
+                static_cast<unsigned long long>(layout.sequences_of(n)), static_cast<unsigned long long>(full.sequences_of(n)),
+                note.c_str());
+  }
+  if (layout.ring_blocks > 0) {
+    std::printf("\nSliding layers keep each running sequence's last window in a ring, so at most %u sequences run at\n"
+                "once ([kv] window_seqs); \"full\" keeps every layer's K/V for every token in the pool.\n",
+                layout.n_rings);
+  }
+  std::printf("Recurrent state sits beside the pool, one slot per running sequence.\n");
   return 0;
 }
 

@@ -227,17 +227,20 @@ int run_serve(const CommandArgs& args) {
   }
   engine.start();
 
-  const uint64_t full_context_seqs = info.n_ctx > 0 ? info.kv_capacity_tokens / static_cast<uint64_t>(info.n_ctx) : 0;
+  const uint64_t full_context_seqs = info.n_ctx > 0 ? info.kv_layout.sequences_of(static_cast<uint64_t>(info.n_ctx)) : 0;
+  const std::string rings = info.kv_window_rings > 0 ? " (sliding layers in " + std::to_string(info.kv_window_rings) + " window rings of " +
+                                                           std::to_string(info.kv_window_ring_tokens) + " tokens)"
+                                                     : "";
   const std::string lowered = info.n_ctx < info.n_ctx_requested
                                   ? ", lowered from " + std::to_string(info.n_ctx_requested) + " to fit the KV cache"
                                   : "";
   std::fprintf(stderr,
                "loom serve: model '%s' (%s, context %lld%s) on %s (%s); KV cache %llu tokens in %u blocks of %u = %llu "
-               "full-context sequences (max_num_seqs %u), %.1f MiB; max_queue %lld%s\n",
+               "full-context sequences%s (max_num_seqs %u), %.1f MiB; max_queue %lld%s\n",
                served_name.c_str(), info.model_name.c_str(), static_cast<long long>(info.n_ctx), lowered.c_str(),
                info.backend_name.c_str(),
                info.device_name.c_str(), static_cast<unsigned long long>(info.kv_capacity_tokens), info.kv_blocks,
-               info.kv_block_size, static_cast<unsigned long long>(full_context_seqs), info.max_num_seqs,
+               info.kv_block_size, static_cast<unsigned long long>(full_context_seqs), rings.c_str(), info.max_num_seqs,
                static_cast<double>(info.kv_bytes) / (1024.0 * 1024.0), static_cast<long long>(config.server.max_queue),
                config.server.api_key.empty() ? "" : "; API key required");
   // stdout, one line, flushed: scripts (and the tests) read the bound port from it.

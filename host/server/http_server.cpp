@@ -136,12 +136,15 @@ json kv_card(const EngineInfo& info) {
                       {"bytes_per_sequence", g.bytes_per_sequence}});
   }
   json fit = json::object();
-  for (uint64_t n : {2048ull, 8192ull, 32768ull}) {
-    const KvFit f = sequences_that_fit(info.kv_groups, info.kv_bytes, info.kv_block_size, n);
-    fit[std::to_string(n)] = {{"allocated", f.allocated}, {"windowed", f.windowed}};
+  for (uint64_t n : {2048ull, 8192ull, 32768ull}) fit[std::to_string(n)] = info.kv_layout.sequences_of(n);
+  json rings = nullptr;
+  if (info.kv_window_rings > 0) {
+    rings = {{"count", info.kv_window_rings}, {"tokens", info.kv_window_ring_tokens},
+             {"checkpoints", info.kv_layout.n_ring_checkpoints}, {"bytes", info.kv_layout.rings_bytes()}};
   }
   return {{"dtype", info.kv_dtype}, {"pool_bytes", info.kv_bytes}, {"block_size", info.kv_block_size},
-          {"bytes_per_token", info.kv_bytes_per_token}, {"layer_groups", groups}, {"sequences_that_fit", fit}};
+          {"bytes_per_token", info.kv_bytes_per_token}, {"layer_groups", groups}, {"sequences_that_fit", fit},
+          {"window_rings", rings}};
 }
 
 json model_card(const ServerState& state, const std::string& name) {

@@ -25,13 +25,7 @@ TEST_CASE("kv plan: a gemma3's layers split into full and sliding groups the eng
   CHECK(groups[1].bytes_per_token == 5u * 256u);
   CHECK(loom::kv_layer_groups(info, LOOM_DTYPE_INT8_KV)[0].bytes_per_token == 2u * 2u * (4u + 32u));
 
-  // 100 tokens in blocks of 4: as allocated, every layer keeps all 100; windowed, the sliding layers
-  // keep their 8 tokens plus the block being written (12).
   const uint64_t pool = 1 << 20;
-  const auto fit = loom::sequences_that_fit(groups, pool, 4, 100);
-  CHECK(fit.allocated == pool / (1536u * 100u));
-  CHECK(fit.windowed == pool / (256u * 100u + 1280u * 12u));
-
   loom::Config config;
   config.plugins.search_path = {loom::test::plugin_build_dir().string()};
   config.backend.threads = 2;
@@ -41,8 +35,10 @@ TEST_CASE("kv plan: a gemma3's layers split into full and sliding groups the eng
   loom::Engine engine(config, path);
   CHECK(engine.info().kv_bytes_per_token == loom::kv_bytes_per_token(info, LOOM_DTYPE_F16));
   CHECK(engine.info().kv_groups.size() == 2);
-  // The engine's pool holds exactly the allocated fit's worth of 100-token sequences.
-  CHECK(engine.info().kv_capacity_tokens / 100 == loom::sequences_that_fit(groups, engine.info().kv_bytes, 4, 100).allocated);
+  // A ring would hold the whole 256-token context, so "auto" keeps every token in the pool: it holds
+  // the pool's worth of 100-token sequences over all six layers.
+  CHECK(engine.info().kv_window_rings == 0);
+  CHECK(engine.info().kv_layout.sequences_of(100) == pool / (1536u * 100u));
 }
 
 TEST_CASE("kv plan: window rings take the sliding layers out of the pool, and the engine builds that layout", "[kv_plan]") {

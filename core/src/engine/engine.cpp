@@ -24,20 +24,6 @@ const char* finish_reason_name(FinishReason reason) {
   return "none";
 }
 
-namespace {
-
-// Blocks of a window ring ([kv] sliding_layers), 0 for none. "auto" takes rings only where one holds
-// under half a context: a longer ring saves little over keeping every token.
-uint32_t window_ring_blocks_wanted(const Config& config, const Model& model, uint32_t block_size) {
-  if (!model.info().has_sliding_layers() || config.kv.sliding_layers == "full") return 0;
-  const auto n_ctx = static_cast<uint64_t>(model.n_ctx());
-  const uint32_t blocks = model.window_ring_blocks_for(static_cast<uint32_t>(config.kv.window_chunk_tokens), block_size, n_ctx);
-  if (config.kv.sliding_layers == "auto" && 2 * uint64_t(blocks) * block_size > n_ctx) return 0;
-  return blocks;
-}
-
-}  // namespace
-
 Engine::Engine(const Config& config, const std::filesystem::path& model_path, LoadProgress on_load_progress)
     : config_(config) {
   gguf_ = std::make_unique<gguf::GgufFile>(gguf::GgufFile::open(model_path));
@@ -59,16 +45,7 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
   const auto block_size = static_cast<uint32_t>(config.kv.block_size);
   // Sliding-window layers keep each running sequence's window in a ring (kv_cache.h), sized so one
   // sequence runs [kv] window_chunk_tokens rows per step: prompt chunks of that many less the drafts.
-  KvPoolRequest request;
-  request.budget_bytes = budget;
-  request.block_size = block_size;
-  request.ring_blocks = window_ring_blocks_wanted(config, *model_, block_size);
-  request.rings_optional = config.kv.sliding_layers == "auto";
-  request.typical_tokens = static_cast<uint64_t>(model_->n_ctx()) / 4;
-  request.max_tokens = static_cast<uint64_t>(model_->n_ctx());
-  request.max_seqs = static_cast<uint32_t>(config.scheduler.max_num_seqs);
-  request.rings = static_cast<uint32_t>(config.kv.window_seqs);
-  request.checkpoints = config.kv.prefix_caching ? static_cast<uint32_t>(config.kv.state_checkpoints) : 0;
+  const KvPoolRequest request = kv_pool_request(config, model_->info(), static_cast<uint64_t>(model_->n_ctx()), budget);
   const KvPoolLayout layout = plan_kv_pool(kv_layer_groups(model_->info(), kv_dtype), request);
   const uint64_t n_blocks = layout.n_blocks;
   fit_context_to_pool(config, n_blocks * block_size, budget);
@@ -106,6 +83,7 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
   info_.kv_dtype = config.kv.dtype;
   info_.kv_groups = kv_layer_groups(model_->info(), kv_dtype);
   info_.kv_bytes = kv_cache_.bytes();
+  info_.kv_layout = layout;
   info_.kv_window_rings = layout.n_rings;
   info_.kv_window_ring_tokens = layout.ring_blocks * block_size;
   info_.kv_capacity_tokens = n_blocks * block_size;

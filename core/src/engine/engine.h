@@ -52,6 +52,7 @@ struct EngineInfo {
   uint64_t kv_capacity_tokens = 0;  // blocks * block size
   std::string kv_dtype;              // [kv] dtype: f16, f32, int8
   std::vector<KvLayerGroup> kv_groups;  // what each group of layers keeps (kv_plan.h)
+  KvPoolLayout kv_layout;               // the pool and window rings as planned (kv_plan.h)
   uint32_t kv_window_rings = 0;         // sliding layers' rings: sequences that can run at once (0 = no rings)
   uint64_t kv_window_ring_tokens = 0;   // tokens one ring holds
   uint32_t max_num_seqs = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "config/config.h"
 #include "model/model_info.h"
 
 namespace loom {
@@ -19,8 +20,6 @@ uint64_t row_bytes(uint64_t head_dim, loom_dtype dtype) {
     default: return 2ull * head_dim;
   }
 }
-
-uint64_t round_up(uint64_t n, uint64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
 }  // namespace
 
@@ -60,26 +59,35 @@ uint64_t kv_bytes_per_token(const ModelInfo& info, loom_dtype kv_dtype) {
   return total;
 }
 
-KvFit sequences_that_fit(const std::vector<KvLayerGroup>& groups, uint64_t pool_bytes, uint32_t block_size,
-                         uint64_t n_tokens) {
-  uint64_t per_token = 0, allocated = 0, windowed = 0;
-  const uint64_t blocks_tokens = round_up(std::max<uint64_t>(n_tokens, 1), block_size);
-  for (const auto& g : groups) {
-    per_token += g.bytes_per_token;
-    windowed += g.bytes_per_token * (g.window > 0 ? std::min(blocks_tokens, round_up(g.window, block_size) + block_size)
-                                                  : blocks_tokens);
-  }
-  allocated += per_token * blocks_tokens;
-  KvFit fit;
-  if (allocated > 0) fit.allocated = pool_bytes / allocated;
-  if (windowed > 0) fit.windowed = pool_bytes / windowed;
-  return fit;
-}
-
 uint64_t KvPoolLayout::sequences_of(uint64_t n_tokens) const {
   const uint64_t blocks = (std::max<uint64_t>(n_tokens, 1) + block_size - 1) / block_size;
   const uint64_t by_pool = block_bytes > 0 ? n_blocks / blocks : UINT64_MAX;
   return ring_blocks > 0 ? std::min<uint64_t>(by_pool, n_rings) : by_pool;
+}
+
+uint32_t window_ring_blocks(const ModelInfo& info, uint32_t max_rows, uint32_t block_size, uint64_t max_tokens) {
+  if (!info.has_sliding_layers() || block_size == 0) return 0;
+  uint64_t tokens = uint64_t(info.sliding_window) + std::max<uint32_t>(max_rows, 1) - 1;
+  // A ring as long as the context never wraps: no sequence needs more.
+  if (max_tokens > 0) tokens = std::min(tokens, std::max<uint64_t>(max_tokens, info.sliding_window));
+  return static_cast<uint32_t>((tokens + block_size - 1) / block_size);
+}
+
+KvPoolRequest kv_pool_request(const Config& config, const ModelInfo& info, uint64_t n_ctx, uint64_t budget_bytes) {
+  KvPoolRequest r;
+  r.budget_bytes = budget_bytes;
+  r.block_size = static_cast<uint32_t>(config.kv.block_size);
+  if (info.has_sliding_layers() && config.kv.sliding_layers != "full") {
+    r.ring_blocks = window_ring_blocks(info, static_cast<uint32_t>(config.kv.window_chunk_tokens), r.block_size, n_ctx);
+    if (config.kv.sliding_layers == "auto" && 2 * uint64_t(r.ring_blocks) * r.block_size > n_ctx) r.ring_blocks = 0;
+  }
+  r.rings_optional = config.kv.sliding_layers == "auto";
+  r.typical_tokens = n_ctx / 4;
+  r.max_tokens = n_ctx;
+  r.max_seqs = static_cast<uint32_t>(config.scheduler.max_num_seqs);
+  r.rings = static_cast<uint32_t>(config.kv.window_seqs);
+  r.checkpoints = config.kv.prefix_caching ? static_cast<uint32_t>(config.kv.state_checkpoints) : 0;
+  return r;
 }
 
 KvPoolLayout plan_kv_pool(const std::vector<KvLayerGroup>& groups, const KvPoolRequest& r) {

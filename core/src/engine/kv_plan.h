@@ -17,6 +17,7 @@
 
 namespace loom {
 
+struct Config;
 struct ModelInfo;
 
 struct KvLayerGroup {
@@ -32,17 +33,6 @@ std::vector<KvLayerGroup> kv_layer_groups(const ModelInfo& info, loom_dtype kv_d
 
 // Bytes one token's K and V take over all layers, as today's pool allocates them.
 uint64_t kv_bytes_per_token(const ModelInfo& info, loom_dtype kv_dtype);
-
-// Sequences of `n_tokens` each that fit in `pool_bytes` with blocks of `block_size` tokens:
-// `allocated` as today's pool keeps them (every attention layer, every token), `windowed` if sliding
-// layers kept only their window plus the block being written. Recurrent state lives beside the pool
-// (one slot per running sequence) and is not counted here.
-struct KvFit {
-  uint64_t allocated = 0;
-  uint64_t windowed = 0;
-};
-KvFit sequences_that_fit(const std::vector<KvLayerGroup>& groups, uint64_t pool_bytes, uint32_t block_size,
-                         uint64_t n_tokens);
 
 // How a KV budget is laid out: the block pool, and the window rings when sliding layers have them.
 struct KvPoolLayout {
@@ -63,7 +53,7 @@ struct KvPoolLayout {
 struct KvPoolRequest {
   uint64_t budget_bytes = 0;
   uint32_t block_size = 16;
-  uint32_t ring_blocks = 0;       // Model::window_ring_blocks_for; 0 = no rings
+  uint32_t ring_blocks = 0;       // window_ring_blocks; 0 = no rings
   uint64_t typical_tokens = 0;    // automatic ring count: rings and pool balanced for sequences this long
   uint64_t max_tokens = 0;        // a sequence's longest (n_ctx): sizes the pool of a model with no full layers
   uint32_t max_seqs = 1;          // never more rings than sequences that can run
@@ -74,6 +64,15 @@ struct KvPoolRequest {
 
 // loom::Error when the budget holds no block (or not the rings asked for, unless they are optional).
 KvPoolLayout plan_kv_pool(const std::vector<KvLayerGroup>& groups, const KvPoolRequest& request);
+
+// Blocks a window ring needs so one sequence can run `max_rows` rows per forward pass (kv_cache.h),
+// at most a whole context of max_tokens (0: no cap); 0 for a model without sliding layers.
+uint32_t window_ring_blocks(const ModelInfo& info, uint32_t max_rows, uint32_t block_size, uint64_t max_tokens = 0);
+
+// The pool a configuration asks for: [kv] memory (budget_bytes), block size, sliding_layers,
+// window_seqs, window_chunk_tokens, checkpoints, for sequences of up to n_ctx tokens. "auto" takes
+// rings only where one holds under half a context (a longer one saves little over keeping every token).
+KvPoolRequest kv_pool_request(const Config& config, const ModelInfo& info, uint64_t n_ctx, uint64_t budget_bytes);
 
 loom_dtype kv_dtype_from_name(const std::string& name);  // "f32", "int8", "q8_0", "q4_0", else f16
 

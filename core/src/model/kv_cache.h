@@ -9,7 +9,7 @@
 // state slot (the sequence's, like a recurrent state). Position p of the sequence in slot s lives in
 // ring block s * R + (p / block_size) % R at offset p % block_size: a new block overwrites the one
 // R blocks back. A forward pass writes rows [c, c + n) before it reads keys from c - window + 1, so
-// nothing it reads is overwritten while R * block_size >= window + n - 1 (Model::window_ring_blocks_for);
+// nothing it reads is overwritten while R * block_size >= window + n - 1 (window_ring_blocks in engine/kv_plan.h);
 // the model refuses a batch with more rows of one sequence.
 #pragma once
 

@@ -73,9 +73,6 @@ class Model {
   // state slot for those layers instead of the block pool (kv_cache.h); ignored for other models.
   KvCache create_kv_cache(uint32_t n_blocks, uint32_t block_size, loom_dtype dtype = LOOM_DTYPE_F16,
                           uint32_t n_state_slots = 1, uint32_t window_ring_blocks = 0);
-  // Blocks a window ring needs so one sequence can run `max_rows` rows per forward pass (kv_cache.h),
-  // at most a whole context of max_tokens (0: no cap); 0 for a model without sliding layers.
-  uint32_t window_ring_blocks_for(uint32_t max_rows, uint32_t block_size, uint64_t max_tokens = 0) const;
   // Enqueue a copy of every recurrent layer's state and every window ring from one slot to another
   // (a forked sequence, a checkpoint).
   void copy_state_slot(const KvCache& kv, int32_t src_slot, int32_t dst_slot);

@@ -118,14 +118,6 @@ void Model::create_state_pool(KvCache& kv, uint32_t n_slots) const {
   }
 }
 
-uint32_t Model::window_ring_blocks_for(uint32_t max_rows, uint32_t block_size, uint64_t max_tokens) const {
-  if (!info_.has_sliding_layers() || block_size == 0) return 0;
-  uint64_t tokens = uint64_t(info_.sliding_window) + std::max<uint32_t>(max_rows, 1) - 1;
-  // A ring as long as the context never wraps: no sequence needs more.
-  if (max_tokens > 0) tokens = std::min(tokens, std::max<uint64_t>(max_tokens, info_.sliding_window));
-  return static_cast<uint32_t>((tokens + block_size - 1) / block_size);
-}
-
 // A slot's state is its recurrent layers' states and its sliding layers' window rings: everything
 // about a sequence that is not in its block table.
 void Model::copy_state_slot(const KvCache& kv, int32_t src_slot, int32_t dst_slot) {
