@@ -184,3 +184,24 @@ TEST_CASE("drafts rejected from a window ring change no token", "[engine][window
   }
   CHECK(drafted.stats().draft_tokens_proposed > 0);
 }
+
+// The rings are core bookkeeping over the backend's STORE_KV and PAGED_ATTENTION: a Vulkan device
+// (lavapipe is enough) runs them to the same tokens and logits as its own full cache.
+TEST_CASE("vulkan: window rings give the tokens and logits of a full cache", "[engine][window][vulkan]") {
+  auto vulkan_config = [](const std::string& sliding_layers) {
+    auto config = window_config(sliding_layers);
+    config.backend.name = "vulkan";
+    return config;
+  };
+  std::unique_ptr<loom::Engine> full, window;
+  try {
+    full = std::make_unique<loom::Engine>(vulkan_config("full"), windowed_model("gemma3"));
+  } catch (const std::exception& e) {
+    WARN("Vulkan backend not available (" << e.what() << "); skipping");
+    return;
+  }
+  window = std::make_unique<loom::Engine>(vulkan_config("window"), windowed_model("gemma3"));
+  REQUIRE(window->info().kv_window_rings > 0);
+  const std::vector<std::vector<std::vector<int32_t>>> groups = {{prompt_of(540, 45), prompt_of(541, 30)}};
+  check_same(run(*window, groups, 8), run(*full, groups, 8));
+}
