@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -185,6 +186,13 @@ class Model {
   // that reach past the original context (before it every multiplier is 1).
   uint64_t off_q_temperature_ = 0;
   bool q_temperature_ = false;
+
+  // Quantized KV caches: Hadamard matrices [n, n] by size (hadamard.h), and scratch for the rotated
+  // q | k | v [q_dim + 2 kv_dim, n_tok] (the rotated q's room also takes the output rotated back).
+  Buffer rotation_;
+  std::map<int64_t, loom_tensor> hadamard_;
+  uint64_t off_rot_ = 0;
+  void prepare_kv_rotation(loom_dtype kv_dtype);
 
   std::vector<loom_op> ops_;
   GraphKey graph_key_;

@@ -28,6 +28,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "model/hadamard.h"
 #include "model/model.h"
 
 namespace loom {
@@ -141,6 +142,7 @@ void Model::ensure_scratch(int64_t n_tok, int64_t n_out) {
   off_k_ = take(kv_dim * t);
   off_v_ = take(kv_dim * t);
   off_attn_ = take(q_dim * t);
+  off_rot_ = hadamard_.empty() ? 0 : take((q_dim + 2 * kv_dim) * t);
   const uint64_t n_used = uint64_t(info_.n_expert_used);
   const uint64_t ff = std::max<uint64_t>(uint64_t(info_.ff_dim), uint64_t(info_.expert_ff_dim) * n_used);
   off_g_ = take(ff * t);
@@ -378,15 +380,37 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
       const bool in_ring = local && m.sliding_window > 0;
       const loom_tensor& layer_slots = in_ring ? ring_slots : slots;
       const loom_tensor& layer_tables = in_ring ? ring_tables : tables;
-      if (owns_kv) op(LOOM_OP_STORE_KV, no_tensor(), {k3, v3, layer_slots, kv.k(il), kv.v(il)});
+      // A quantized cache holds keys and values rotated (hadamard.h): queries turn with the keys, and
+      // the output turns back.
+      const int64_t n_rot_k = kv_dtype_rotates(kv.dtype()) && !m.attn_output_gate ? key_rotation_size(hd) : 0;
+      const int64_t n_rot_v = n_rot_k > 0 ? value_rotation_size(hd) : 0;
+      loom_tensor q_att = q3, k_stored = k3, v_stored = v3, attn_out = attn;
+      if (n_rot_k > 0) {
+        const uint64_t rot_k = off_rot_ + uint64_t(q_dim * n) * 4, rot_v = rot_k + uint64_t(kv_dim * n) * 4;
+        const loom_tensor& hk = hadamard_.at(n_rot_k);
+        const loom_tensor& hv = hadamard_.at(n_rot_v);
+        op(LOOM_OP_MATMUL, f32(off_rot_, n_rot_k, q_dim * n / n_rot_k), {hk, f32(off_q_, n_rot_k, q_dim * n / n_rot_k)});
+        q_att = f32(off_rot_, hd, m.n_heads, n);
+        if (owns_kv) {
+          op(LOOM_OP_MATMUL, f32(rot_k, n_rot_k, kv_dim * n / n_rot_k), {hk, f32(off_k_, n_rot_k, kv_dim * n / n_rot_k)});
+          op(LOOM_OP_MATMUL, f32(rot_v, n_rot_v, kv_dim * n / n_rot_v), {hv, f32(off_v_, n_rot_v, kv_dim * n / n_rot_v)});
+          k_stored = f32(rot_k, hd, shape.n_kv_heads, n);
+          v_stored = f32(rot_v, hd, shape.n_kv_heads, n);
+        }
+      }
+      if (owns_kv) op(LOOM_OP_STORE_KV, no_tensor(), {k_stored, v_stored, layer_slots, kv.k(il), kv.v(il)});
       const loom_attention_params* attn_params = local ? &attn_local_ : &attn_global_;
       if (l.attn_sinks.buffer != nullptr) {
-        op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), layer_tables, seqs, l.attn_sinks}, attn_params);
+        op(LOOM_OP_PAGED_ATTENTION, attn3, {q_att, kv.k(il), kv.v(il), layer_tables, seqs, l.attn_sinks}, attn_params);
       } else {
-        op(LOOM_OP_PAGED_ATTENTION, attn3, {q3, kv.k(il), kv.v(il), layer_tables, seqs}, attn_params);
+        op(LOOM_OP_PAGED_ATTENTION, attn3, {q_att, kv.k(il), kv.v(il), layer_tables, seqs}, attn_params);
+      }
+      if (n_rot_v > 0) {  // the rotated q is spent: its room takes the output turned back
+        op(LOOM_OP_MATMUL, f32(off_rot_, n_rot_v, q_dim * n / n_rot_v), {hadamard_.at(n_rot_v), f32(off_attn_, n_rot_v, q_dim * n / n_rot_v)});
+        attn_out = f32(off_rot_, q_dim, n);
       }
       if (m.attn_output_gate) op(LOOM_OP_GLU, attn3, {gate3, attn3}, &sigmoid_params_);
-      op(LOOM_OP_MATMUL, h, {l.wo, attn});
+      op(LOOM_OP_MATMUL, h, {l.wo, attn_out});
       if (l.bo.buffer != nullptr) op(LOOM_OP_ADD, h, {h, l.bo});
     }
     if (m.post_norms) norm(h, h, l.post_attn_norm);

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "gguf/dtype_traits.h"
+#include "model/hadamard.h"
 #include "model/model.h"
 
 namespace loom {
@@ -85,8 +86,37 @@ KvCache Model::create_kv_cache(uint32_t n_blocks, uint32_t block_size, loom_dtyp
     kv.v_.push_back(tensor_view(kv.buffer_, base[i] + per_tensor[i], dtype, shape.head_dim, shape.n_kv_heads, n));
   }
   if (info_.is_hybrid()) create_state_pool(kv, n_state_slots);
+  prepare_kv_rotation(dtype);
   kv.generation_ = next_kv_generation_++;
   return kv;
+}
+
+// The Hadamard matrices a quantized cache's layers rotate by, uploaded once (hadamard.h).
+void Model::prepare_kv_rotation(loom_dtype kv_dtype) {
+  if (!kv_dtype_rotates(kv_dtype) || info_.attn_output_gate) return;
+  std::vector<int64_t> sizes;
+  for (int32_t il = 0; il < info_.n_layers; ++il) {
+    if (info_.is_recurrent(il)) continue;
+    for (int64_t n : {key_rotation_size(info_.layer(il).head_dim), value_rotation_size(info_.layer(il).head_dim)}) {
+      if (n > 0 && !hadamard_.count(n) && std::find(sizes.begin(), sizes.end(), n) == sizes.end()) sizes.push_back(n);
+    }
+  }
+  if (sizes.empty()) return;
+  for (const auto& [n, t] : hadamard_) sizes.push_back(n);  // a new buffer holds the old sizes too
+  hadamard_.clear();
+  uint64_t total = 0;
+  for (int64_t n : sizes) total += align_up(uint64_t(n * n) * 4, kAlign);
+  rotation_ = backend_.alloc(total, LOOM_BUFFER_USAGE_WEIGHTS);
+  uint64_t at = 0;
+  for (int64_t n : sizes) {
+    const std::vector<float> h = hadamard_matrix(n);
+    backend_.upload(rotation_, at, h.data(), h.size() * 4);
+    hadamard_[n] = tensor_view(rotation_, at, LOOM_DTYPE_F32, n, n);
+    at += align_up(uint64_t(n * n) * 4, kAlign);
+  }
+  backend_.synchronize();
+  compute_.reset();  // the scratch grows room for the rotated q, k and v
+  cap_tok_ = 0;
 }
 
 void Model::create_state_pool(KvCache& kv, uint32_t n_slots) const {
