@@ -31,6 +31,21 @@ Run run_with_cache(loom::Model& model, loom_dtype kv_dtype, const std::vector<in
   return run;
 }
 
+// A synthetic llama with head_dim 64, as in most real models.
+void write_llama(const std::filesystem::path& path, uint64_t seed) {
+  loom::gguf::SynthSpec spec;
+  spec.arch = "llama";
+  spec.n_layers = 2;
+  spec.dim = 256;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 2;
+  spec.ff_dim = 512;
+  spec.n_vocab = 512;
+  spec.n_ctx = 256;
+  spec.seed = seed;
+  loom::gguf::write_synthetic_model(spec, path);
+}
+
 struct Cost {
   double bytes_vs_f16 = 0;  // KV bytes per token relative to an F16 cache
   double max_abs_diff = 0, max_logit = 0;
@@ -41,17 +56,7 @@ struct Cost {
 // with `kv_dtype` over the same 64-token prompt and 16 decode steps.
 Cost measure(loom_dtype kv_dtype, const char* name) {
   auto dir = loom::test::scratch_dir(std::string("kv-") + name);
-  loom::gguf::SynthSpec spec;
-  spec.arch = "llama";
-  spec.n_layers = 2;
-  spec.dim = 256;
-  spec.n_heads = 4;
-  spec.n_kv_heads = 2;
-  spec.ff_dim = 512;
-  spec.n_vocab = 512;
-  spec.n_ctx = 256;
-  spec.seed = 11;
-  loom::gguf::write_synthetic_model(spec, dir / "model.gguf");
+  write_llama(dir / "model.gguf", 11);
 
   auto plugin = loom::PluginLoader::load_manifest(loom::test::plugin_build_dir() / "loom_cpu.toml");
   auto backend = loom::Backend::create(plugin, "{\"threads\":2}");
@@ -131,17 +136,7 @@ TEST_CASE("vulkan: a Q8_0 cache's rotated keys and values give the CPU backend's
     return;
   }
   auto dir = loom::test::scratch_dir("kv-rotation-vulkan");
-  loom::gguf::SynthSpec spec;
-  spec.arch = "llama";
-  spec.n_layers = 2;
-  spec.dim = 256;
-  spec.n_heads = 4;
-  spec.n_kv_heads = 2;
-  spec.ff_dim = 512;
-  spec.n_vocab = 512;
-  spec.n_ctx = 256;
-  spec.seed = 12;
-  loom::gguf::write_synthetic_model(spec, dir / "model.gguf");
+  write_llama(dir / "model.gguf", 12);
   auto cpu = loom::Backend::create(loom::PluginLoader::load_manifest(loom::test::plugin_build_dir() / "loom_cpu.toml"),
                                    "{\"threads\":2}");
   std::vector<int32_t> prompt = {1};

@@ -14,6 +14,7 @@
 #include "gguf/synth_model.h"
 #include "model/session.h"
 #include "plugin/plugin_registry.h"
+#include "test_engine_helpers.h"
 #include "test_paths.h"
 
 namespace {
@@ -40,14 +41,7 @@ std::filesystem::path model_with_seed(uint64_t seed) {
 }
 
 loom::Config spec_config(const std::string& kind = "none", int64_t k = 4, int64_t kv_bytes = 8ll << 20) {
-  loom::Config config;
-  config.plugins.search_path = {loom::test::plugin_build_dir().string()};
-  config.backend.threads = 2;
-  config.kv.memory_bytes = kv_bytes;
-  config.kv.block_size = 4;
-  config.kv.dtype = "f32";
-  config.scheduler.max_batched_tokens = 128;
-  config.scheduler.max_num_seqs = 16;
+  loom::Config config = loom::test::engine_config(kv_bytes, 128);
   config.drafter.kind = kind;
   config.drafter.k = k;
   return config;
