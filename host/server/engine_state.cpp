@@ -4,6 +4,27 @@
 
 namespace loom::server {
 
+namespace {
+
+// The prefix cache's disk tier; null when [kv] disk_cache_path is not set.
+nlohmann::json disk_cache_state(const EngineStats& s) {
+  if (!s.disk_tier) return nullptr;
+  const DiskTierStats& d = s.disk;
+  return {{"blocks", d.files},
+          {"bytes", d.bytes},
+          {"capacity_bytes", d.capacity_bytes},
+          {"hit_tokens", s.disk_cached_tokens},
+          {"blocks_read", d.blocks_read},
+          {"read_bytes", d.bytes_read},
+          {"read_seconds", d.read_seconds},
+          {"blocks_written", d.blocks_written},
+          {"writes_dropped", d.writes_dropped},
+          {"evictions", d.evictions},
+          {"files_rejected", d.files_rejected}};
+}
+
+}  // namespace
+
 nlohmann::json engine_state(const ServerState& state) {
   const EngineStats s = state.engine.stats();
   const EngineInfo& info = state.engine.info();
@@ -30,6 +51,7 @@ nlohmann::json engine_state(const ServerState& state) {
         {"prompt_tokens", s.prompt_tokens},
         {"cached_prompt_tokens", s.cached_prompt_tokens}}},
       {"tokens", {{"generated_total", s.generated_tokens}, {"prompt_total", s.prompt_tokens}}},
+      {"disk_cache", disk_cache_state(s)},
   };
 }
 

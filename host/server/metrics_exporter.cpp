@@ -139,6 +139,28 @@ std::string render_metrics(const EngineStats& s, const ServerState& state) {
   w.metric("loom_prefix_cache_hit_rate", "gauge", "prefix_cache_hits_total / prefix_cache_queries_total.",
            s.prefix_queries ? static_cast<double>(s.prefix_hits) / static_cast<double>(s.prefix_queries) : 0.0);
 
+  if (s.disk_tier) {
+    const DiskTierStats& d = s.disk;
+    w.metric("loom_kv_disk_blocks", "gauge", "Prefix-cache blocks in the disk tier ([kv] disk_cache_path).", static_cast<double>(d.files));
+    w.metric("loom_kv_disk_bytes", "gauge", "Bytes of the disk tier's block files.", static_cast<double>(d.bytes));
+    w.metric("loom_kv_disk_capacity_bytes", "gauge", "The disk tier's limit ([kv] disk_cache_bytes).",
+             static_cast<double>(d.capacity_bytes));
+    w.metric("loom_kv_disk_hit_tokens_total", "counter", "Prompt tokens loaded from the disk tier instead of computed.",
+             static_cast<double>(s.disk_cached_tokens));
+    w.metric("loom_kv_disk_blocks_read_total", "counter", "Blocks loaded from the disk tier.", static_cast<double>(d.blocks_read));
+    w.metric("loom_kv_disk_read_bytes_total", "counter", "Bytes loaded from the disk tier.", static_cast<double>(d.bytes_read));
+    w.metric("loom_kv_disk_read_seconds_total", "counter", "Time spent reading and checking disk-tier blocks.", d.read_seconds);
+    w.metric("loom_kv_disk_blocks_written_total", "counter", "Blocks written to the disk tier.", static_cast<double>(d.blocks_written));
+    w.metric("loom_kv_disk_written_bytes_total", "counter", "Bytes written to the disk tier.", static_cast<double>(d.bytes_written));
+    w.metric("loom_kv_disk_writes_dropped_total", "counter", "Blocks not written: the write queue was full or the disk refused.",
+             static_cast<double>(d.writes_dropped));
+    w.metric("loom_kv_disk_evictions_total", "counter", "Block files deleted to stay within the capacity.",
+             static_cast<double>(d.evictions));
+    w.metric("loom_kv_disk_files_rejected_total", "counter",
+             "Corrupt, truncated or foreign (other model or KV type) block files skipped, never loaded.",
+             static_cast<double>(d.files_rejected));
+  }
+
   w.metric("loom_prompt_tokens_total", "counter", "Prompt tokens of submitted requests.", static_cast<double>(s.prompt_tokens));
   w.metric("loom_cached_prompt_tokens_total", "counter", "Prompt tokens served from the prefix cache.",
            static_cast<double>(s.cached_prompt_tokens));

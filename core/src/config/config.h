@@ -51,6 +51,10 @@ struct KvSettings {
   // sequences of a quarter of the context). Prefix reuse keeps up to state_checkpoints more rings
   // (at most a quarter of these).
   int64_t window_seqs = 0;
+  // The prefix cache's disk tier (engine/prefix_disk_tier.h): a folder where computed blocks are kept
+  // beyond the memory pool and across restarts ("" = off), and the most it may hold.
+  std::string disk_cache_path;
+  int64_t disk_cache_bytes = 4ll << 30;
 };
 
 struct SchedulerSettings {

@@ -256,6 +256,8 @@ std::vector<KeySpec> build_schema() {
       string_key("kv", "sliding_layers", LOOM_FIELD(kv, sliding_layers), {"auto", "window", "full"}),
       integer_key("kv", "window_seqs", LOOM_FIELD(kv, window_seqs), 0, 4096),
       integer_key("kv", "window_chunk_tokens", LOOM_FIELD(kv, window_chunk_tokens), 2, 1 << 16),
+      string_key("kv", "disk_cache_path", LOOM_FIELD(kv, disk_cache_path)),
+      byte_size_key("kv", "disk_cache_bytes", LOOM_FIELD(kv, disk_cache_bytes)),
 
       integer_key("scheduler", "max_num_seqs", LOOM_FIELD(scheduler, max_num_seqs), 1, 4096),
       integer_key("scheduler", "max_batched_tokens", LOOM_FIELD(scheduler, max_batched_tokens), 1, 1 << 20),

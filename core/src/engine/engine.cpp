@@ -114,6 +114,7 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
     draft_k_ = static_cast<uint32_t>(config.drafter.k);
   }
   limit_rows_for_rings();
+  open_disk_tier(config, model_path);
 }
 
 // Every admitted request fits the context, so a pool that holds one full context can always finish a
@@ -235,7 +236,9 @@ std::string Engine::backend_stats_json() const { return backend_->stats_json(); 
 
 EngineStats Engine::stats() const {
   std::lock_guard lock(mutex_);
-  return stats_;
+  EngineStats s = stats_;
+  if (disk_tier_) s.disk = disk_tier_->stats();
+  return s;
 }
 
 void Engine::drain_inbox() {

@@ -23,6 +23,7 @@
 #include "engine/drafter_interface.h"
 #include "engine/kv_manager.h"
 #include "engine/metrics.h"
+#include "engine/prefix_disk_tier.h"
 #include "engine/request.h"
 #include "engine/sampler_handle.h"
 #include "engine/scheduler.h"
@@ -122,6 +123,11 @@ class Engine {
   void run_pending_copies();
   void checkpoint_states(const SchedulerDecision& decision);
   void limit_rows_for_rings();
+  // The prefix cache's disk tier (engine_disk_tier.cpp).
+  void open_disk_tier(const Config& config, const std::filesystem::path& model_path);
+  uint32_t load_prefix_from_disk(Sequence& seq);
+  void save_blocks_to_disk(const SchedulerDecision& decision);
+  const std::vector<DiskBlockKey>& disk_keys(Sequence& seq, uint32_t n_blocks) const;
   void sample_and_advance(const SchedulerDecision& decision);
   void accept_token(Sequence& seq, int32_t token, TokenLogprob logprob);
   void propose_drafts(const SchedulerDecision& decision);
@@ -147,6 +153,9 @@ class Engine {
   std::unique_ptr<Drafter> drafter_;
   uint32_t draft_k_ = 0;
   uint32_t window_rows_ = 0;  // rows of one sequence per step the window rings allow (0: no rings)
+  std::unique_ptr<PrefixDiskTier> disk_tier_;
+  DiskBlockKey disk_fingerprint_;    // the first block's parent key
+  std::vector<uint8_t> disk_block_;  // one block's bytes on their way to or from the disk
   bool drafter_failed_logged_ = false;
 
   // Engine-thread state.

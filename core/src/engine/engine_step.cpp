@@ -46,6 +46,7 @@ bool Engine::step() {
     build_batch(decision);
     run_pending_copies();
     model_->forward(batch_, kv_cache_, logits_);
+    save_blocks_to_disk(decision);
     sample_and_advance(decision);
     checkpoint_states(decision);
   }

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/prefix_disk_tier.h"
+
 namespace loom {
 
 // A cumulative histogram with fixed upper bounds (Prometheus style).
@@ -45,6 +47,10 @@ struct EngineStats {
   uint32_t kv_block_size = 0;
   uint64_t prefix_queries = 0;
   uint64_t prefix_hits = 0;
+  // The prefix cache's disk tier ([kv] disk_cache_path): off when disk_tier is false.
+  bool disk_tier = false;
+  DiskTierStats disk;
+  uint64_t disk_cached_tokens = 0;  // prompt tokens loaded from it instead of computed
   uint64_t draft_tokens_proposed = 0;
   uint64_t draft_tokens_accepted = 0;
   uint64_t draft_verifications = 0;  // sequence-steps that verified at least one proposal

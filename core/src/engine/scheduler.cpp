@@ -92,6 +92,7 @@ bool Scheduler::admit(Sequence* seq) {
   // A recurrent state resumes exactly where its checkpoint was taken (the allocator queued the copy),
   // or from nothing.
   if (kv_.n_state_slots() > 0 && seq->n_computed != *n_cached) seq->n_computed = 0;
+  if (extend_prefix_) seq->n_computed = extend_prefix_(*seq);
   if (seq->n_preemptions == 0) seq->n_cached = seq->n_computed;
   seq->state_checkpoint_at = 0;
   if (kv_.n_state_checkpoints() > 0 && seq->n_prompt > 0) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <vector>
 
 #include "config/config.h"
@@ -34,6 +35,10 @@ class Scheduler {
   Scheduler(const SchedulerSettings& settings, KvManager& kv);
   // Prompt chunks of one sequence stay within `rows` per step (window rings; 0 = no limit).
   void limit_rows_per_sequence(uint32_t rows) { max_rows_per_sequence_ = rows; }
+  // Called as a sequence is admitted, once the memory prefix cache has given what it holds: returns
+  // how many leading tokens have K/V now, at least seq.n_computed (the disk tier loads more).
+  using PrefixExtender = std::function<uint32_t(Sequence&)>;
+  void set_prefix_extender(PrefixExtender extender) { extend_prefix_ = std::move(extender); }
 
   void add(Sequence* seq);
   SchedulerDecision schedule();
@@ -53,6 +58,7 @@ class Scheduler {
 
   SchedulerSettings settings_;
   uint32_t max_rows_per_sequence_ = 0;
+  PrefixExtender extend_prefix_;
   KvManager& kv_;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // in admission order: the back is the youngest

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/grammar_constraint.h"
+#include "engine/prefix_disk_tier.h"
 #include "engine/request.h"
 #include "engine/stop_matcher.h"
 #include "tokenizer/streaming_decoder.h"
@@ -27,6 +28,11 @@ struct Sequence {
   // (the prompt's last full block before its final token); prefill chunks end there. 0 = none.
   uint32_t state_checkpoint_at = 0;
   bool has_kv = false;          // the KV allocator holds this sequence
+  // The prefix cache's disk tier: the keys of this sequence's full blocks so far, and how many leading
+  // blocks need no writing (written already, or reused from memory, where a window ring no longer
+  // holds them whole).
+  std::vector<DiskBlockKey> disk_keys;
+  uint32_t n_disk_blocks = 0;
   SequenceStatus status = SequenceStatus::waiting;
   bool cancel_requested = false;
   uint32_t n_preemptions = 0;

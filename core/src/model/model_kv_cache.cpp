@@ -174,3 +174,71 @@ void Model::copy_state_slot(const KvCache& kv, int32_t src_slot, int32_t dst_slo
 }
 
 }  // namespace loom
+
+namespace loom {
+
+namespace {
+
+// Where one block of one layer's K or V lies in the cache: its offset in the buffer and whether it is
+// a ring's (Model::KvBlockParts).
+struct KvBlockSpan {
+  uint64_t offset = 0, bytes = 0;
+  bool in_ring = false;
+};
+
+}  // namespace
+
+uint64_t Model::kv_block_bytes(const KvCache& kv) const {
+  if (info_.is_hybrid()) return 0;
+  uint64_t total = 0;
+  for (int32_t il = 0; il < info_.n_layers; ++il) {
+    if (info_.owns_kv(il)) total += uint64_t(kv.block_size_) * (kv.k(il).nb[2] + kv.v(il).nb[2]);
+  }
+  return total;
+}
+
+// The spans of one block, in the order kv_block_bytes counts them.
+static std::vector<KvBlockSpan> kv_block_spans(const ModelInfo& info, const KvCache& kv, int32_t block, int32_t ring_slot,
+                                               uint32_t first_position) {
+  std::vector<KvBlockSpan> spans;
+  const uint32_t bs = kv.block_size();
+  for (int32_t il = 0; il < info.n_layers; ++il) {
+    if (!info.owns_kv(il)) continue;
+    const bool in_ring = kv.has_window_rings() && info.layer_is_local[size_t(il)];
+    if (in_ring && (ring_slot < 0 || uint32_t(ring_slot) >= kv.n_state_slots())) {
+      throw Error("KV block copy: ring " + std::to_string(ring_slot) + " is outside the " +
+                  std::to_string(kv.n_state_slots()) + " rings");
+    }
+    if (!in_ring && (block < 0 || uint32_t(block) >= kv.n_blocks())) {
+      throw Error("KV block copy: block " + std::to_string(block) + " is outside the pool of " + std::to_string(kv.n_blocks()));
+    }
+    const uint64_t slot = in_ring ? uint64_t(ring_slot) * kv.window_ring_blocks() * bs +
+                                        uint64_t(first_position / bs % kv.window_ring_blocks()) * bs
+                                  : uint64_t(block) * bs;
+    for (const loom_tensor* t : {&kv.k(il), &kv.v(il)}) {
+      spans.push_back({t->offset + slot * t->nb[2], uint64_t(bs) * t->nb[2], in_ring});
+    }
+  }
+  return spans;
+}
+
+void Model::read_kv_block(const KvCache& kv, int32_t block, int32_t ring_slot, uint32_t first_position, void* out) const {
+  auto* bytes = static_cast<uint8_t*>(out);
+  for (const KvBlockSpan& span : kv_block_spans(info_, kv, block, ring_slot, first_position)) {
+    backend_.download(bytes, kv.buffer_, span.offset, span.bytes);
+    bytes += span.bytes;
+  }
+  backend_.synchronize();
+}
+
+void Model::write_kv_block(const KvCache& kv, int32_t block, int32_t ring_slot, uint32_t first_position, const void* in,
+                           uint32_t parts) {
+  const auto* bytes = static_cast<const uint8_t*>(in);
+  for (const KvBlockSpan& span : kv_block_spans(info_, kv, block, ring_slot, first_position)) {
+    if (parts & (span.in_ring ? kv_ring_part : kv_pool_part)) backend_.upload(kv.buffer_, span.offset, bytes, span.bytes);
+    bytes += span.bytes;
+  }
+  backend_.synchronize();
+}
+
+}  // namespace loom
