@@ -243,6 +243,12 @@ int run_serve(const CommandArgs& args) {
                info.kv_block_size, static_cast<unsigned long long>(full_context_seqs), rings.c_str(), info.max_num_seqs,
                static_cast<double>(info.kv_bytes) / (1024.0 * 1024.0), static_cast<long long>(config.server.max_queue),
                config.server.api_key.empty() ? "" : "; API key required");
+  if (const EngineStats stats = engine.stats(); stats.disk_tier) {
+    std::fprintf(stderr, "loom serve: prefix cache disk tier %s: %llu blocks, %.1f of %.1f MiB\n",
+                 config.kv.disk_cache_path.c_str(), static_cast<unsigned long long>(stats.disk.files),
+                 static_cast<double>(stats.disk.bytes) / (1024.0 * 1024.0),
+                 static_cast<double>(stats.disk.capacity_bytes) / (1024.0 * 1024.0));
+  }
   // stdout, one line, flushed: scripts (and the tests) read the bound port from it.
   std::printf("loom serve: listening on http://%s:%d\n", config.server.host.c_str(), bound);
   std::fflush(stdout);
