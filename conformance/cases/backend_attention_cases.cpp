@@ -1,6 +1,6 @@
 // Paged attention against a naive dense attention written here, over a randomly permuted block
 // layout: several sequences of different lengths, prefill chunks mixed with decode rows, GQA,
-// sliding window, softcap, and F32 / F16 / INT8 / Q8_0 / Q4_0 KV caches written by the backend's own
+// sliding window, softcap, and F32 / F16 / INT8 / Q8_0 / Q4_0 / FP8 E4M3 KV caches written by the backend's own
 // STORE_KV.
 #include <algorithm>
 #include <cmath>
@@ -75,10 +75,22 @@ float round_to_half(float x) {
   return std::nearbyint(x / step) * step;
 }
 
+// OCP FP8 E4M3: 4 significant bits (steps of 2^-9 below 2^-6), ties to even, saturating at 448.
+float round_to_e4m3(float x) {
+  const float a = std::fabs(x);
+  if (a >= 448.0f) return std::copysign(448.0f, x);
+  const float step = a < 0.015625f ? 1.0f / 512.0f : std::ldexp(1.0f, std::ilogb(a) - 3);
+  return std::copysign(std::nearbyint(a / step) * step, x);
+}
+
 // K/V as a block-quantized cache holds them: ggml's Q8_0 and Q4_0 definitions (one f16 scale per
 // 32 values of a row), so the naive attention sees the same values the backend stored and the
 // comparison stays tight. Other dtypes pass through; their rounding is in the case's tolerance.
 std::vector<float> as_stored(loom_dtype dtype, std::vector<float> values) {
+  if (dtype == LOOM_DTYPE_F8_E4M3) {
+    for (float& x : values) x = round_to_e4m3(x);
+    return values;
+  }
   if (dtype != LOOM_DTYPE_Q8_0 && dtype != LOOM_DTYPE_Q4_0) return values;
   for (size_t b = 0; b + 32 <= values.size(); b += 32) {
     float* x = &values[b];
@@ -214,6 +226,13 @@ std::vector<Case> backend_attention_cases() {
   add("q4_0_cache", q4, 1e-3, 13);
   q4.sliding_window = 9;
   add("q4_0_cache.sliding_window", q4, 1e-3, 14);
+  // FP8 E4M3 cache (one byte per value, no scale; the GPU backends' format): the naive side rounds
+  // K/V to E4M3 too, so a backend that stores them correctly agrees to float noise.
+  AttentionSetup fp8;
+  fp8.kv_dtype = LOOM_DTYPE_F8_E4M3;
+  add("f8_e4m3_cache", fp8, 1e-3, 15);
+  fp8.sliding_window = 9;
+  add("f8_e4m3_cache.sliding_window", fp8, 1e-3, 16);
   // One long context (20,000 keys, heads of 128): lavapipe's shader loops stop after 65535
   // iterations, which cut its attention off silently here until it refused such rows.
   AttentionSetup long_ctx;

@@ -51,6 +51,7 @@ uint64_t dtype_row_bytes(loom_dtype dtype, int64_t ne0) {
     case LOOM_DTYPE_Q4_K: return uint64_t(ne0 / LOOM_QK_K) * sizeof(loom_block_q4_k);
     case LOOM_DTYPE_Q6_K: return uint64_t(ne0 / LOOM_QK_K) * sizeof(loom_block_q6_k);
     case LOOM_DTYPE_INT8_KV: return 4 + uint64_t(ne0);
+    case LOOM_DTYPE_F8_E4M3: return uint64_t(ne0);
     default: {
       const GgufBlock block = gguf_block(dtype);
       return block.elems > 0 ? uint64_t(ne0 / block.elems) * block.bytes : 0;
@@ -91,6 +92,7 @@ std::string dtype_label(loom_dtype dtype) {
     case LOOM_DTYPE_MXFP4: return "MXFP4";
     case LOOM_DTYPE_Q6_K: return "Q6_K";
     case LOOM_DTYPE_INT8_KV: return "INT8_KV";
+    case LOOM_DTYPE_F8_E4M3: return "F8_E4M3";
     default: return "dtype" + std::to_string(dtype);
   }
 }

@@ -32,7 +32,7 @@ const char* kUsage =
     "  --ctx N            window length in tokens (default 512)\n"
     "  --stride S         Hugging Face strided windows with this stride (1..ctx; default: llama.cpp windows)\n"
     "  --batch N          tokens per forward pass (default 128; the logits of a batch take N x n_vocab floats)\n"
-    "  --kv-type T        KV cache type: F16 (default), F32, INT8_KV, Q8_0 or Q4_0\n"
+    "  --kv-type T        KV cache type: F16 (default), F32, INT8_KV, Q8_0, Q4_0 or F8_E4M3\n"
     "  --kld-base T       also run a KV cache of type T over the same batches and report the KL divergence\n"
     "                     of --kv-type's distributions from T's, top-1 agreement and both perplexities\n"
     "  --backend NAME     backend plugin (default: [backend] name, cpu)\n"

@@ -22,13 +22,13 @@ namespace loom::host {
 namespace {
 
 const char* kUsage =
-    "usage: loom plan [--model FILE] [--ctx N] [--kv-type f16|f32|int8|q8_0|q4_0] [--memory SIZE] [--config FILE]\n\n"
+    "usage: loom plan [--model FILE] [--ctx N] [--kv-type f16|f32|int8|q8_0|q4_0|fp8_e4m3] [--memory SIZE] [--config FILE]\n\n"
     "Prints what a model needs without loading it: weight memory, KV bytes per token for each layer group\n"
     "(full attention, sliding window, recurrent state), and how many sequences of 2048, 8192 and 32768\n"
     "tokens (and --ctx N) fit in the KV pool.\n"
     "  --model FILE    GGUF model (default: [model] path, $LOOM_MODEL, the installed default model)\n"
     "  --ctx N         also plan sequences of N tokens\n"
-    "  --kv-type T     KV cache type: f16, f32, int8, q8_0, q4_0 (default: [kv] dtype)\n"
+    "  --kv-type T     KV cache type: f16, f32, int8, q8_0, q4_0, fp8_e4m3 (default: [kv] dtype)\n"
     "  --memory SIZE   KV pool size such as 512MiB or 4GiB (default: [kv] memory)\n";
 
 std::string mib(uint64_t bytes) {
@@ -76,8 +76,9 @@ int run_plan(const CommandArgs& args) {
   Config config = options.load_config();
   if (!model.empty()) config.model.path = model;
   if (!kv_type.empty()) {
-    if (kv_type != "f16" && kv_type != "f32" && kv_type != "int8" && kv_type != "q8_0" && kv_type != "q4_0") {
-      throw Error("--kv-type must be f16, f32, int8, q8_0 or q4_0");
+    if (kv_type != "f16" && kv_type != "f32" && kv_type != "int8" && kv_type != "q8_0" && kv_type != "q4_0" &&
+        kv_type != "fp8_e4m3" && kv_type != "fp8") {
+      throw Error("--kv-type must be f16, f32, int8, q8_0, q4_0 or fp8_e4m3");
     }
     config.kv.dtype = kv_type;
   }

@@ -35,8 +35,9 @@ extern "C" {
  * take_pending_state_copies, loom_kv_stats.n_state_slots / n_state_free); 1.7 added recurrent-state
  * checkpoints for prefix reuse by hybrid models (kv.h: seq_checkpoint_state, config key
  * n_state_checkpoints, loom_kv_stats.n_state_checkpoints / n_checkpoints_held) and
- * loom_delta_net_params.grouped_heads (backend.h: Qwen3-Next's value-head order). */
-#define LOOM_ABI_MINOR 7
+ * loom_delta_net_params.grouped_heads (backend.h: Qwen3-Next's value-head order); 1.8 added
+ * LOOM_DTYPE_F8_E4M3 (dtype.h), an FP8 KV cache type. */
+#define LOOM_ABI_MINOR 8
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"
 

@@ -42,6 +42,10 @@ typedef int32_t loom_dtype;
 #define LOOM_DTYPE_INT8_KV 1001 /* INT8 KV cache: each row of ne0 values is one f32 scale then ne0 int8 */
 #define LOOM_DTYPE_I8_ROW 1002  /* INT8 weights, per-channel: each row is one f32 scale then n int8 */
 #define LOOM_DTYPE_I4_G128 1003 /* INT4 weights, group-wise: blocks of 128 as loom_block_i4_g128 */
+/* (ABI 1.8) FP8 KV cache: one OCP E4M3 byte per value (sign, 4 exponent bits of bias 7, 3 mantissa
+ * bits; subnormals; no infinities; 0x7F / 0xFF are NaN), no scale: values beyond +-448 saturate to it
+ * (vLLM's fp8_e4m3 cache with its default scale of 1). A row of n values is n bytes. */
+#define LOOM_DTYPE_F8_E4M3 1004
 
 #define LOOM_QK4_0 32
 #define LOOM_QK8_0 32

@@ -33,7 +33,7 @@ struct KvSettings {
   int64_t block_size = 16;
   int64_t memory_bytes = 512ll << 20;  // from `memory = "512MiB"`
   double memory_fraction = 0.0;        // of device memory; 0 = use memory_bytes
-  std::string dtype = "f16";           // f32 | f16 | int8
+  std::string dtype = "f16";           // f32 | f16 | int8 | q8_0 | q4_0 | fp8_e4m3 (or fp8)
   bool prefix_caching = true;
   // Hybrid models (recurrent layers): how many cached prompts keep the recurrent state at their last
   // full block, so a prompt repeating one resumes there (each costs one sequence's state memory).

@@ -250,7 +250,7 @@ std::vector<KeySpec> build_schema() {
       integer_key("kv", "block_size", LOOM_FIELD(kv, block_size), 1, 1024, true),
       byte_size_key("kv", "memory", LOOM_FIELD(kv, memory_bytes)),
       number_key("kv", "memory_fraction", LOOM_FIELD(kv, memory_fraction), 0.0, 0.99),
-      string_key("kv", "dtype", LOOM_FIELD(kv, dtype), {"f32", "f16", "int8", "q8_0", "q4_0"}),
+      string_key("kv", "dtype", LOOM_FIELD(kv, dtype), {"f32", "f16", "int8", "q8_0", "q4_0", "fp8_e4m3", "fp8"}),
       bool_key("kv", "prefix_caching", LOOM_FIELD(kv, prefix_caching)),
       integer_key("kv", "state_checkpoints", LOOM_FIELD(kv, state_checkpoints), 0, 4096),
       string_key("kv", "sliding_layers", LOOM_FIELD(kv, sliding_layers), {"auto", "window", "full"}),

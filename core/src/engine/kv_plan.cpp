@@ -15,6 +15,7 @@ uint64_t row_bytes(uint64_t head_dim, loom_dtype dtype) {
   switch (dtype) {
     case LOOM_DTYPE_F32: return 4ull * head_dim;
     case LOOM_DTYPE_INT8_KV: return 4ull + head_dim;  // f32 scale + int8 values
+    case LOOM_DTYPE_F8_E4M3: return head_dim;         // one byte per value, no scale
     case LOOM_DTYPE_Q8_0: return head_dim / LOOM_QK8_0 * sizeof(loom_block_q8_0);  // 34 bytes per 32 values
     case LOOM_DTYPE_Q4_0: return head_dim / LOOM_QK4_0 * sizeof(loom_block_q4_0);  // 18 bytes per 32 values
     default: return 2ull * head_dim;
@@ -26,6 +27,7 @@ uint64_t row_bytes(uint64_t head_dim, loom_dtype dtype) {
 loom_dtype kv_dtype_from_name(const std::string& name) {
   if (name == "f32") return LOOM_DTYPE_F32;
   if (name == "int8") return LOOM_DTYPE_INT8_KV;
+  if (name == "fp8_e4m3" || name == "fp8") return LOOM_DTYPE_F8_E4M3;
   if (name == "q8_0") return LOOM_DTYPE_Q8_0;
   if (name == "q4_0") return LOOM_DTYPE_Q4_0;
   return LOOM_DTYPE_F16;

@@ -1,6 +1,7 @@
 // Element conversions and block decoding, written as plain loops: this is the reference decoding that
 // every fast kernel is checked against.
 #include "cpu_tensor.h"
+#include "fp8_e4m3.h"
 
 #include "dequantize_more.h"
 
@@ -73,6 +74,7 @@ TypeLayout type_layout(loom_dtype type) {
     case LOOM_DTYPE_Q4_K: return {LOOM_QK_K, sizeof(loom_block_q4_k)};
     case LOOM_DTYPE_Q6_K: return {LOOM_QK_K, sizeof(loom_block_q6_k)};
     case LOOM_DTYPE_INT8_KV: return {1, 1};  // int8 elements after a 4-byte scale
+    case LOOM_DTYPE_F8_E4M3: return {1, 1};
     default: {
       const ExtraLayout extra = extra_layout(type);
       if (extra.block_elems > 0) return {extra.block_elems, extra.block_bytes};
@@ -109,6 +111,7 @@ const char* dtype_name(loom_dtype type) {
     case LOOM_DTYPE_INT8_KV: return "INT8_KV";
     case LOOM_DTYPE_I8_ROW: return "I8_ROW";
     case LOOM_DTYPE_I4_G128: return "I4_G128";
+    case LOOM_DTYPE_F8_E4M3: return "F8_E4M3";
     default: return "unknown";
   }
 }
@@ -135,7 +138,7 @@ bool is_weight_dtype(loom_dtype type) {
 
 bool is_kv_dtype(loom_dtype type) {
   return type == LOOM_DTYPE_F32 || type == LOOM_DTYPE_F16 || type == LOOM_DTYPE_INT8_KV || type == LOOM_DTYPE_Q8_0 ||
-         type == LOOM_DTYPE_Q4_0;
+         type == LOOM_DTYPE_Q4_0 || type == LOOM_DTYPE_F8_E4M3;
 }
 
 // ---- block decoding --------------------------------------------------------------------------------
@@ -239,6 +242,12 @@ void dequantize_row(loom_dtype type, const void* row, float* out, int64_t n) {
       for (int64_t i = 0; i < n; i++) out[i] = float(q[i]) * scale;
       return;
     }
+    case LOOM_DTYPE_F8_E4M3: {
+      const auto& table = e4m3_table();
+      const auto* q = static_cast<const uint8_t*>(row);
+      for (int64_t i = 0; i < n; i++) out[i] = table[q[i]];
+      return;
+    }
     default:
       if (!dequantize_extra(type, row, out, n)) unsupported(std::string("cannot decode dtype ") + dtype_name(type));
   }
@@ -286,6 +295,11 @@ void quantize_kv_row(loom_dtype type, const float* x, void* row, int64_t n) {
   switch (type) {
     case LOOM_DTYPE_Q8_0: return quantize_row_q8_0_kv(x, row, n);
     case LOOM_DTYPE_Q4_0: return quantize_row_q4_0_kv(x, row, n);
+    case LOOM_DTYPE_F8_E4M3: {
+      auto* q = static_cast<uint8_t*>(row);
+      for (int64_t i = 0; i < n; i++) q[i] = float_to_e4m3(x[i]);
+      return;
+    }
     default: return quantize_row_int8_kv(x, row, n);
   }
 }

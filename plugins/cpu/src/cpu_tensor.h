@@ -45,7 +45,7 @@ TypeLayout type_layout(loom_dtype type);
 const char* dtype_name(loom_dtype type);
 uint64_t row_bytes(loom_dtype type, int64_t ne0);
 bool is_weight_dtype(loom_dtype type);  // MATMUL / GET_ROWS src0 types this backend implements
-bool is_kv_dtype(loom_dtype type);      // F32, F16, INT8_KV
+bool is_kv_dtype(loom_dtype type);      // F32, F16, INT8_KV, Q8_0, Q4_0, F8_E4M3
 
 // Decode one row of `n` elements of `type` into floats (the reference decoding: plain loops).
 void dequantize_row(loom_dtype type, const void* row, float* out, int64_t n);

@@ -208,7 +208,7 @@ loom_status get_caps(loom_backend_t* backend, loom_backend_caps* out) {
                                   LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q5_K, LOOM_DTYPE_Q6_K, LOOM_DTYPE_IQ4_NL, LOOM_DTYPE_IQ4_XS};
     caps.n_weight_dtypes = uint32_t(std::size(weights));
     std::copy(std::begin(weights), std::end(weights), caps.weight_dtypes);
-    const loom_dtype kv[] = {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_INT8_KV};
+    const loom_dtype kv[] = {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_INT8_KV, LOOM_DTYPE_F8_E4M3};
     caps.n_kv_dtypes = uint32_t(std::size(kv));
     std::copy(std::begin(kv), std::end(kv), caps.kv_dtypes);
     caps.max_head_dim = uint32_t(kMaxHeadDim);

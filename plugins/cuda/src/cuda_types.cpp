@@ -48,6 +48,7 @@ TypeLayout type_layout(loom_dtype type) {
     case LOOM_DTYPE_Q5_K: return {LOOM_QK_K, 176};
     case LOOM_DTYPE_IQ4_XS: return {LOOM_QK_K, 136};
     case LOOM_DTYPE_INT8_KV: return {1, 1};  // int8 elements after a 4-byte scale
+    case LOOM_DTYPE_F8_E4M3: return {1, 1};
     default: return {};
   }
 }
@@ -73,6 +74,7 @@ const char* dtype_name(loom_dtype type) {
     case LOOM_DTYPE_INT8_KV: return "INT8_KV";
     case LOOM_DTYPE_I8_ROW: return "I8_ROW";
     case LOOM_DTYPE_I4_G128: return "I4_G128";
+    case LOOM_DTYPE_F8_E4M3: return "F8_E4M3";
     default: return "unknown";
   }
 }
@@ -105,7 +107,7 @@ bool is_weight_dtype(loom_dtype type) {
 }
 
 bool is_kv_dtype(loom_dtype type) {
-  return type == LOOM_DTYPE_F32 || type == LOOM_DTYPE_F16 || type == LOOM_DTYPE_INT8_KV;
+  return type == LOOM_DTYPE_F32 || type == LOOM_DTYPE_F16 || type == LOOM_DTYPE_INT8_KV || type == LOOM_DTYPE_F8_E4M3;
 }
 
 }  // namespace loom::cuda

@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include "cuda_types.h"
 
@@ -206,5 +207,12 @@ __device__ __forceinline__ float load_float(loom_dtype t, const uint8_t* row, in
 
 inline unsigned grid_1d(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 void check_launch(const char* kernel);  // throws on a launch error (k_rowops.cu)
+
+// The F8_E4M3 KV cache: CUDA's own conversions (hardware on sm_89 and later), satfinite as vLLM's
+// fp8_e4m3 cache writes it: beyond +-448 saturates, ties to even.
+__device__ __forceinline__ uint8_t f2e4m3(float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); }
+__device__ __forceinline__ float e4m32f(uint8_t b) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(b), __NV_E4M3)));
+}
 
 }  // namespace loom::cuda

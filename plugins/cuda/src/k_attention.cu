@@ -1,4 +1,4 @@
-// PAGED_ATTENTION over the block table, F32 / F16 / INT8_KV caches read in-kernel.
+// PAGED_ATTENTION over the block table, F32 / F16 / INT8_KV / F8_E4M3 caches read in-kernel.
 //  * Decode (few query rows per sequence): flash-decoding. One block per (query row, KV head,
 //    split of 256 keys): the block loads the group's query heads once and each key once for the
 //    whole group (grouped-query aware), computes a partial softmax (max, sum, Σp·v) and a combine
@@ -54,6 +54,7 @@ __device__ __forceinline__ float kv_scale(loom_dtype t, const uint8_t* row) {
 __device__ __forceinline__ float kv_load(loom_dtype t, const uint8_t* row, int d, float scale) {
   if (t == LOOM_DTYPE_F32) return reinterpret_cast<const float*>(row)[d];
   if (t == LOOM_DTYPE_F16) return h2f(reinterpret_cast<const uint16_t*>(row)[d]);
+  if (t == LOOM_DTYPE_F8_E4M3) return e4m32f(row[d]);
   return float(reinterpret_cast<const int8_t*>(row + 4)[d]) * scale;
 }
 

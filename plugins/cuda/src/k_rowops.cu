@@ -143,6 +143,8 @@ __device__ void store_row(const DevTensor& cache, int64_t head, int64_t slot, co
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) reinterpret_cast<float*>(row)[i] = x[i];
   } else if (cache.dtype == LOOM_DTYPE_F16) {
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) reinterpret_cast<uint16_t*>(row)[i] = f2h(x[i]);
+  } else if (cache.dtype == LOOM_DTYPE_F8_E4M3) {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) row[i] = f2e4m3(x[i]);
   } else {  // INT8_KV: f32 scale = max|x| / 127, then round(x / scale) clamped to ±127
     float amax = 0.0f;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) amax = fmaxf(amax, fabsf(x[i]));

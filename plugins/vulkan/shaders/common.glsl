@@ -133,3 +133,23 @@ float wg_max(float v) {
 #endif
 }
 #endif
+
+// OCP FP8 E4M3 (the F8_E4M3 KV cache; plugins/cpu/src/fp8_e4m3.h): 4 exponent bits of bias 7, 3
+// mantissa bits, subnormals in steps of 2^-9, ties to even, saturating at +-448 (0x7E).
+uint float_to_e4m3(float f) {
+  uint x = floatBitsToUint(f);
+  uint sign = (x >> 24) & 0x80u;
+  uint a = x & 0x7fffffffu;
+  if (a >= 0x43e00000u) return sign | 0x7eu;                                      // >= 448
+  if (a < 0x3c800000u) return sign | uint(roundEven(uintBitsToFloat(a) * 512.0));  // < 2^-6
+  uint e8 = ((((a >> 23) - 120u) << 3) | ((a >> 20) & 7u));  // rebias 127 -> 7, top 3 mantissa bits
+  uint rest = a & 0xfffffu;
+  if (rest > 0x80000u || (rest == 0x80000u && (e8 & 1u) != 0u)) e8++;  // a carry moves into the exponent
+  return sign | e8;
+}
+
+float e4m3_to_float(uint b) {
+  uint e = (b >> 3) & 15u, m = b & 7u;
+  float v = e == 0u ? float(m) * (1.0 / 512.0) : uintBitsToFloat(((e + 120u) << 23) | (m << 20));
+  return (b & 0x80u) != 0u ? -v : v;
+}

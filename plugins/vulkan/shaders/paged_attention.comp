@@ -5,7 +5,7 @@
 // the output accumulator rescaled by exp(m_old - m_new) per tile; each invocation owns output
 // dimensions lid, lid + 64, ... (head_dim <= MAX_D). GQA: head h reads kv head h / (n_heads / n_kv_heads).
 // Optional sinks (gpt-oss): one more softmax term per head without a value.
-// Caches: F32, F16, INT8_KV (one f32 scale per row), or ggml's Q8_0 / Q4_0 blocks (one f16 scale per 32
+// Caches: F32, F16, INT8_KV (one f32 scale per row), F8_E4M3 (one byte per value), or ggml's Q8_0 / Q4_0 blocks (one f16 scale per 32
 // values, 34 / 18 bytes, so rows are only 2-byte aligned and are read through kc_u16 / vc_u16 / *_word).
 #define RED_WG 64u
 #define MAX_D 512u
@@ -31,7 +31,7 @@ layout(push_constant) uniform Push {
   uint max_keys;  // 0: any number; else a query row seeing more keys is refused (see record_attention)
 } pc;
 
-const uint DT_F32 = 0u, DT_F16 = 1u, DT_Q4_0 = 2u, DT_Q8_0 = 8u, DT_INT8_KV = 1001u;
+const uint DT_F32 = 0u, DT_F16 = 1u, DT_Q4_0 = 2u, DT_Q8_0 = 8u, DT_INT8_KV = 1001u, DT_F8_E4M3 = 1004u;
 
 shared float q_s[MAX_D];
 shared float p_s[64];
@@ -86,15 +86,17 @@ float v_block_elem(uint row, uint i) {
   return half_to_float(vc_u16(a)) * float(int(nibble) - 8);
 }
 
-float k_elem(uint row, uint i) {  // row: byte address of a 4-aligned cache row (F32, F16, INT8_KV)
+float k_elem(uint row, uint i) {  // row: byte address of a 4-aligned cache row (F32, F16, INT8_KV, F8_E4M3)
   if (pc.kv_dtype == DT_F32) return uintBitsToFloat(KC[(row >> 2) + i]);
   if (pc.kv_dtype == DT_F16) return half_to_float((KC[(row >> 2) + (i >> 1)] >> ((i & 1u) << 4)) & 0xffffu);
+  if (pc.kv_dtype == DT_F8_E4M3) return e4m3_to_float((KC[(row >> 2) + (i >> 2)] >> ((i & 3u) << 3)) & 0xffu);
   uint a = row + 4u + i;
   return float(int(KC[a >> 2] << (24u - ((a & 3u) << 3))) >> 24);  // times the row scale, by the caller
 }
 float v_elem(uint row, uint i) {
   if (pc.kv_dtype == DT_F32) return uintBitsToFloat(VC[(row >> 2) + i]);
   if (pc.kv_dtype == DT_F16) return half_to_float((VC[(row >> 2) + (i >> 1)] >> ((i & 1u) << 4)) & 0xffffu);
+  if (pc.kv_dtype == DT_F8_E4M3) return e4m3_to_float((VC[(row >> 2) + (i >> 2)] >> ((i & 3u) << 3)) & 0xffu);
   uint a = row + 4u + i;
   return float(int(VC[a >> 2] << (24u - ((a & 3u) << 3))) >> 24);
 }

@@ -1,9 +1,10 @@
 #version 450
 // STORE_KV: k, v [head_dim, n_kv_heads, n_tok] -> caches [head_dim, n_kv_heads, n_slots] at
 // slot_mapping[t] (negative = padding, skipped). Caches are F32, F16 (pairs per word), INT8_KV
-// (f32 scale = absmax/127, then int8 values, four per word), or ggml's Q8_0 / Q4_0 blocks (one f16
-// scale per 32 values; see store_blocks). For F32 / F16 / INT8_KV the host guarantees 4-byte aligned
-// cache rows and an even (F16) or multiple-of-4 (INT8_KV) head_dim, so no two invocations share a word.
+// (f32 scale = absmax/127, then int8 values, four per word), F8_E4M3 (four bytes per word), or ggml's
+// Q8_0 / Q4_0 blocks (one f16 scale per 32 values; see store_blocks). For the others the host
+// guarantees 4-byte aligned cache rows and an even (F16) or multiple-of-4 (INT8_KV, F8_E4M3) head_dim,
+// so no two invocations share a word.
 #define RED_WG 64u
 #include "common.glsl"
 layout(local_size_x = 64) in;
@@ -19,10 +20,10 @@ layout(push_constant) uniform Push {
   uint s_off, s_nb0;
   uint kc_off, kc_nb1, kc_nb2;
   uint vc_off, vc_nb1, vc_nb2;
-  uint head_dim, n_kv_heads, n_tok, n_slots, kv_dtype;  // kv_dtype: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 1001 INT8_KV
+  uint head_dim, n_kv_heads, n_tok, n_slots, kv_dtype;  // kv_dtype: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 1001 INT8_KV, 1004 F8_E4M3
 } pc;
 
-const uint DT_F32 = 0u, DT_F16 = 1u, DT_Q4_0 = 2u, DT_Q8_0 = 8u;
+const uint DT_F32 = 0u, DT_F16 = 1u, DT_Q4_0 = 2u, DT_Q8_0 = 8u, DT_F8_E4M3 = 1004u;
 
 // Quantizes element i of src row `x` (word index) as the reference does: q = rint(x / scale).
 int q8(float x, float inv) { return int(roundEven(clamp(x * inv, -127.0, 127.0))); }
@@ -162,6 +163,16 @@ void main() {
       for (uint i = lid; i < pc.head_dim / 2u; i += 64u) {
         KC[kc + i] = float_to_half(K[k + 2u * i]) | (float_to_half(K[k + 2u * i + 1u]) << 16);
         VC[vc + i] = float_to_half(V[v + 2u * i]) | (float_to_half(V[v + 2u * i + 1u]) << 16);
+      }
+    } else if (pc.kv_dtype == DT_F8_E4M3) {
+      for (uint i = lid; i < pc.head_dim / 4u; i += 64u) {
+        uint kw = 0u, vw = 0u;
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+          kw |= float_to_e4m3(K[k + 4u * i + j]) << (8u * j);
+          vw |= float_to_e4m3(V[v + 4u * i + j]) << (8u * j);
+        }
+        KC[kc + i] = kw;
+        VC[vc + i] = vw;
       }
     } else {
       float k_max = 0.0, v_max = 0.0;

@@ -11,7 +11,7 @@ namespace {
 // Shaders read whole words: 4-byte alignment for 32-bit data, 2 for 16-bit data and blocks.
 uint64_t word_alignment(loom_dtype dtype) {
   if (dtype == LOOM_DTYPE_MXFP4) return 1;  // 17-byte blocks: the shaders read them byte by byte
-  return (dtype == LOOM_DTYPE_F32 || dtype == LOOM_DTYPE_I32 || dtype == LOOM_DTYPE_INT8_KV) ? 4 : 2;
+  return (dtype == LOOM_DTYPE_F32 || dtype == LOOM_DTYPE_I32 || dtype == LOOM_DTYPE_INT8_KV || dtype == LOOM_DTYPE_F8_E4M3) ? 4 : 2;
 }
 
 struct VkOpRules : plugin_support::BaseOpRules {
@@ -68,7 +68,8 @@ struct VkOpRules : plugin_support::BaseOpRules {
     out.present = true;
   }
 
-  // Cache rows are read and written as whole words (F16 in pairs, INT8_KV in fours after the scale).
+  // Cache rows are read and written as whole words (F16 in pairs, INT8_KV in fours after the scale,
+  // F8_E4M3 in fours).
   // Q8_0 / Q4_0 rows are whole blocks (34 / 18 bytes) at any 2-byte boundary, which check_view and
   // bind already require: store_kv.comp writes a word shared with a neighbouring row atomically.
   template <typename Checker>
@@ -86,6 +87,7 @@ struct VkOpRules : plugin_support::BaseOpRules {
     if (cache.offset % 4 != 0) c.unsupported(r + " offset must be a multiple of 4 bytes");
     if (cache.dtype == LOOM_DTYPE_F16 && cache.ne[0] % 2 != 0) c.unsupported(r + " F16 cache needs an even head_dim");
     if (cache.dtype == LOOM_DTYPE_INT8_KV && cache.ne[0] % 4 != 0) c.unsupported(r + " INT8_KV cache needs head_dim % 4 == 0");
+    if (cache.dtype == LOOM_DTYPE_F8_E4M3 && cache.ne[0] % 4 != 0) c.unsupported(r + " F8_E4M3 cache needs head_dim % 4 == 0");
   }
 
   template <typename Checker>
@@ -123,6 +125,7 @@ TypeLayout type_layout(loom_dtype type) {
     case LOOM_DTYPE_IQ4_XS: return {LOOM_QK_K, 136};
     case LOOM_DTYPE_MXFP4: return {LOOM_QK_MXFP4, sizeof(loom_block_mxfp4)};
     case LOOM_DTYPE_INT8_KV: return {1, 1};
+    case LOOM_DTYPE_F8_E4M3: return {1, 1};
     default: return {};
   }
 }
@@ -150,6 +153,7 @@ const char* dtype_name(loom_dtype type) {
     case LOOM_DTYPE_INT8_KV: return "INT8_KV";
     case LOOM_DTYPE_I8_ROW: return "I8_ROW";
     case LOOM_DTYPE_I4_G128: return "I4_G128";
+    case LOOM_DTYPE_F8_E4M3: return "F8_E4M3";
     default: return "unknown";
   }
 }
@@ -184,7 +188,7 @@ bool is_weight_dtype(loom_dtype type) {
 
 bool is_kv_dtype(loom_dtype type) {
   return type == LOOM_DTYPE_F32 || type == LOOM_DTYPE_F16 || type == LOOM_DTYPE_INT8_KV || type == LOOM_DTYPE_Q8_0 ||
-         type == LOOM_DTYPE_Q4_0;
+         type == LOOM_DTYPE_Q4_0 || type == LOOM_DTYPE_F8_E4M3;
 }
 
 }  // namespace loom::vk

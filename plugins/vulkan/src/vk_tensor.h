@@ -27,7 +27,7 @@ TypeLayout type_layout(loom_dtype type);
 const char* dtype_name(loom_dtype type);
 uint64_t row_bytes(loom_dtype type, int64_t ne0);
 bool is_weight_dtype(loom_dtype type);  // MATMUL / GET_ROWS src0 types with a shader
-bool is_kv_dtype(loom_dtype type);      // F32, F16, INT8_KV, Q8_0, Q4_0 (ggml blocks; head_dim % 32 == 0)
+bool is_kv_dtype(loom_dtype type);      // F32, F16, INT8_KV, Q8_0, Q4_0 (ggml blocks; head_dim % 32 == 0), F8_E4M3
 
 // A validated view. buffer == nullptr: absent operand (or shapes-only validation).
 struct Tensor {
