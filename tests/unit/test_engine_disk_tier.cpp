@@ -124,6 +124,45 @@ TEST_CASE("a restarted engine loads a known prefix from the disk tier and gets a
   CHECK(stats.disk.files_rejected == 0);
 }
 
+// A hybrid model (a Gated DeltaNet layer, then attention): the recurrent state is saved where the
+// allocator checkpoints it, at the prompt's last full block, and a restarted engine resumes there;
+// a prompt sharing only part of the way has no state on disk to resume from and computes it all.
+TEST_CASE("a restarted engine resumes a hybrid model's prompt from the recurrent state on disk", "[engine][disk_tier]") {
+  static const std::filesystem::path model = [] {
+    loom::gguf::SynthSpec spec;
+    spec.arch = "qwen35";
+    spec.n_layers = 2;
+    spec.dim = 64;
+    spec.n_heads = 4;
+    spec.n_kv_heads = 2;
+    spec.ff_dim = 128;
+    spec.n_vocab = 512;
+    spec.n_ctx = 512;
+    spec.seed = 7;
+    return write_small_model(spec, "qwen35-disk");
+  }();
+  const auto disk = scratch_dir("engine-disk-tier-hybrid");
+  const Prompts p;
+  auto cold_config = config_for("auto", "");
+  cold_config.kv.prefix_caching = false;
+  loom::Engine cold(cold_config, model);
+  const Result cold_next = run_one(cold, p.next_turn);
+  const Result cold_partial = run_one(cold, p.partial);
+  {
+    loom::Engine first(config_for("auto", disk), model);
+    run_one(first, p.turn);
+  }
+  loom::Engine restarted(config_for("auto", disk), model);
+  CHECK(restarted.stats().disk.files == 11);  // 10 blocks of the attention layer, the state at token 36
+  const Result next = run_one(restarted, p.next_turn);
+  check_same(next, cold_next);
+  CHECK(next.outcome.n_cached == 36);
+  const Result partial = run_one(restarted, p.partial);
+  check_same(partial, cold_partial);
+  CHECK(partial.outcome.n_cached == 0);
+  CHECK(restarted.stats().disk.blocks_read == 10);  // 9 blocks and the state
+}
+
 TEST_CASE("the engine computes again the blocks whose disk files are corrupt", "[engine][disk_tier]") {
   const std::string arch = GENERATE(as<std::string>{}, "llama", "gemma3");
   INFO(arch);

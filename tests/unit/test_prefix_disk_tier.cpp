@@ -56,7 +56,7 @@ TEST_CASE("the disk tier returns what was written, also to a new instance over t
   const DiskBlockKey model = loom::fingerprint_of("model");
   const DiskBlockKey k1 = key_of(model, 1), k2 = key_of(k1, 2);
   {
-    PrefixDiskTier tier(folder, 1 << 20, model, kBlockBytes);
+    PrefixDiskTier tier(folder, 1 << 20, model, {kBlockBytes});
     tier.write_async(k1, payload_of(1));
     tier.write_async(k2, payload_of(2));
     tier.write_async(k2, payload_of(2));  // queued already: written once
@@ -67,15 +67,15 @@ TEST_CASE("the disk tier returns what was written, also to a new instance over t
     CHECK(s.files == 2);
     CHECK(s.bytes == 2 * (kBlockBytes + 64));
     std::vector<uint8_t> back(kBlockBytes);
-    REQUIRE(tier.read(k2, back.data()));
+    REQUIRE(tier.read(k2, back.data(), kBlockBytes));
     CHECK(back == payload_of(2));
   }
-  PrefixDiskTier restarted(folder, 1 << 20, model, kBlockBytes);
+  PrefixDiskTier restarted(folder, 1 << 20, model, {kBlockBytes});
   CHECK(restarted.stats().files == 2);
   std::vector<uint8_t> back(kBlockBytes);
-  REQUIRE(restarted.read(k1, back.data()));
+  REQUIRE(restarted.read(k1, back.data(), kBlockBytes));
   CHECK(back == payload_of(1));
-  CHECK_FALSE(restarted.read(key_of(k2, 3), back.data()));
+  CHECK_FALSE(restarted.read(key_of(k2, 3), back.data(), kBlockBytes));
   CHECK(restarted.stats().blocks_read == 1);
   CHECK(restarted.stats().bytes_read == kBlockBytes);
 }
@@ -85,7 +85,7 @@ TEST_CASE("the disk tier never loads a corrupt, truncated or foreign block file"
   const DiskBlockKey model = loom::fingerprint_of("model");
   const DiskBlockKey key = key_of(model, 1);
   auto write_one = [&](const DiskBlockKey& fingerprint) {
-    PrefixDiskTier tier(folder, 1 << 20, fingerprint, kBlockBytes);
+    PrefixDiskTier tier(folder, 1 << 20, fingerprint, {kBlockBytes});
     tier.write_async(key_of(fingerprint, 1), payload_of(1));
     tier.flush();
   };
@@ -100,9 +100,9 @@ TEST_CASE("the disk tier never loads a corrupt, truncated or foreign block file"
       f.put(static_cast<char>(0x5a));
     }
     Warnings warnings;
-    PrefixDiskTier tier(folder, 1 << 20, model, kBlockBytes, warnings.sink());
+    PrefixDiskTier tier(folder, 1 << 20, model, {kBlockBytes}, warnings.sink());
     CHECK(tier.contains(key));
-    CHECK_FALSE(tier.read(key, back.data()));
+    CHECK_FALSE(tier.read(key, back.data(), kBlockBytes));
     CHECK_FALSE(tier.contains(key));
     CHECK_FALSE(std::filesystem::exists(file));
     CHECK(tier.stats().files_rejected == 1);
@@ -114,9 +114,9 @@ TEST_CASE("the disk tier never loads a corrupt, truncated or foreign block file"
     const auto file = only_file_of(folder);
     std::filesystem::resize_file(file, 64 + kBlockBytes / 2);
     Warnings warnings;
-    PrefixDiskTier tier(folder, 1 << 20, model, kBlockBytes, warnings.sink());
+    PrefixDiskTier tier(folder, 1 << 20, model, {kBlockBytes}, warnings.sink());
     CHECK_FALSE(tier.contains(key));
-    CHECK_FALSE(tier.read(key, back.data()));
+    CHECK_FALSE(tier.read(key, back.data(), kBlockBytes));
     CHECK(tier.stats().files_rejected == 1);
     CHECK(tier.stats().files == 0);
     REQUIRE(warnings.lines.size() == 1);
@@ -127,21 +127,21 @@ TEST_CASE("the disk tier never loads a corrupt, truncated or foreign block file"
     write_one(other);
     const auto file = only_file_of(folder);
     Warnings warnings;
-    PrefixDiskTier tier(folder, 1 << 20, model, kBlockBytes, warnings.sink());
+    PrefixDiskTier tier(folder, 1 << 20, model, {kBlockBytes}, warnings.sink());
     CHECK(tier.stats().files == 0);
     CHECK(tier.stats().files_rejected == 1);
-    CHECK_FALSE(tier.read(key_of(other, 1), back.data()));
+    CHECK_FALSE(tier.read(key_of(other, 1), back.data(), kBlockBytes));
     CHECK(std::filesystem::exists(file));
     REQUIRE(warnings.lines.size() == 1);
     CHECK_THAT(warnings.lines[0], Catch::Contains("another model"));
   }
   SECTION("a file with another block size (another KV type) is skipped") {
     {
-      PrefixDiskTier tier(folder, 1 << 20, model, kBlockBytes * 2);
+      PrefixDiskTier tier(folder, 1 << 20, model, {kBlockBytes * 2});
       tier.write_async(key, std::vector<uint8_t>(kBlockBytes * 2, 1));
       tier.flush();
     }
-    PrefixDiskTier tier(folder, 1 << 20, model, kBlockBytes, [](const std::string&) {});
+    PrefixDiskTier tier(folder, 1 << 20, model, {kBlockBytes}, [](const std::string&) {});
     CHECK_FALSE(tier.contains(key));
     CHECK(tier.stats().files_rejected == 1);
   }
@@ -151,7 +151,7 @@ TEST_CASE("the disk tier stays within its capacity, dropping the least recently 
   const auto folder = loom::test::scratch_dir("disk-tier-capacity");
   const DiskBlockKey model = loom::fingerprint_of("model");
   const uint64_t file_bytes = kBlockBytes + 64;
-  PrefixDiskTier tier(folder, 3 * file_bytes, model, kBlockBytes);
+  PrefixDiskTier tier(folder, 3 * file_bytes, model, {kBlockBytes});
   std::vector<DiskBlockKey> keys;
   for (int32_t i = 0; i < 3; ++i) {
     keys.push_back(key_of(model, i));
@@ -159,7 +159,7 @@ TEST_CASE("the disk tier stays within its capacity, dropping the least recently 
     tier.flush();
   }
   std::vector<uint8_t> back(kBlockBytes);
-  REQUIRE(tier.read(keys[0], back.data()));  // now the most recently used
+  REQUIRE(tier.read(keys[0], back.data(), kBlockBytes));  // now the most recently used
   keys.push_back(key_of(model, 3));
   tier.write_async(keys.back(), payload_of(3));
   tier.flush();

@@ -127,6 +127,7 @@ class Engine {
   void open_disk_tier(const Config& config, const std::filesystem::path& model_path);
   uint32_t load_prefix_from_disk(Sequence& seq);
   void save_blocks_to_disk(const SchedulerDecision& decision);
+  void save_state_to_disk(Sequence& seq, uint32_t n_tokens);
   const std::vector<DiskBlockKey>& disk_keys(Sequence& seq, uint32_t n_blocks) const;
   void sample_and_advance(const SchedulerDecision& decision);
   void accept_token(Sequence& seq, int32_t token, TokenLogprob logprob);
@@ -156,6 +157,7 @@ class Engine {
   std::unique_ptr<PrefixDiskTier> disk_tier_;
   DiskBlockKey disk_fingerprint_;    // the first block's parent key
   std::vector<uint8_t> disk_block_;  // one block's bytes on their way to or from the disk
+  uint64_t disk_state_bytes_ = 0;    // a hybrid model's recurrent state per sequence (0: none)
   bool drafter_failed_logged_ = false;
 
   // Engine-thread state.

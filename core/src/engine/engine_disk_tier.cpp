@@ -6,7 +6,9 @@
 // server that stops or crashes would lose whatever had not been evicted yet. A block file holds every
 // layer's K/V, the window-ring layers' too (their rows are still in the ring in the step that
 // completes the block), so a sequence can resume at any block on disk: the pool layers get every
-// block up to there, the ring only the last window.
+// block up to there, the ring only the last window. A hybrid model's recurrent state summarises its
+// whole prefix, so it is written where the allocator checkpoints it (a prompt's last full block) and
+// a sequence resumes only at a block whose state is on disk.
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -45,19 +47,22 @@ std::string model_identity(const std::filesystem::path& model_path) {
 void Engine::open_disk_tier(const Config& config, const std::filesystem::path& model_path) {
   if (config.kv.disk_cache_path.empty()) return;
   const uint64_t block_bytes = model_->kv_block_bytes(kv_cache_);
-  if (block_bytes == 0) {
+  disk_state_bytes_ = model_->state_slot_bytes(kv_cache_);
+  if (disk_state_bytes_ > 0 && kv_->n_state_checkpoints() == 0) {
     std::cerr << "loom: warning: [kv] disk_cache_path is ignored for " << model_->info().arch_name
-              << ": its recurrent layers keep a state that no block holds\n";
+              << ": its recurrent state is saved where prefix caching checkpoints it, and prefix_caching or "
+                 "state_checkpoints is off\n";
     return;
   }
   // Everything the bytes of a block depend on besides its tokens; a file made under another is foreign.
   const std::string identity = "loom kv blocks 1\nbackend " + backend_->name() + "\nkv dtype " + config.kv.dtype +
                                "\nblock size " + std::to_string(info_.kv_block_size) + "\nblock bytes " +
-                               std::to_string(block_bytes) + "\n" + model_identity(model_path);
+                               std::to_string(block_bytes) + "\nstate bytes " + std::to_string(disk_state_bytes_) + "\n" +
+                               model_identity(model_path);
   disk_fingerprint_ = fingerprint_of(identity);
   disk_tier_ = std::make_unique<PrefixDiskTier>(config.kv.disk_cache_path, static_cast<uint64_t>(config.kv.disk_cache_bytes),
-                                                disk_fingerprint_, block_bytes);
-  disk_block_.resize(block_bytes);
+                                                disk_fingerprint_, std::vector<uint64_t>{block_bytes, disk_state_bytes_});
+  disk_block_.resize(std::max(block_bytes, disk_state_bytes_));
   scheduler_->set_prefix_extender([this](Sequence& seq) { return load_prefix_from_disk(seq); });
   std::lock_guard lock(mutex_);
   stats_.disk_tier = true;
@@ -90,6 +95,8 @@ uint32_t Engine::load_prefix_from_disk(Sequence& seq) {
   for (;;) {  // each failed read forgets a file, so this ends
     uint32_t depth = from;
     while (depth < limit && disk_tier_->contains(keys[depth])) ++depth;
+    // A recurrent state resumes only where it was saved.
+    while (disk_state_bytes_ > 0 && depth > from && !disk_tier_->contains(state_key_of(keys[depth - 1]))) --depth;
     if (rings) {
       // The deepest resume point whose window below the hit is on disk too.
       auto window_on_disk = [&](uint32_t d) {
@@ -102,7 +109,8 @@ uint32_t Engine::load_prefix_from_disk(Sequence& seq) {
     }
     if (depth == from) return seq.n_computed;
 
-    if (rings) run_pending_copies();  // the allocator's ring checkpoint lands before rows from disk
+    // The allocator's queued ring or state copy lands first, then the rows from disk.
+    if (rings || disk_state_bytes_ > 0) run_pending_copies();
     const std::vector<int32_t> table = kv_->block_table(seq.id);
     const int32_t ring_slot = rings ? kv_->state_slot(seq.id) : -1;
     const uint32_t first = rings ? std::min(from, ring_start(depth)) : from;
@@ -111,8 +119,12 @@ uint32_t Engine::load_prefix_from_disk(Sequence& seq) {
       uint32_t parts = b >= from ? Model::kv_pool_part : 0u;
       if (rings && b >= ring_start(depth)) parts |= Model::kv_ring_part;
       if (parts == 0) continue;
-      complete = disk_tier_->read(keys[b], disk_block_.data());
+      complete = disk_tier_->read(keys[b], disk_block_.data(), model_->kv_block_bytes(kv_cache_));
       if (complete) model_->write_kv_block(kv_cache_, table.at(b), ring_slot, b * bs, disk_block_.data(), parts);
+    }
+    if (complete && disk_state_bytes_ > 0) {
+      complete = disk_tier_->read(state_key_of(keys[depth - 1]), disk_block_.data(), disk_state_bytes_);
+      if (complete) model_->write_state_slot(kv_cache_, kv_->state_slot(seq.id), disk_block_.data());
     }
     if (!complete) continue;
     seq.n_disk_blocks = std::max(seq.n_disk_blocks, depth);
@@ -136,12 +148,24 @@ void Engine::save_blocks_to_disk(const SchedulerDecision& decision) {
     const int32_t ring_slot = kv_cache_.has_window_rings() ? kv_->state_slot(seq.id) : -1;
     for (uint32_t b = seq.n_disk_blocks; b < end; ++b) {
       if (disk_tier_->contains(keys[b])) continue;
-      std::vector<uint8_t> bytes(disk_tier_->block_bytes());
+      std::vector<uint8_t> bytes(model_->kv_block_bytes(kv_cache_));
       model_->read_kv_block(kv_cache_, table.at(b), ring_slot, b * bs, bytes.data());
       disk_tier_->write_async(keys[b], std::move(bytes));
     }
     seq.n_disk_blocks = end;
   }
+}
+
+// A hybrid model's sequence whose recurrent state now covers exactly its first n_tokens (a block
+// boundary the allocator checkpoints): that state goes to disk beside the blocks.
+void Engine::save_state_to_disk(Sequence& seq, uint32_t n_tokens) {
+  if (!disk_tier_ || disk_state_bytes_ == 0 || n_tokens == 0) return;
+  const uint32_t n_blocks = n_tokens / info_.kv_block_size;
+  const DiskBlockKey key = state_key_of(disk_keys(seq, n_blocks)[n_blocks - 1]);
+  if (disk_tier_->contains(key)) return;
+  std::vector<uint8_t> bytes(disk_state_bytes_);
+  model_->read_state_slot(kv_cache_, kv_->state_slot(seq.id), bytes.data());
+  disk_tier_->write_async(key, std::move(bytes));
 }
 
 }  // namespace loom

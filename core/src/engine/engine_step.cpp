@@ -110,6 +110,7 @@ void Engine::checkpoint_states(const SchedulerDecision& decision) {
     Sequence& seq = *chunk.seq;
     if (seq.state_checkpoint_at == 0 || seq.n_computed != seq.state_checkpoint_at || !seq.has_kv) continue;
     kv_->checkpoint_state(seq.id, seq.state_checkpoint_at);
+    save_state_to_disk(seq, seq.state_checkpoint_at);
     seq.state_checkpoint_at = 0;
   }
 }

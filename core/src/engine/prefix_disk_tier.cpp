@@ -63,12 +63,17 @@ DiskBlockKey chain_block_key(const DiskBlockKey& parent, const int32_t* tokens, 
   return key;
 }
 
+DiskBlockKey state_key_of(const DiskBlockKey& block) {
+  const int32_t marker = -1;
+  return chain_block_key(block, &marker, 1);
+}
+
 DiskBlockKey fingerprint_of(const std::string& identity) { return to_key(XXH3_128bits(identity.data(), identity.size())); }
 
 PrefixDiskTier::PrefixDiskTier(std::filesystem::path folder, uint64_t capacity_bytes, DiskBlockKey fingerprint,
-                               uint64_t block_bytes, Warn warn)
-    : folder_(std::move(folder)), capacity_bytes_(capacity_bytes), fingerprint_(fingerprint), block_bytes_(block_bytes),
-      warn_(std::move(warn)) {
+                               std::vector<uint64_t> payload_sizes, Warn warn)
+    : folder_(std::move(folder)), capacity_bytes_(capacity_bytes), fingerprint_(fingerprint),
+      payload_sizes_(std::move(payload_sizes)), warn_(std::move(warn)) {
   std::error_code ec;
   fs::create_directories(folder_, ec);
   if (ec || !fs::is_directory(folder_)) {
@@ -86,6 +91,10 @@ PrefixDiskTier::~PrefixDiskTier() {
   }
   wake_writer_.notify_all();
   writer_.join();
+}
+
+bool PrefixDiskTier::allowed_size(uint64_t bytes) const {
+  return bytes > 0 && std::find(payload_sizes_.begin(), payload_sizes_.end(), bytes) != payload_sizes_.end();
 }
 
 void PrefixDiskTier::warn(const std::string& message) const {
@@ -130,7 +139,8 @@ void PrefixDiskTier::scan_folder() {
     }
     const DiskBlockKey key{header.key_lo, header.key_hi};
     const uint64_t size = entry.file_size(ec);
-    if (header.payload_bytes != block_bytes_ || size != sizeof(FileHeader) + block_bytes_ || path.filename() != path_of(key).filename()) {
+    if (!allowed_size(header.payload_bytes) || size != sizeof(FileHeader) + header.payload_bytes ||
+        path.filename() != path_of(key).filename()) {
       ++broken;
       in.close();
       fs::remove(path, ec);
@@ -153,7 +163,7 @@ bool PrefixDiskTier::contains(const DiskBlockKey& key) const {
   return index_.count(key) > 0 || queued_.count(key) > 0;
 }
 
-bool PrefixDiskTier::read(const DiskBlockKey& key, void* out) {
+bool PrefixDiskTier::read(const DiskBlockKey& key, void* out, uint64_t bytes) {
   {
     std::lock_guard lock(mutex_);
     if (!index_.count(key)) return false;
@@ -169,13 +179,13 @@ bool PrefixDiskTier::read(const DiskBlockKey& key, void* out) {
     } else if (!read_header(in, header) || header.fingerprint_lo != fingerprint_.lo ||
                header.fingerprint_hi != fingerprint_.hi || header.key_lo != key.lo || header.key_hi != key.hi) {
       problem = "its header does not belong to this block";
-    } else if (header.payload_bytes != block_bytes_) {
+    } else if (header.payload_bytes != bytes) {
       problem = "its payload has the wrong size";
     } else {
-      in.read(static_cast<char*>(out), static_cast<std::streamsize>(block_bytes_));
-      if (static_cast<uint64_t>(in.gcount()) != block_bytes_) {
+      in.read(static_cast<char*>(out), static_cast<std::streamsize>(bytes));
+      if (static_cast<uint64_t>(in.gcount()) != bytes) {
         problem = "it is truncated";
-      } else if (XXH3_64bits(out, block_bytes_) != header.payload_checksum) {
+      } else if (XXH3_64bits(out, bytes) != header.payload_checksum) {
         problem = "its checksum does not match";
       }
     }
@@ -193,7 +203,7 @@ bool PrefixDiskTier::read(const DiskBlockKey& key, void* out) {
   if (it != index_.end()) lru_.splice(lru_.end(), lru_, it->second.lru);
   fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // survives a restart as the LRU order
   ++stats_.blocks_read;
-  stats_.bytes_read += block_bytes_;
+  stats_.bytes_read += bytes;
   stats_.read_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return true;
 }
@@ -202,7 +212,7 @@ void PrefixDiskTier::write_async(const DiskBlockKey& key, std::vector<uint8_t> p
   {
     std::lock_guard lock(mutex_);
     if (index_.count(key) || queued_.count(key)) return;
-    if (payload.size() != block_bytes_ || block_bytes_ > capacity_bytes_ || queued_bytes_ + payload.size() > std::min(capacity_bytes_, kMaxQueuedBytes)) {
+    if (!allowed_size(payload.size()) || payload.size() > capacity_bytes_ || queued_bytes_ + payload.size() > std::min(capacity_bytes_, kMaxQueuedBytes)) {
       ++stats_.writes_dropped;
       return;
     }

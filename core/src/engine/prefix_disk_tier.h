@@ -4,7 +4,9 @@
 // save/restore).
 //
 // A block is named by a 128-bit key chained over everything its K/V depends on: the model, KV type and
-// layout (the fingerprint) and every token up to the block's end. Each file holds one block: a header
+// layout (the fingerprint) and every token up to the block's end; a hybrid model's recurrent state at
+// a block's end is a second kind of payload, of its own size, under a key of its own (state_key_of).
+// Each file holds one payload: a header
 // (magic, fingerprint, key, sizes) and the payload with its checksum. Writes run on a thread of their
 // own, through a temporary name renamed into place, so a crash leaves no half-written block under a
 // real name; a read checks the header and the checksum and never hands out bytes that fail them.
@@ -34,6 +36,9 @@ struct DiskBlockKey {
 
 // The key of the block after `parent` holding `tokens`; the first block's parent is the fingerprint.
 DiskBlockKey chain_block_key(const DiskBlockKey& parent, const int32_t* tokens, uint32_t n_tokens);
+// The key of the recurrent state at the end of the block named `block` (no block's key: tokens are
+// never negative).
+DiskBlockKey state_key_of(const DiskBlockKey& block);
 // A fingerprint from any bytes that identify what the blocks' contents depend on.
 DiskBlockKey fingerprint_of(const std::string& identity);
 
@@ -57,18 +62,18 @@ class PrefixDiskTier {
   // Creates `folder` if needed and indexes this fingerprint's files in it (oldest first by their
   // modification time, which each hit refreshes). Files that fail their header are reported through
   // `warn` and never loaded; loom::Error when the folder cannot be created or read.
-  PrefixDiskTier(std::filesystem::path folder, uint64_t capacity_bytes, DiskBlockKey fingerprint, uint64_t block_bytes,
-                 Warn warn = {});
+  // `payload_sizes`: the sizes a payload may have (a block's, and a recurrent state's where there is one).
+  PrefixDiskTier(std::filesystem::path folder, uint64_t capacity_bytes, DiskBlockKey fingerprint,
+                 std::vector<uint64_t> payload_sizes, Warn warn = {});
   ~PrefixDiskTier();  // writes what is queued first
   PrefixDiskTier(const PrefixDiskTier&) = delete;
   PrefixDiskTier& operator=(const PrefixDiskTier&) = delete;
 
-  uint64_t block_bytes() const { return block_bytes_; }
   // On disk or queued for writing.
   bool contains(const DiskBlockKey& key) const;
-  // The block's payload into `out` (block_bytes()). False when it is not there, or its file fails the
-  // header or checksum: that file is deleted, with a warning, and the key forgotten.
-  bool read(const DiskBlockKey& key, void* out);
+  // The payload of `bytes` bytes into `out`. False when it is not there, or its file fails the header,
+  // size or checksum: that file is deleted, with a warning, and the key forgotten.
+  bool read(const DiskBlockKey& key, void* out, uint64_t bytes);
   // Queue the block for writing (nothing when it is already there or queued). Dropped, and counted,
   // when the queue already holds 256 MiB (or the capacity): the engine never waits for the disk.
   void write_async(const DiskBlockKey& key, std::vector<uint8_t> payload);
@@ -101,7 +106,8 @@ class PrefixDiskTier {
   const std::filesystem::path folder_;
   const uint64_t capacity_bytes_;
   const DiskBlockKey fingerprint_;
-  const uint64_t block_bytes_;
+  const std::vector<uint64_t> payload_sizes_;
+  bool allowed_size(uint64_t bytes) const;
   Warn warn_;
 
   mutable std::mutex mutex_;

@@ -82,13 +82,16 @@ class Model {
   // engine/prefix_disk_tier.h): layer by layer, K then V, block_size token rows each. Pool layers
   // hold the block in `block`; with window rings, sliding layers hold positions
   // [first_position, first_position + block_size) in ring `ring_slot`. `parts` picks which of the two
-  // a copy touches (the other's bytes are left as they are). 0 bytes for a model with recurrent
-  // layers, whose state no block holds.
+  // a copy touches (the other's bytes are left as they are). A hybrid model's recurrent layers are in
+  // no block: their state is copied whole (state_slot_bytes, 0 for other models).
   enum KvBlockParts : uint32_t { kv_pool_part = 1, kv_ring_part = 2, kv_all_parts = 3 };
   uint64_t kv_block_bytes(const KvCache& kv) const;
   void read_kv_block(const KvCache& kv, int32_t block, int32_t ring_slot, uint32_t first_position, void* out) const;
   void write_kv_block(const KvCache& kv, int32_t block, int32_t ring_slot, uint32_t first_position, const void* in,
                       uint32_t parts = kv_all_parts);
+  uint64_t state_slot_bytes(const KvCache& kv) const;
+  void read_state_slot(const KvCache& kv, int32_t slot, void* out) const;
+  void write_state_slot(const KvCache& kv, int32_t slot, const void* in);
 
   // Runs the batch; K/V of every token with a slot is stored in `kv`. logits_out is resized to
   // [logit_rows.size() * n_vocab] (row r holds the logits of batch row logit_rows[r]).

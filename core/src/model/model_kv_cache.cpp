@@ -189,7 +189,6 @@ struct KvBlockSpan {
 }  // namespace
 
 uint64_t Model::kv_block_bytes(const KvCache& kv) const {
-  if (info_.is_hybrid()) return 0;
   uint64_t total = 0;
   for (int32_t il = 0; il < info_.n_layers; ++il) {
     if (info_.owns_kv(il)) total += uint64_t(kv.block_size_) * (kv.k(il).nb[2] + kv.v(il).nb[2]);
@@ -236,6 +235,47 @@ void Model::write_kv_block(const KvCache& kv, int32_t block, int32_t ring_slot, 
   const auto* bytes = static_cast<const uint8_t*>(in);
   for (const KvBlockSpan& span : kv_block_spans(info_, kv, block, ring_slot, first_position)) {
     if (parts & (span.in_ring ? kv_ring_part : kv_pool_part)) backend_.upload(kv.buffer_, span.offset, bytes, span.bytes);
+    bytes += span.bytes;
+  }
+  backend_.synchronize();
+}
+
+// A slot's recurrent states, layer by layer: the short-conv state, then the delta-rule state.
+static std::vector<KvBlockSpan> state_slot_spans(const ModelInfo& info, const KvCache& kv, int32_t slot) {
+  if (slot < 0 || uint32_t(slot) >= kv.n_state_slots()) {
+    throw Error("state copy: slot " + std::to_string(slot) + " is outside the pool of " + std::to_string(kv.n_state_slots()));
+  }
+  std::vector<KvBlockSpan> spans;
+  for (int32_t il = 0; il < info.n_layers; ++il) {
+    if (!info.is_recurrent(il)) continue;
+    const loom_tensor& conv = kv.conv_state(il);
+    const loom_tensor& delta = kv.delta_state(il);
+    spans.push_back({conv.offset + uint64_t(slot) * conv.nb[2], conv.nb[2], false});
+    spans.push_back({delta.offset + uint64_t(slot) * delta.nb[3], delta.nb[3], false});
+  }
+  return spans;
+}
+
+uint64_t Model::state_slot_bytes(const KvCache& kv) const {
+  if (!info_.is_hybrid() || kv.n_state_slots() == 0) return 0;
+  uint64_t total = 0;
+  for (const KvBlockSpan& span : state_slot_spans(info_, kv, 0)) total += span.bytes;
+  return total;
+}
+
+void Model::read_state_slot(const KvCache& kv, int32_t slot, void* out) const {
+  auto* bytes = static_cast<uint8_t*>(out);
+  for (const KvBlockSpan& span : state_slot_spans(info_, kv, slot)) {
+    backend_.download(bytes, kv.state_buffer_, span.offset, span.bytes);
+    bytes += span.bytes;
+  }
+  backend_.synchronize();
+}
+
+void Model::write_state_slot(const KvCache& kv, int32_t slot, const void* in) {
+  const auto* bytes = static_cast<const uint8_t*>(in);
+  for (const KvBlockSpan& span : state_slot_spans(info_, kv, slot)) {
+    backend_.upload(kv.state_buffer_, span.offset, bytes, span.bytes);
     bytes += span.bytes;
   }
   backend_.synchronize();
