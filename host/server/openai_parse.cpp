@@ -194,14 +194,20 @@ std::string message_content(const json& message, size_t index) {
   if (it->is_string()) return it->get<std::string>();
   if (!it->is_array()) throw wrong_type(where, "a string or an array of content parts", *it);
   std::string text;
-  for (const json& part : *it) {
-    if (!part.is_object()) throw wrong_type(where, "a string or an array of content parts", *it);
+  for (size_t p = 0; p < it->size(); ++p) {
+    const json& part = (*it)[p];
+    const std::string part_where = where + "[" + std::to_string(p) + "]";
+    if (!part.is_object()) throw wrong_type(part_where, "a content part object", part);
     const auto type = get_string(part, "type");
+    if (type == "image_url" || type == "input_image" || type == "image") {
+      // No image encoder is loaded (issue 36 adds them): refused by name, never dropped silently.
+      throw invalid_param(part_where, "this model takes no images (text-only: no vision encoder is loaded)");
+    }
     if (type != "text") {
-      throw invalid_param(where, "content parts of type '" + type.value_or("?") + "' are not supported (only 'text')");
+      throw invalid_param(part_where, "content parts of type '" + type.value_or("?") + "' are not supported (only 'text')");
     }
     const json* t = field(part, "text");
-    if (!t || !t->is_string()) throw invalid_param(where, "a text content part needs a string 'text'");
+    if (!t || !t->is_string()) throw invalid_param(part_where, "a text content part needs a string 'text'");
     text += t->get<std::string>();
   }
   return text;

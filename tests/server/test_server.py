@@ -220,6 +220,13 @@ class OpenAIClientTest(unittest.TestCase):
         with self.assertRaises(openai.BadRequestError) as ctx:
             self.client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "wizard", "content": "x"}])
         self.assertEqual(ctx.exception.param, "messages[0].role")
+        # An image sent to a model with no vision encoder: a 400 naming the part, through the official client.
+        image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+        with self.assertRaises(openai.BadRequestError) as ctx:
+            self.client.chat.completions.create(
+                model=MODEL_NAME, messages=[{"role": "user", "content": [{"type": "text", "text": "what is this?"}, image]}])
+        self.assertEqual(ctx.exception.param, "messages[0].content[1]")
+        self.assertIn("takes no images", str(ctx.exception))
 
 
 class RawHttpTest(unittest.TestCase):
