@@ -35,6 +35,8 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
   };
   backend_ = Backend::create(remember(find_backend_plugin(config, config.backend.name)), backend_config_json(config));
   model_ = Model::load(*gguf_, *backend_, ModelOptions{config.model.n_ctx, std::move(on_load_progress)});
+  // The backend holds its own copy of every weight now: the file's pages need not stay resident.
+  gguf_->release_tensor_pages();
 
   const loom_dtype kv_dtype = kv_dtype_from_name(config.kv.dtype);
   const uint64_t per_token = kv_bytes_per_token(model_->info(), kv_dtype);

@@ -281,6 +281,8 @@ GgufFile GgufFile::from_memory(std::span<const uint8_t> bytes, std::string label
   return GgufFile(std::move(impl));
 }
 
+void GgufFile::release_tensor_pages() const { impl_->mapping.drop_pages(data_offset(), file_size() - data_offset()); }
+
 const std::string& GgufFile::label() const { return impl_->label; }
 uint32_t GgufFile::version() const { return impl_->version; }
 uint64_t GgufFile::alignment() const { return impl_->alignment; }

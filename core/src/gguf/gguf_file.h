@@ -84,6 +84,10 @@ class GgufFile {
   const std::vector<TensorInfo>& tensors() const;
   const TensorInfo* find_tensor(std::string_view name) const;
   std::span<const uint8_t> tensor_data(const TensorInfo& tensor) const;
+  // Once the weights are copied to a backend: give the tensor data's resident pages back to the
+  // system (a file opened with open(); nothing for from_memory). They stay readable (read again from
+  // the file if touched), so this only lowers resident memory.
+  void release_tensor_pages() const;
 
  private:
   struct Impl;

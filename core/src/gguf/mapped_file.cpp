@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -56,6 +57,15 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 }
 
 MappedFile::~MappedFile() { reset(); }
+
+void MappedFile::drop_pages(uint64_t offset, uint64_t size) const {
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t begin = (offset + page - 1) / page * page;
+  const uint64_t end = std::min(offset + size, size_) / page * page;
+  if (data_ == nullptr || end <= begin) return;
+  // Advice only: a failure leaves the pages resident, which is what happens without it.
+  (void)::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
+}
 
 void MappedFile::reset() noexcept {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);

@@ -19,6 +19,9 @@ class MappedFile {
   ~MappedFile();
 
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  // Let the kernel drop the resident pages of [offset, offset + size) (whole pages inside it): they
+  // stay readable, faulted in from the file again if touched.
+  void drop_pages(uint64_t offset, uint64_t size) const;
 
  private:
   void reset() noexcept;
