@@ -160,7 +160,7 @@ TEST_CASE("hostile images are refused with a message naming the problem", "[visi
   CHECK_THAT(error_of({}), Catch::Contains("not PNG, JPEG or WebP"));
 }
 
-TEST_CASE("data: URLs carry base64 image bytes; anything else is refused by name", "[vision][image]") {
+TEST_CASE("data: URLs carry base64 image bytes, and anything else is refused by name", "[vision][image]") {
   const auto png = encode_png(gradient(5, 4));
   const auto parsed = loom::vision::parse_data_url("data:image/png;base64," + base64(png), 1 << 20);
   CHECK(parsed.media_type == "image/png");
