@@ -46,6 +46,10 @@ inline const char* op_type_name(loom_op_type type) {
     case LOOM_OP_MOE_SUM: return "MOE_SUM";
     case LOOM_OP_SSM_CONV: return "SSM_CONV";
     case LOOM_OP_GATED_DELTA_NET: return "GATED_DELTA_NET";
+    case LOOM_OP_LAYER_NORM: return "LAYER_NORM";
+    case LOOM_OP_ATTENTION: return "ATTENTION";
+    case LOOM_OP_PATCHES: return "PATCHES";
+    case LOOM_OP_POOL_2D: return "POOL_2D";
     default: return nullptr;
   }
 }
@@ -76,6 +80,9 @@ struct BaseOpRules {
   // OpParams::delta_*. LOOM_ACTIVATION_SOFTPLUS (ABI 1.6).
   static constexpr bool kRecurrent = false;
   static constexpr bool kSoftplus = false;
+  // LAYER_NORM, ATTENTION, PATCHES and POOL_2D (ABI 1.9); a backend that implements them also has
+  // OpParams::causal and OpParams::window.
+  static constexpr bool kEncoder = false;
 
   // After the common shape and stride checks of one operand (offset and strides not yet bounded).
   template <typename Checker, typename Tensor>
@@ -308,6 +315,88 @@ void resolve_recurrent_op(const OpChecker<Rules>& c, const loom_op& op, typename
   a.params.delta_normalize_qk = p->normalize_qk != 0;
   a.params.delta_l2_eps = p->l2_eps;
   a.params.delta_grouped_heads = has(offsetof(loom_delta_net_params, grouped_heads) + 4) && p->grouped_heads != 0;
+}
+
+// LAYER_NORM, ATTENTION, PATCHES and POOL_2D (ABI 1.9), for backends with Rules::kEncoder.
+template <typename Rules, typename NeedSrc, typename Has>
+void resolve_encoder_op(const OpChecker<Rules>& c, const loom_op& op, typename Rules::OpArgs& a, const NeedSrc& need_src,
+                        const Has& has) {
+  auto f32 = [&](const typename Rules::Tensor& t, const char* role) { c.expect_dtype(t, LOOM_DTYPE_F32, role); };
+  switch (op.type) {
+    case LOOM_OP_LAYER_NORM: {
+      need_src(1);
+      a.src[0] = c.tensor(op.src[0], "src0");
+      a.dst = c.tensor(op.dst, "dst");
+      f32(a.src[0], "src0");
+      f32(a.dst, "dst");
+      c.expect_shape(a.dst, a.src[0].ne, "dst");
+      static const char* const roles[] = {"src1 (weight)", "src2 (bias)"};
+      for (uint32_t i = 1; i < 3; i++) {
+        if (c.absent(i)) continue;
+        a.src[i] = c.tensor(op.src[i], roles[i - 1]);
+        f32(a.src[i], roles[i - 1]);
+        c.expect_shape(a.src[i], a.src[0].ne[0], 1, 1, 1, roles[i - 1]);
+      }
+      if (has(offsetof(loom_norm_params, eps) + 4)) a.params.eps = params_of<loom_norm_params>(op)->eps;
+      if (!(a.params.eps >= 0.0f)) c.invalid("eps must be >= 0");
+      break;
+    }
+    case LOOM_OP_ATTENTION: {
+      need_src(3);
+      a.src[0] = c.tensor(op.src[0], "src0 (q)");
+      a.src[1] = c.tensor(op.src[1], "src1 (k)");
+      a.src[2] = c.tensor(op.src[2], "src2 (v)");
+      a.dst = c.tensor(op.dst, "dst");
+      const auto& q = a.src[0];
+      for (int i = 0; i < 3; i++) f32(a.src[i], i == 0 ? "src0 (q)" : i == 1 ? "src1 (k)" : "src2 (v)");
+      f32(a.dst, "dst");
+      c.expect_shape(q, q.ne[0], q.ne[1], q.ne[2], 1, "src0 (q)");
+      c.expect_shape(a.src[1], q.ne[0], a.src[1].ne[1], q.ne[2], 1, "src1 (k)");
+      c.expect_shape(a.src[2], a.src[1].ne, "src2 (v)");
+      c.expect_shape(a.dst, q.ne, "dst");
+      if (q.ne[1] % a.src[1].ne[1] != 0)
+        c.invalid("n_heads (" + std::to_string(q.ne[1]) + ") is not a multiple of n_kv_heads (" + std::to_string(a.src[1].ne[1]) + ")");
+      if (!c.absent(3)) {
+        a.src[3] = c.tensor(op.src[3], "src3 (seqs)");
+        c.expect_dtype(a.src[3], LOOM_DTYPE_I32, "src3 (seqs)");
+        c.expect_shape(a.src[3], 2, a.src[3].ne[1], 1, 1, "src3 (seqs)");
+      }
+      if (!has(offsetof(loom_encoder_attention_params, causal) + 4)) c.invalid("needs loom_encoder_attention_params");
+      const auto* p = params_of<loom_encoder_attention_params>(op);
+      if (!std::isfinite(p->scale)) c.invalid("scale must be finite");
+      a.params.attn_scale = p->scale == 0.0f ? 1.0f / std::sqrt(float(q.ne[0])) : p->scale;
+      a.params.causal = p->causal != 0;
+      break;
+    }
+    case LOOM_OP_PATCHES:
+    case LOOM_OP_POOL_2D: {
+      need_src(1);
+      const bool patches = op.type == LOOM_OP_PATCHES;
+      a.src[0] = c.tensor(op.src[0], patches ? "src0 (image)" : "src0");
+      a.dst = c.tensor(op.dst, "dst");
+      f32(a.src[0], "src0");
+      f32(a.dst, "dst");
+      const char* what = patches ? "patch_size" : "kernel";
+      if (!has(8)) c.invalid(std::string("needs ") + (patches ? "loom_patch_params" : "loom_pool_params"));
+      const uint32_t k = static_cast<const uint32_t*>(op.params)[1];
+      if (k == 0) c.invalid(std::string(what) + " must be > 0");
+      a.params.window = k;
+      const auto& x = a.src[0];
+      // PATCHES: x is [width, height, channels]; POOL_2D: [channels, width, height].
+      const int64_t w = patches ? x.ne[0] : x.ne[1], h = patches ? x.ne[1] : x.ne[2];
+      if (w % k != 0 || h % k != 0)
+        c.invalid("the grid " + std::to_string(w) + "x" + std::to_string(h) + " is not a multiple of the " + what + " " + std::to_string(k));
+      if (patches) {
+        c.expect_shape(x, w, h, x.ne[2], 1, "src0 (image)");
+        c.expect_shape(a.dst, int64_t(k) * k * x.ne[2], (w / k) * (h / k), 1, 1, "dst");
+      } else {
+        c.expect_shape(x, x.ne[0], w, h, 1, "src0");
+        c.expect_shape(a.dst, x.ne[0], w / k, h / k, 1, "dst");
+      }
+      break;
+    }
+    default: break;
+  }
 }
 
 // Throws (through Rules) UNSUPPORTED for dtype/op combinations the backend does not implement,
@@ -555,6 +644,17 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
         resolve_recurrent_op(c, op, a, need_src, has);
       } else {
         c.unsupported(std::string("the recurrent ops (ABI 1.6, Gated DeltaNet layers) are not implemented by the ") + Rules::kBackendName + " backend");
+      }
+      break;
+    }
+    case LOOM_OP_LAYER_NORM:
+    case LOOM_OP_ATTENTION:
+    case LOOM_OP_PATCHES:
+    case LOOM_OP_POOL_2D: {
+      if constexpr (Rules::kEncoder) {
+        resolve_encoder_op(c, op, a, need_src, has);
+      } else {
+        c.unsupported(std::string("the encoder ops (ABI 1.9) are not implemented by the ") + Rules::kBackendName + " backend");
       }
       break;
     }

@@ -125,8 +125,48 @@ typedef int32_t loom_op_type;
  *   dst[j] = q_scale * sum_i S[i, j] q_i.
  * dst F32 [d_v, n_v_heads, n_tok]. params: loom_delta_net_params. */
 #define LOOM_OP_GATED_DELTA_NET 18
+/* (ABI 1.9) The encoder ops: what vision encoders (and, later, embedding models) need beyond the decoder
+ * ops. A backend that does not implement them answers UNSUPPORTED for all four.
+ *
+ * Layer norm over rows of ne0: dst = (x - mean) / sqrt(var + eps) * src1 + src2, with the population
+ * variance; src1 weight and src2 bias F32 [ne0] are each optional. params: loom_norm_params. */
+#define LOOM_OP_LAYER_NORM 19
+/* Attention over keys and values held in ordinary tensors (no cache): an encoder's self-attention.
+ * src0 q [head_dim, n_heads, n_tok]; src1 k and src2 v [head_dim, n_kv_heads, n_tok]; optional src3
+ * seqs I32 [2, n_seqs]: (first row, number of rows) per sequence, each row attending only to the rows
+ * of its own sequence; absent, all rows are one sequence. Row i of a sequence sees every row of it, or
+ * rows 0..i with params.causal. Grouped-query as PAGED_ATTENTION. dst [head_dim, n_heads, n_tok].
+ * params: loom_encoder_attention_params. */
+#define LOOM_OP_ATTENTION 20
+/* The non-overlapping patches of an image as rows, so a patch-embedding convolution whose stride equals
+ * its kernel is one MATMUL (its weight [p, p, channels, n_out] read as [p*p*channels, n_out]).
+ * src0 image F32 [width, height, channels] (planar); dst F32 [p * p * channels, (width / p) * (height / p)]:
+ * patch (px, py) is row px + py * (width / p), and its element kx + p * (ky + p * c) is
+ * image[px * p + kx, py * p + ky, c]. width and height are multiples of p. params: loom_patch_params. */
+#define LOOM_OP_PATCHES 21
+/* Average pooling of a grid of rows: src0 F32 [channels, width, height]; dst F32 [channels, width / k,
+ * height / k], dst[:, i, j] = the mean of src0[:, k*i .. k*i+k-1, k*j .. k*j+k-1] (width and height are
+ * multiples of k). params: loom_pool_params. */
+#define LOOM_OP_POOL_2D 22
 
 #define LOOM_OP_MAX_SRC 6
+
+typedef struct loom_encoder_attention_params { /* (ABI 1.9) LOOM_OP_ATTENTION */
+  uint32_t struct_size;
+  float scale;     /* 0 = 1/sqrt(head_dim) */
+  uint32_t causal; /* 1: row i of a sequence sees only rows 0..i of it */
+  uint32_t reserved;
+} loom_encoder_attention_params;
+
+typedef struct loom_patch_params { /* (ABI 1.9) LOOM_OP_PATCHES */
+  uint32_t struct_size;
+  uint32_t patch_size;
+} loom_patch_params;
+
+typedef struct loom_pool_params { /* (ABI 1.9) LOOM_OP_POOL_2D */
+  uint32_t struct_size;
+  uint32_t kernel; /* window and stride */
+} loom_pool_params;
 
 typedef int32_t loom_activation;
 #define LOOM_ACTIVATION_SILU 1

@@ -107,6 +107,8 @@ struct OpParams {
   bool delta_normalize_qk = false;
   float delta_l2_eps = 0.0f;
   bool delta_grouped_heads = false;  // (ABI 1.7) v head h reads key head h / (n_v / n_k), not h % n_k
+  bool causal = false;  // (ABI 1.9) ATTENTION
+  uint32_t window = 0;  // (ABI 1.9) PATCHES' patch size, POOL_2D's kernel
 };
 
 struct OpArgs {

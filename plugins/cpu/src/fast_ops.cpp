@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fast_internal.h"
+#include "encoder_ops.h"
 #include "recurrent_ops.h"
 #include "reference_ops.h"
 
@@ -295,6 +296,10 @@ void FastOps::run(const OpArgs& a) {
     case LOOM_OP_MOE_SUM: return pool.parallel_for(a.src[0].ne[2], [&](int64_t t, int) { moe_sum_rows(a, t, t + 1); });
     case LOOM_OP_SSM_CONV: return ssm_conv(a, on_pool(pool));
     case LOOM_OP_GATED_DELTA_NET: return gated_delta_net(a, on_pool(pool), {kernels_->vdot_f32, {kernels_->float_dots, kernels_->axpy_f32, kernels_->decay_add_outer}});
+    case LOOM_OP_LAYER_NORM: return layer_norm(a, on_pool(pool));
+    case LOOM_OP_ATTENTION: return encoder_attention(a, on_pool(pool), {kernels_->vdot_f32, kernels_->axpy_f32});
+    case LOOM_OP_PATCHES: return image_patches(a, on_pool(pool));
+    case LOOM_OP_POOL_2D: return pool_2d(a, on_pool(pool));
     default: unsupported("op " + std::to_string(a.type) + " has no fast implementation");
   }
 }

@@ -2,6 +2,7 @@
 // Plain loops, one op per function; shapes are written innermost first.
 #include "reference_ops.h"
 
+#include "encoder_ops.h"
 #include "moe_ops.h"
 #include "recurrent_ops.h"
 
@@ -200,6 +201,10 @@ void run_reference_op(const OpArgs& a) {
     case LOOM_OP_MOE_SUM: return moe_sum_rows(a, 0, a.src[0].ne[2]);
     case LOOM_OP_SSM_CONV: return ssm_conv(a, in_order);
     case LOOM_OP_GATED_DELTA_NET: return gated_delta_net(a, in_order);
+    case LOOM_OP_LAYER_NORM: return layer_norm(a, in_order);
+    case LOOM_OP_ATTENTION: return encoder_attention(a, in_order);
+    case LOOM_OP_PATCHES: return image_patches(a, in_order);
+    case LOOM_OP_POOL_2D: return pool_2d(a, in_order);
     default: unsupported("op " + std::to_string(a.type) + " has no reference implementation");
   }
 }
