@@ -1,0 +1,132 @@
+#include "vision/image_preprocess.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+
+namespace loom::vision {
+
+namespace {
+
+constexpr int kPrecisionBits = 22;  // Pillow's PRECISION_BITS for 8-bit images
+
+double bilinear_filter(double x) {
+  x = std::abs(x);
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+double bicubic_filter(double x) {
+  constexpr double a = -0.5;  // Pillow's bicubic
+  x = std::abs(x);
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+  if (x < 2.0) return (((x - 5.0) * x + 8.0) * x - 4.0) * a;
+  return 0.0;
+}
+
+// One output sample's window of input samples and their fixed-point weights.
+struct Tap {
+  int first = 0;
+  std::vector<int32_t> weights;
+};
+
+// Pillow's precompute_coeffs + normalize_coeffs_8bpc, for one dimension.
+std::vector<Tap> resample_taps(int in_size, int out_size, ResizeFilter filter) {
+  const double support_base = filter == ResizeFilter::bilinear ? 1.0 : 2.0;
+  const double scale = double(in_size) / double(out_size);
+  const double filter_scale = std::max(scale, 1.0);
+  const double support = support_base * filter_scale;
+  std::vector<Tap> taps(static_cast<size_t>(out_size));
+  std::vector<double> w;
+  for (int xx = 0; xx < out_size; xx++) {
+    const double center = (xx + 0.5) * scale;
+    const double ss = 1.0 / filter_scale;
+    const int xmin = std::max(int(center - support + 0.5), 0);
+    const int xmax = std::min(int(center + support + 0.5), in_size);
+    w.assign(static_cast<size_t>(std::max(xmax - xmin, 0)), 0.0);
+    double total = 0.0;
+    for (size_t x = 0; x < w.size(); x++) {
+      const double t = (double(x) + xmin - center + 0.5) * ss;
+      total += w[x] = filter == ResizeFilter::bilinear ? bilinear_filter(t) : bicubic_filter(t);
+    }
+    Tap& tap = taps[static_cast<size_t>(xx)];
+    tap.first = xmin;
+    for (double v : w) {
+      const double k = total != 0.0 ? v / total : v;
+      tap.weights.push_back(int32_t(k * (1 << kPrecisionBits) + (k < 0.0 ? -0.5 : 0.5)));
+    }
+  }
+  return taps;
+}
+
+uint8_t clip8(int32_t acc) { return uint8_t(std::clamp(acc >> kPrecisionBits, 0, 255)); }
+
+// One pass along x (horizontal) or y, every channel.
+RgbImage resample_pass(const RgbImage& src, uint32_t out_size, bool horizontal, ResizeFilter filter) {
+  RgbImage out;
+  out.width = horizontal ? out_size : src.width;
+  out.height = horizontal ? src.height : out_size;
+  out.pixels.resize(size_t(out.width) * out.height * 3);
+  const auto taps = resample_taps(int(horizontal ? src.width : src.height), int(out_size), filter);
+  for (uint32_t y = 0; y < out.height; y++)
+    for (uint32_t x = 0; x < out.width; x++) {
+      const Tap& tap = taps[horizontal ? x : y];
+      for (int c = 0; c < 3; c++) {
+        int32_t acc = 1 << (kPrecisionBits - 1);
+        for (size_t k = 0; k < tap.weights.size(); k++) {
+          const size_t sx = horizontal ? size_t(tap.first) + k : x, sy = horizontal ? y : size_t(tap.first) + k;
+          acc += int32_t(src.pixels[(sy * src.width + sx) * 3 + size_t(c)]) * tap.weights[k];
+        }
+        out.pixels[(size_t(y) * out.width + x) * 3 + size_t(c)] = clip8(acc);
+      }
+    }
+  return out;
+}
+
+}  // namespace
+
+RgbImage resize_like_pillow(const RgbImage& src, uint32_t width, uint32_t height, ResizeFilter filter) {
+  if (src.width == 0 || src.height == 0 || width == 0 || height == 0) throw Error("image resize: empty image or target");
+  RgbImage out = src;
+  if (width != src.width) out = resample_pass(out, width, /*horizontal=*/true, filter);
+  if (height != src.height) out = resample_pass(out, height, /*horizontal=*/false, filter);
+  return out;
+}
+
+Letterbox letterbox_for(uint32_t src_width, uint32_t src_height, uint32_t size) {
+  // float32 arithmetic and ceil, as mtmd's img_tool::resize (PAD_CEIL): 488 * 1.4f lands just above
+  // 683.2, so a 640x488 image becomes 896x684.
+  const float scale = std::min(float(size) / float(src_width), float(size) / float(src_height));
+  Letterbox box;
+  box.width = std::min(uint32_t(std::ceil(float(src_width) * scale)), size);
+  box.height = std::min(uint32_t(std::ceil(float(src_height) * scale)), size);
+  box.offset_x = (size - box.width) / 2;
+  box.offset_y = (size - box.height) / 2;
+  return box;
+}
+
+std::vector<float> preprocess_image(const RgbImage& image, const PreprocessSpec& spec) {
+  const uint32_t size = spec.size;
+  if (size == 0) throw Error("image preprocessing: the encoder's image size is 0");
+  RgbImage square;
+  if (image.width == size && image.height == size) {
+    square = image;
+  } else {
+    const Letterbox box = letterbox_for(image.width, image.height, size);
+    const RgbImage resized = resize_like_pillow(image, box.width, box.height, spec.filter);
+    square.width = square.height = size;
+    square.pixels.resize(size_t(size) * size * 3);
+    for (size_t i = 0; i < square.pixels.size(); i++) square.pixels[i] = spec.pad_color[i % 3];
+    for (uint32_t y = 0; y < box.height; y++)
+      std::copy_n(&resized.pixels[size_t(y) * box.width * 3], size_t(box.width) * 3,
+                  &square.pixels[((size_t(box.offset_y) + y) * size + box.offset_x) * 3]);
+  }
+  std::vector<float> planar(size_t(3) * size * size);
+  const size_t plane = size_t(size) * size;
+  for (size_t p = 0; p < plane; p++)
+    for (size_t c = 0; c < 3; c++)
+      planar[c * plane + p] = (float(square.pixels[p * 3 + c]) / 255.0f - spec.mean[c]) / spec.std[c];
+  return planar;
+}
+
+}  // namespace loom::vision

@@ -1,0 +1,39 @@
+// What a vision encoder sees: the request's RGB image resized and normalised exactly as llama.cpp's
+// mtmd preprocessor does (tools/mtmd/mtmd-image.cpp), so Loom's pixels equal the reference's.
+// The resize is Pillow's 8-bit resampler (fixed point, 22 fractional bits, horizontal pass first)
+// and keeps the aspect ratio: the image is scaled to fit the encoder's square and centred on a
+// pad colour (letterboxed), not stretched.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "vision/image_decode.h"
+
+namespace loom::vision {
+
+enum class ResizeFilter { bilinear, bicubic };
+
+// Pillow's Image.resize((width, height), BILINEAR | BICUBIC) on 8-bit RGB.
+RgbImage resize_like_pillow(const RgbImage& src, uint32_t width, uint32_t height, ResizeFilter filter);
+
+struct PreprocessSpec {
+  uint32_t size = 0;  // the encoder's square input, in pixels
+  ResizeFilter filter = ResizeFilter::bilinear;
+  std::array<uint8_t, 3> pad_color{0, 0, 0};
+  std::array<float, 3> mean{0.5f, 0.5f, 0.5f};
+  std::array<float, 3> std{0.5f, 0.5f, 0.5f};
+};
+
+// Where the resized image lands in the square (the letterbox).
+struct Letterbox {
+  uint32_t width = 0, height = 0;      // of the resized image
+  uint32_t offset_x = 0, offset_y = 0;  // of its top-left corner
+};
+Letterbox letterbox_for(uint32_t src_width, uint32_t src_height, uint32_t size);
+
+// The encoder's input: planar float [3][size][size] (x fastest), (pixel / 255 - mean) / std.
+std::vector<float> preprocess_image(const RgbImage& image, const PreprocessSpec& spec);
+
+}  // namespace loom::vision

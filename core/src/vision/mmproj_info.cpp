@@ -1,0 +1,85 @@
+#include "vision/mmproj_info.h"
+
+#include "common/error.h"
+#include "gguf/gguf_file.h"
+
+namespace loom::vision {
+
+const char* projector_type_name(ProjectorType type) {
+  switch (type) {
+    case ProjectorType::gemma3: return "gemma3";
+  }
+  return "?";
+}
+
+namespace {
+
+uint64_t required_uint(const gguf::GgufFile& file, const std::string& key) {
+  const auto v = file.get_uint(key);
+  if (!v) throw Error(file.label() + ": mmproj key '" + key + "' is missing");
+  return *v;
+}
+
+}  // namespace
+
+MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
+  const std::string& label = file.label();
+  if (!file.get_bool("clip.has_vision_encoder").value_or(false))
+    throw Error(label + ": not a vision projector (clip.has_vision_encoder is absent or false)");
+  std::string type = file.get_string("clip.projector_type").value_or("");
+  if (type.empty()) type = file.get_string("clip.vision.projector_type").value_or("");
+  MmprojInfo info;
+  if (type == "gemma3") {
+    info.projector = ProjectorType::gemma3;
+  } else {
+    throw Error(label + ": projector type '" + type + "' is not supported (Loom runs: gemma3)");
+  }
+  info.dim = int64_t(required_uint(file, "clip.vision.embedding_length"));
+  info.n_heads = int64_t(required_uint(file, "clip.vision.attention.head_count"));
+  info.n_layers = int64_t(required_uint(file, "clip.vision.block_count"));
+  info.image_size = uint32_t(required_uint(file, "clip.vision.image_size"));
+  info.patch_size = uint32_t(required_uint(file, "clip.vision.patch_size"));
+  const auto eps = file.get_float("clip.vision.attention.layer_norm_epsilon");
+  if (!eps) throw Error(label + ": mmproj key 'clip.vision.attention.layer_norm_epsilon' is missing");
+  info.eps = float(*eps);
+  const uint64_t head_dim = file.get_uint("clip.vision.attention.head_dim").value_or(0);
+  if (info.n_heads <= 0 || info.dim <= 0 || info.n_layers <= 0) throw Error(label + ": the vision encoder's width, heads and layers must be positive");
+  info.head_dim = head_dim != 0 ? int64_t(head_dim) : info.dim / info.n_heads;
+  if (info.head_dim * info.n_heads != info.dim)
+    throw Error(label + ": the vision encoder's heads (" + std::to_string(info.n_heads) + " x " + std::to_string(info.head_dim) +
+                ") do not make its width " + std::to_string(info.dim));
+  if (info.patch_size == 0 || info.image_size == 0 || info.image_size > 8192 || info.image_size % info.patch_size != 0)
+    throw Error(label + ": image_size " + std::to_string(info.image_size) + " is not a positive multiple of patch_size " +
+                std::to_string(info.patch_size) + " (at most 8192)");
+  // Without use_gelu, clip.cpp falls back to quick-GELU, which no SigLIP uses: refuse rather than guess.
+  if (!file.get_bool("clip.use_gelu").value_or(false))
+    throw Error(label + ": clip.use_gelu is absent or false; Loom's " + type + " encoder runs GELU (tanh) only");
+
+  const std::vector<float> mean = file.get_float_array("clip.vision.image_mean"), stdev = file.get_float_array("clip.vision.image_std");
+  if (mean.size() < 3 || stdev.size() < 3) throw Error(label + ": clip.vision.image_mean and image_std need 3 values each");
+  for (int c = 0; c < 3; c++) {
+    if (!(stdev[size_t(c)] > 0.0f)) throw Error(label + ": clip.vision.image_std must be positive");
+    info.preprocess.mean[size_t(c)] = mean[size_t(c)];
+    info.preprocess.std[size_t(c)] = stdev[size_t(c)];
+  }
+  info.preprocess.size = info.image_size;
+
+  const gguf::TensorInfo* up = file.find_tensor("v.blk.0.ffn_up.weight");
+  if (up == nullptr || up->dims.size() != 2) throw Error(label + ": tensor 'v.blk.0.ffn_up.weight' is missing or not a matrix");
+  info.ff_dim = up->dims[1];
+  if (info.projector == ProjectorType::gemma3) {
+    info.merge = uint32_t(file.get_uint("clip.vision.projector.scale_factor").value_or(4));
+    if (info.merge == 0 || info.grid() % info.merge != 0)
+      throw Error(label + ": the pooling factor " + std::to_string(info.merge) + " does not divide the " + std::to_string(info.grid()) +
+                  " patches per side");
+    info.preprocess.filter = ResizeFilter::bilinear;
+    info.preprocess.pad_color = {0, 0, 0};
+    const gguf::TensorInfo* proj = file.find_tensor("mm.input_projection.weight");
+    if (proj == nullptr || proj->dims.size() != 2 || proj->dims[1] != info.dim)
+      throw Error(label + ": tensor 'mm.input_projection.weight' is missing or not [n_embd_text, " + std::to_string(info.dim) + "]");
+    info.n_embd_text = proj->dims[0];
+  }
+  return info;
+}
+
+}  // namespace loom::vision
