@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "gguf/dtype_traits.h"
 #include "gguf/gguf_file.h"
+#include "gguf/synth_mmproj.h"
 #include "gguf/synth_model.h"
 
 namespace {
@@ -18,6 +19,7 @@ using loom::host::CommandArgs;
 constexpr const char* kUsage =
     "usage: loom gguf info FILE [--all]\n"
     "       loom gguf synth [options] -o OUT\n"
+    "       loom gguf synth-mmproj [options] -o OUT\n"
     "Run `loom gguf info --help` or `loom gguf synth --help` for details.\n";
 
 constexpr const char* kInfoHelp =
@@ -50,6 +52,23 @@ constexpr const char* kSynthHelp =
     "  --expert-ff N     the MoE archs: each expert's FFN width (default --ff)\n"
     "  --expert-type T   qwen3moe, gpt-oss: the experts' type, --type, F32 or MXFP4 (default --type)\n"
     "  --vocab-from FILE copy the tokenizer.* metadata (and vocabulary size) from this GGUF\n"
+    "  --image-markers   end the synthetic vocabulary with <start_of_image> and <end_of_image> (Gemma 3 vision)\n"
+    "  -o, --out OUT     output path (required)\n";
+
+constexpr const char* kSynthMmprojHelp =
+    "usage: loom gguf synth-mmproj [options] -o OUT\n\n"
+    "Write a synthetic vision projector (llama.cpp's mmproj layout) with seeded random weights.\n"
+    "  --projector P     gemma3 (default)\n"
+    "  --image-size N    the encoder's square input in pixels (default 224)\n"
+    "  --patch N         patch size (default 14)\n"
+    "  --dim D           the vision transformer's width (default 64)\n"
+    "  --heads H         attention heads (default 4)\n"
+    "  --layers N        blocks (default 2)\n"
+    "  --ff F            feed-forward width (default 128)\n"
+    "  --text-dim T      width of the text model the rows feed (default 128)\n"
+    "  --merge K         gemma3: average-pooling kernel (default 4)\n"
+    "  --type T          matrix type: F32, F16, Q8_0 (default F16)\n"
+    "  --seed S          random seed (default 1)\n"
     "  -o, --out OUT     output path (required)\n";
 
 bool is_help(const std::string& arg) { return arg == "--help" || arg == "-h"; }
@@ -161,8 +180,8 @@ int run_synth(const CommandArgs& args) {
       if (!loom::host::nothing_after_end_of_options("gguf synth", args, i)) return 1;
       break;
     }
-    if (flag == "--llama3-rope") {  // the one option without a value
-      spec.llama3_rope = true;
+    if (flag == "--llama3-rope" || flag == "--image-markers") {  // the options without a value
+      (flag == "--llama3-rope" ? spec.llama3_rope : spec.image_markers) = true;
       continue;
     }
     if (i + 1 >= args.size()) {
@@ -214,6 +233,52 @@ int run_synth(const CommandArgs& args) {
   return 0;
 }
 
+int run_synth_mmproj(const CommandArgs& args) {
+  loom::gguf::SynthMmprojSpec spec;
+  std::string out;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    if (is_help(flag)) {
+      std::cout << kSynthMmprojHelp;
+      return 0;
+    }
+    if (i + 1 >= args.size()) {
+      std::cerr << "loom gguf synth-mmproj: " << (flag.starts_with("-") ? flag + " needs a value" : "unexpected '" + flag + "'")
+                << "\n" << kSynthMmprojHelp;
+      return 1;
+    }
+    const std::string& value = args[++i];
+    if (flag == "--projector") spec.projector = value;
+    else if (flag == "--image-size") spec.image_size = parse_int(flag, value);
+    else if (flag == "--patch") spec.patch_size = parse_int(flag, value);
+    else if (flag == "--dim") spec.dim = parse_int(flag, value);
+    else if (flag == "--heads") spec.n_heads = parse_int(flag, value);
+    else if (flag == "--layers") spec.n_layers = parse_int(flag, value);
+    else if (flag == "--ff") spec.ff_dim = parse_int(flag, value);
+    else if (flag == "--text-dim") spec.n_embd_text = parse_int(flag, value);
+    else if (flag == "--merge") spec.merge = parse_int(flag, value);
+    else if (flag == "--seed") spec.seed = static_cast<uint64_t>(parse_int(flag, value));
+    else if (flag == "-o" || flag == "--out") out = value;
+    else if (flag == "--type") {
+      auto type = loom::dtype_from_name(value);
+      if (!type) throw loom::Error("--type: unknown type '" + value + "' (F32, F16, Q8_0)");
+      spec.weight_type = *type;
+    } else {
+      std::cerr << "loom gguf synth-mmproj: unknown option '" << flag << "'\n" << kSynthMmprojHelp;
+      return 1;
+    }
+  }
+  if (out.empty()) {
+    std::cerr << "loom gguf synth-mmproj: missing -o OUT\n" << kSynthMmprojHelp;
+    return 1;
+  }
+  loom::gguf::write_synthetic_mmproj(spec, out);
+  const auto file = loom::gguf::GgufFile::open(out);
+  std::cout << "wrote " << out << ": " << spec.projector << " mmproj, " << file.tensors().size() << " tensors, "
+            << human_bytes(file.file_size()) << "\n";
+  return 0;
+}
+
 int run_gguf(const CommandArgs& args) {
   if (args.empty() || is_help(args[0])) {
     (args.empty() ? std::cerr : std::cout) << kUsage;
@@ -222,6 +287,7 @@ int run_gguf(const CommandArgs& args) {
   try {
     if (args[0] == "info") return run_info(args);
     if (args[0] == "synth") return run_synth(args);
+    if (args[0] == "synth-mmproj") return run_synth_mmproj(args);
   } catch (const loom::Error& e) {
     std::cerr << "loom gguf " << args[0] << ": error: " << e.what() << "\n";
     return 1;

@@ -235,7 +235,7 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
     }
   }
   if (spec.vocab_from.empty()) {
-    add_synthetic_vocab(writer, spec.n_vocab);
+    add_synthetic_vocab(writer, spec.n_vocab, spec.image_markers);
   } else {
     copy_vocab(spec.vocab_from, writer, spec.n_vocab);
   }

@@ -26,6 +26,7 @@ struct SynthSpec {
   loom_dtype weight_type = LOOM_DTYPE_F32;  // of the matrices (incl. embeddings): F32, F16, BF16, Q8_0, Q4_0
   uint64_t seed = 1;
   std::filesystem::path vocab_from;  // optional: copy every tokenizer.* key from this GGUF
+  bool image_markers = false;        // the synthetic vocabulary ends with <start_of_image> and <end_of_image> (control)
   float rms_eps = 0.0f;              // 0: the arch's usual value (1e-6 gemma3, 1e-5 llama, 1e-6 qwen2)
   float rope_freq_base = 0.0f;       // 0: the arch's usual value (10000 llama, 1e6 qwen2 and gemma3)
   int sliding_window = 0;            // gemma2 and gemma3 only; 0: 512
@@ -52,6 +53,7 @@ void write_synthetic_model(const SynthSpec& spec, const std::filesystem::path& o
 
 // The tiny SentencePiece ("llama") vocabulary used when no vocab_from is given: <unk>, <s>, </s>,
 // the 256 byte tokens, then word pieces, n_vocab tokens in all (>= 300).
-void add_synthetic_vocab(GgufWriter& writer, int n_vocab);
+// With image_markers, its last two tokens are Gemma 3's <start_of_image> and <end_of_image>.
+void add_synthetic_vocab(GgufWriter& writer, int n_vocab, bool image_markers = false);
 
 }  // namespace loom::gguf

@@ -55,13 +55,15 @@ class VocabBuilder {
 
 }  // namespace
 
-void add_synthetic_vocab(GgufWriter& writer, int n_vocab) {
+void add_synthetic_vocab(GgufWriter& writer, int n_vocab, bool image_markers) {
   if (n_vocab < kMinVocab) {
     throw Error("synthetic vocabulary: n_vocab " + std::to_string(n_vocab) + " is too small (at least " +
                 std::to_string(kMinVocab) + ": 3 specials, 256 byte tokens and some pieces)");
   }
   VocabBuilder vocab;
-  vocab.limit = static_cast<size_t>(n_vocab);
+  // Gemma 3's image markers take the last two ids, so the other tokens keep theirs.
+  const size_t n_markers = image_markers ? 2 : 0;
+  vocab.limit = static_cast<size_t>(n_vocab) - n_markers;
   vocab.add("<unk>", 0.0f, kTypeUnknown);
   vocab.add("<s>", 0.0f, kTypeControl);
   vocab.add("</s>", 0.0f, kTypeControl);
@@ -89,6 +91,11 @@ void add_synthetic_vocab(GgufWriter& writer, int n_vocab) {
         vocab.add_piece(std::string(kSpace) + a + b + c);
       }
     }
+  }
+  if (image_markers && vocab.tokens.size() == vocab.limit) {
+    vocab.add("<start_of_image>", 0.0f, kTypeControl);
+    vocab.add("<end_of_image>", 0.0f, kTypeControl);
+    vocab.limit += n_markers;
   }
   if (vocab.tokens.size() != vocab.limit) {
     throw Error("synthetic vocabulary: n_vocab " + std::to_string(n_vocab) + " is larger than the " +

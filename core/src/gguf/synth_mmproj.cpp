@@ -1,0 +1,66 @@
+#include "gguf/synth_mmproj.h"
+
+#include "common/error.h"
+#include "gguf/synth_builder.h"
+
+namespace loom::gguf {
+
+void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::path& out) {
+  if (spec.projector != "gemma3") throw Error("synthetic mmproj: projector '" + spec.projector + "' is not supported (gemma3)");
+  if (spec.patch_size <= 0 || spec.image_size % spec.patch_size != 0 || (spec.image_size / spec.patch_size) % spec.merge != 0)
+    throw Error("synthetic mmproj: image_size must be a multiple of patch_size * merge");
+  if (spec.n_heads <= 0 || spec.dim % spec.n_heads != 0) throw Error("synthetic mmproj: dim must be a multiple of n_heads");
+  GgufWriter writer;
+  writer.set_string("general.architecture", "clip");
+  writer.set_string("general.name", "loom-synthetic-mmproj");
+  writer.set_bool("clip.has_vision_encoder", true);
+  writer.set_bool("clip.has_text_encoder", false);
+  writer.set_string("clip.projector_type", spec.projector);
+  writer.set_bool("clip.use_gelu", true);
+  writer.set_uint32("clip.vision.image_size", uint32_t(spec.image_size));
+  writer.set_uint32("clip.vision.patch_size", uint32_t(spec.patch_size));
+  writer.set_uint32("clip.vision.embedding_length", uint32_t(spec.dim));
+  writer.set_uint32("clip.vision.feed_forward_length", uint32_t(spec.ff_dim));
+  writer.set_uint32("clip.vision.block_count", uint32_t(spec.n_layers));
+  writer.set_uint32("clip.vision.attention.head_count", uint32_t(spec.n_heads));
+  writer.set_uint32("clip.vision.projection_dim", uint32_t(spec.n_embd_text));
+  writer.set_float32("clip.vision.attention.layer_norm_epsilon", 1e-6f);
+  writer.set_float32_array("clip.vision.image_mean", {0.5f, 0.5f, 0.5f});
+  writer.set_float32_array("clip.vision.image_std", {0.5f, 0.5f, 0.5f});
+  writer.set_uint32("clip.vision.projector.scale_factor", uint32_t(spec.merge));
+
+  SynthSpec weights;  // the builder's seed and matrix type
+  weights.seed = spec.seed;
+  weights.weight_type = spec.weight_type;
+  ModelBuilder b(weights, writer);
+  const int64_t c = spec.dim, p = spec.patch_size, ff = spec.ff_dim, grid = spec.image_size / spec.patch_size;
+  const float in_scale = 1.0f / std::sqrt(float(c));
+  b.matrix_of(LOOM_DTYPE_F32, "v.patch_embd.weight", {p, p, 3, c}, 1.0f / std::sqrt(float(p * p * 3)));
+  b.vector("v.patch_embd.bias", c, 0.0f, 0.1f);
+  b.matrix_of(LOOM_DTYPE_F32, "v.position_embd.weight", {c, grid * grid}, 0.2f);
+  for (int il = 0; il < spec.n_layers; il++) {
+    const std::string n = "v.blk." + std::to_string(il) + ".";
+    b.vector(n + "ln1.weight", c, 1.0f, 0.1f);
+    b.vector(n + "ln1.bias", c, 0.0f, 0.1f);
+    for (const char* w : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
+      // q and k larger than the rest, so the attention is far from uniform and a wrong mask shows.
+      const bool qk = std::string(w) == "attn_q" || std::string(w) == "attn_k";
+      b.matrix(n + w + ".weight", c, c, qk ? 2.0f * in_scale : in_scale);
+      b.vector(n + w + ".bias", c, 0.0f, 0.1f);
+    }
+    b.vector(n + "ln2.weight", c, 1.0f, 0.1f);
+    b.vector(n + "ln2.bias", c, 0.0f, 0.1f);
+    b.matrix(n + "ffn_up.weight", c, ff, in_scale);
+    b.vector(n + "ffn_up.bias", ff, 0.0f, 0.1f);
+    b.matrix(n + "ffn_down.weight", ff, c, 1.0f / std::sqrt(float(ff)));
+    b.vector(n + "ffn_down.bias", c, 0.0f, 0.1f);
+  }
+  b.vector("v.post_ln.weight", c, 1.0f, 0.1f);
+  b.vector("v.post_ln.bias", c, 0.0f, 0.1f);
+  // The converter forces the projection to F16 and stores it as [n_embd_text, dim]; the norm holds 1 + w.
+  b.matrix_of(LOOM_DTYPE_F16, "mm.input_projection.weight", {int64_t(spec.n_embd_text), c}, in_scale);
+  b.vector("mm.soft_emb_norm.weight", c, 1.0f, 0.1f);
+  writer.write(out);
+}
+
+}  // namespace loom::gguf

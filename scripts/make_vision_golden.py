@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Record llama.cpp mtmd's output for Loom's vision tests (tests/golden/vision/<name>.json).
+
+For each case: a synthetic text model and a synthetic mmproj written by `loom gguf synth` and
+`loom gguf synth-mmproj` (regenerated bit for bit by the test; the fnv1a64 hashes prove it), a fixed
+PNG from tests/data/vision (PNG, so both engines see the same RGB bytes), and a prompt holding mtmd's
+marker <__media__>. scripts/reference/mtmd_reference.cpp, built against a llama.cpp build, records:
+  chunks   the prompt as mtmd splits it: {"text": [ids]} or {"image": rows}
+  pixels   fnv1a64 of the encoder's input (planar float32 bytes) and its length; Loom's must be equal
+  rows     the image's embedding rows, [rows][n_embd_text]
+  top      the 20 highest logits after the whole prompt (image rows decoded non-causally, as mtmd does)
+  greedy   16 greedy tokens after the prompt
+
+Usage: python3 scripts/make_vision_golden.py --llama-cpp DIR [--loom build/bin/loom]
+  DIR is a llama.cpp source tree with a CPU build in DIR/build (libllama, libmtmd), e.g. the one
+  llama-cpp-python's sdist vendors: cmake -B build -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF && cmake --build build
+"""
+import argparse
+import json
+import os
+import struct
+import subprocess
+import tempfile
+
+CASES = [
+    {
+        "name": "gemma3-synth",
+        "text": ["--arch", "gemma3", "--layers", "6", "--dim", "128", "--heads", "4", "--kv-heads", "1",
+                 "--head-dim", "64", "--ff", "256", "--vocab", "512", "--ctx", "512", "--seed", "41",
+                 "--type", "F16", "--image-markers"],
+        "mmproj": ["--projector", "gemma3", "--image-size", "224", "--patch", "14", "--dim", "64", "--heads", "4",
+                   "--layers", "2", "--ff", "128", "--text-dim", "128", "--merge", "4", "--type", "F16", "--seed", "42"],
+        "image": "tests/data/vision/shapes-150x100.png",
+        "prompt": "hello <__media__> the quick brown fox",
+    },
+]
+
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return "%016x" % h
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--llama-cpp", required=True)
+    ap.add_argument("--loom", default="build/bin/loom")
+    ap.add_argument("--out", default="tests/golden/vision")
+    args = ap.parse_args()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    lcpp = os.path.abspath(args.llama_cpp)
+    os.makedirs(args.out, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        helper = os.path.join(tmp, "mtmd_reference")
+        subprocess.run(["g++", "-std=c++17", "-O2", os.path.join(root, "scripts/reference/mtmd_reference.cpp"),
+                        "-I" + lcpp + "/tools/mtmd", "-I" + lcpp + "/include", "-I" + lcpp + "/ggml/include",
+                        "-L" + lcpp + "/build/bin", "-lmtmd", "-lllama", "-lggml", "-lggml-base",
+                        "-Wl,-rpath," + lcpp + "/build/bin", "-o", helper], check=True)
+        for case in CASES:
+            text_path, mmproj_path = os.path.join(tmp, "text.gguf"), os.path.join(tmp, "mmproj.gguf")
+            subprocess.run([args.loom, "gguf", "synth", *case["text"], "-o", text_path], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run([args.loom, "gguf", "synth-mmproj", *case["mmproj"], "-o", mmproj_path], check=True,
+                           stdout=subprocess.DEVNULL)
+            out = subprocess.run([helper, text_path, mmproj_path, os.path.join(root, case["image"]), case["prompt"]],
+                                 check=True, capture_output=True, text=True).stdout
+            ref = json.loads(out)
+            pixels = struct.pack("<%df" % len(ref["pixels"]), *ref["pixels"])
+            golden = {
+                "generator": "scripts/make_vision_golden.py (llama-cpp-python 0.3.36's llama.cpp, mtmd)",
+                "text_model": {"args": case["text"], "fnv1a64": fnv1a64(open(text_path, "rb").read())},
+                "mmproj": {"args": case["mmproj"], "fnv1a64": fnv1a64(open(mmproj_path, "rb").read())},
+                "image": case["image"],
+                "prompt": case["prompt"],
+                "chunks": ref["chunks"],
+                "pixels": {"count": len(ref["pixels"]), "fnv1a64": fnv1a64(pixels)},
+                "rows": [float("%.7g" % v) for v in ref["rows"]],
+                "n_past": ref["n_past"],
+                "top": ref["top"],
+                "greedy": ref["greedy"],
+            }
+            path = os.path.join(args.out, case["name"] + ".json")
+            with open(path, "w") as f:
+                json.dump(golden, f, separators=(",", ":"))
+                f.write("\n")
+            print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
