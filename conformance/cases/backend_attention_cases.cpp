@@ -17,6 +17,12 @@ using namespace backend;
 struct Seq {
   int32_t ctx_len;  // keys after this batch
   int32_t n_query;  // rows of this sequence in the batch (the last n_query positions)
+  // (ABI 1.9) Rows see the whole context (LOOM_SEQ_NON_CAUSAL), and a later part of an earlier entry's
+  // sequence (same block table and K/V; -1: a sequence of its own, holding `stored` keys, 0: ctx_len).
+  bool non_causal = false;
+  int32_t part_of = -1;
+  int32_t stored = 0;
+  int32_t keys_stored() const { return stored > 0 ? stored : ctx_len; }
 };
 
 struct AttentionSetup {
@@ -40,12 +46,14 @@ std::vector<float> naive_attention(const AttentionSetup& s, const std::vector<Se
     for (int32_t i = 0; i < seqs[si].n_query; i++, row++) {
       const int64_t pos = seqs[si].ctx_len - seqs[si].n_query + i;
       const int64_t first = s.sliding_window ? std::max<int64_t>(0, pos - s.sliding_window + 1) : 0;
+      const int64_t last = seqs[si].non_causal ? seqs[si].ctx_len - 1 : pos;
+      const size_t owner = seqs[si].part_of >= 0 ? size_t(seqs[si].part_of) : si;
       for (int64_t h = 0; h < s.n_heads; h++) {
         const int64_t kvh = h / (s.n_heads / s.n_kv_heads);
         const float* qv = &q[size_t((row * s.n_heads + h) * s.head_dim)];
         std::vector<double> w;
-        for (int64_t j = first; j <= pos; j++) {
-          const float* kv = &k[si][size_t((j * s.n_kv_heads + kvh) * s.head_dim)];
+        for (int64_t j = first; j <= last; j++) {
+          const float* kv = &k[owner][size_t((j * s.n_kv_heads + kvh) * s.head_dim)];
           double dot = 0.0;
           for (int64_t d = 0; d < s.head_dim; d++) dot += double(qv[d]) * kv[d];
           dot *= s.scale;
@@ -57,8 +65,8 @@ std::vector<float> naive_attention(const AttentionSetup& s, const std::vector<Se
         double sum = sinks.empty() ? 0.0 : std::exp(sinks[size_t(h)] - mx);
         for (double& x : w) sum += x = std::exp(x - mx);
         float* o = &out[size_t((row * s.n_heads + h) * s.head_dim)];
-        for (int64_t j = first; j <= pos; j++) {
-          const float* vv = &v[si][size_t((j * s.n_kv_heads + kvh) * s.head_dim)];
+        for (int64_t j = first; j <= last; j++) {
+          const float* vv = &v[owner][size_t((j * s.n_kv_heads + kvh) * s.head_dim)];
           for (int64_t d = 0; d < s.head_dim; d++) o[d] += float(w[size_t(j - first)] / sum * vv[d]);
         }
       }
@@ -116,7 +124,8 @@ void run_attention_case(CaseContext& ctx, const AttentionSetup& s, double tolera
   // A full prefill, a chunked-prefill continuation, two decodes (one with a 1-token context).
   const std::vector<Seq>& seqs = s.seqs;
   int32_t longest = 0;
-  for (const Seq& q : seqs) longest = std::max(longest, q.ctx_len);
+  bool seq_flags = false;
+  for (const Seq& q : seqs) longest = std::max(longest, q.keys_stored()), seq_flags |= q.non_causal;
   const int64_t max_blocks = (longest + s.block_size - 1) / s.block_size;
   const int64_t n_blocks = max_blocks * int64_t(seqs.size()) + 3;      // a few blocks stay unused
   std::vector<int32_t> perm(n_blocks);
@@ -126,8 +135,12 @@ void run_attention_case(CaseContext& ctx, const AttentionSetup& s, double tolera
   size_t next_block = 0;
   int64_t n_tok = 0;
   for (size_t si = 0; si < seqs.size(); si++) {
-    for (int64_t b = 0; b * s.block_size < uint32_t(seqs[si].ctx_len); b++) tables[si * max_blocks + size_t(b)] = perm[next_block++];
-    seq_info.insert(seq_info.end(), {int32_t(n_tok), seqs[si].n_query, seqs[si].ctx_len, 0});
+    if (seqs[si].part_of >= 0) {
+      std::copy_n(&tables[size_t(seqs[si].part_of) * size_t(max_blocks)], max_blocks, &tables[si * size_t(max_blocks)]);
+    } else {
+      for (int64_t b = 0; b * s.block_size < uint32_t(seqs[si].keys_stored()); b++) tables[si * max_blocks + size_t(b)] = perm[next_block++];
+    }
+    seq_info.insert(seq_info.end(), {int32_t(n_tok), seqs[si].n_query, seqs[si].ctx_len, seqs[si].non_causal ? LOOM_SEQ_NON_CAUSAL : 0});
     n_tok += seqs[si].n_query;
   }
   // K/V of every position of every sequence, written with one STORE_KV through the slot mapping.
@@ -135,11 +148,12 @@ void run_attention_case(CaseContext& ctx, const AttentionSetup& s, double tolera
   std::vector<float> k_all, v_all;
   std::vector<int32_t> slots;
   for (size_t si = 0; si < seqs.size(); si++) {
-    k[si] = random_floats(rng, size_t(seqs[si].ctx_len * s.n_kv_heads * s.head_dim), -2.0f, 2.0f);
+    if (seqs[si].part_of >= 0) continue;  // its keys are its owner's
+    k[si] = random_floats(rng, size_t(seqs[si].keys_stored() * s.n_kv_heads * s.head_dim), -2.0f, 2.0f);
     v[si] = random_floats(rng, k[si].size());
     k_all.insert(k_all.end(), k[si].begin(), k[si].end());
     v_all.insert(v_all.end(), v[si].begin(), v[si].end());
-    for (int32_t p = 0; p < seqs[si].ctx_len; p++)
+    for (int32_t p = 0; p < seqs[si].keys_stored(); p++)
       slots.push_back(tables[si * max_blocks + size_t(p / int32_t(s.block_size))] * int32_t(s.block_size) + p % int32_t(s.block_size));
   }
   slots.push_back(-1);  // a padding row: must be skipped
@@ -157,7 +171,8 @@ void run_attention_case(CaseContext& ctx, const AttentionSetup& s, double tolera
   HostTensor table_t = i32_tensor(tables, max_blocks, int64_t(seqs.size()));
   HostTensor seq_t = i32_tensor(seq_info, 4, int64_t(seqs.size()));
   HostTensor out = zero_tensor(LOOM_DTYPE_F32, s.head_dim, s.n_heads, n_tok);
-  const loom_attention_params p{sizeof(loom_attention_params), s.scale, s.block_size, s.sliding_window, s.softcap, 0};
+  const loom_attention_params p{sizeof(loom_attention_params), s.scale, s.block_size, s.sliding_window, s.softcap,
+                                seq_flags ? LOOM_ATTENTION_SEQ_FLAGS : 0u};
   // Sinks around the scores' own range, so some heads give the sink most of the weight.
   const std::vector<float> sinks = s.sinks ? random_floats(rng, size_t(s.n_heads), -3.0f, 6.0f) : std::vector<float>{};
   HostTensor sink_t = s.sinks ? f32_tensor(sinks, s.n_heads) : HostTensor{};
@@ -240,6 +255,15 @@ std::vector<Case> backend_attention_cases() {
   long_ctx.seqs = {{20000, 2}, {9000, 1}};
   long_ctx.may_refuse = true;
   add("long_context", long_ctx, 1e-4, 11);
+  // (ABI 1.9) A prompt with an image in the middle, as Gemma 3 decodes it: one sequence as three
+  // entries over one block table, text rows causal, the image's 16 rows seeing the whole image (and
+  // the text before it), then text again; beside it an ordinary prefill and a decode row.
+  AttentionSetup image;
+  image.seqs = {{20, 8, false, -1, 44}, {36, 16, true, 0}, {44, 8, false, 0}, {33, 5}, {70, 1}};
+  add("f32.non_causal_parts", image, 1e-4, 17);
+  image.sliding_window = 12;  // the window still bounds the keys before each row
+  image.kv_dtype = LOOM_DTYPE_F16;
+  add("f16_cache.non_causal_parts.sliding_window", image, 3e-3, 18);
   return out;
 }
 

@@ -83,6 +83,9 @@ struct BaseOpRules {
   // LAYER_NORM, ATTENTION, PATCHES and POOL_2D (ABI 1.9); a backend that implements them also has
   // OpParams::causal and OpParams::window.
   static constexpr bool kEncoder = false;
+  // PAGED_ATTENTION's per-sequence flags (ABI 1.9, LOOM_SEQ_NON_CAUSAL); a backend that implements them
+  // also has OpParams::seq_flags.
+  static constexpr bool kSeqFlags = false;
 
   // After the common shape and stride checks of one operand (offset and strides not yet bounded).
   template <typename Checker, typename Tensor>
@@ -615,6 +618,15 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
       a.params.sliding_window = p->sliding_window;
       a.params.softcap = p->softcap;
       if (p->block_size == 0) c.invalid("block_size must be > 0");
+      if (p->flags & ~LOOM_ATTENTION_SEQ_FLAGS) c.unsupported("attention flags " + std::to_string(p->flags) + " are not implemented");
+      if (p->flags & LOOM_ATTENTION_SEQ_FLAGS) {
+        if constexpr (Rules::kSeqFlags) {
+          a.params.seq_flags = true;
+        } else {
+          c.unsupported("per-sequence flags (LOOM_ATTENTION_SEQ_FLAGS, ABI 1.9: non-causal sequences) are not implemented by the " +
+                        std::string(Rules::kBackendName) + " backend");
+        }
+      }
       if (!(p->softcap >= 0.0f)) c.invalid("softcap must be >= 0");
       if (!c.absent(5)) {  // sinks are optional
         if constexpr (Rules::kAttentionSinks) {

@@ -83,7 +83,12 @@ typedef int32_t loom_op_type;
  * params: loom_attention_params. Grouped-query: head h reads kv head h / (n_heads / n_kv_heads).
  * (ABI 1.5) Optional src5 sinks F32 [n_heads] (gpt-oss): head h's softmax also counts a key of
  * score sinks[h] that has no value, so the weights of the real keys sum to less than 1. A backend
- * that does not implement sinks answers UNSUPPORTED when src5 is present. */
+ * that does not implement sinks answers UNSUPPORTED when src5 is present.
+ * (ABI 1.9) With LOOM_ATTENTION_SEQ_FLAGS in params.flags, column 3 of seqs holds flags: with
+ * LOOM_SEQ_NON_CAUSAL every query row of the sequence sees keys up to context_len - 1, not just up to
+ * its own position (Gemma 3 decodes an image's rows so; a sliding window still bounds the keys before
+ * a row). A batch may hold one sequence as several consecutive entries over the same block table, a
+ * causal part and a non-causal part. A backend without it answers UNSUPPORTED for the flag. */
 #define LOOM_OP_PAGED_ATTENTION 12
 /* dst = src0 row-wise softmax (used by tests and samplers on device). */
 #define LOOM_OP_SOFTMAX 13
@@ -227,8 +232,10 @@ typedef struct loom_attention_params {
   uint32_t block_size;     /* tokens per KV block */
   uint32_t sliding_window; /* 0 = full causal attention */
   float softcap;           /* 0 = none; else logits = softcap * tanh(logits / softcap) */
-  uint32_t reserved;
+  uint32_t flags;          /* (ABI 1.9; before, reserved and zero) LOOM_ATTENTION_* */
 } loom_attention_params;
+#define LOOM_ATTENTION_SEQ_FLAGS 1u /* (ABI 1.9) column 3 of PAGED_ATTENTION's seqs holds LOOM_SEQ_* flags */
+#define LOOM_SEQ_NON_CAUSAL 1       /* (ABI 1.9) the sequence's rows see its whole context */
 
 typedef int32_t loom_moe_gating;
 /* probabilities = softmax over all experts' logits; weights = the chosen experts' probabilities */

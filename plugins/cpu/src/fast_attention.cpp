@@ -160,10 +160,11 @@ struct HeadRows {
 // cache_row(j, value): key j's row in the K cache (value false) or the V cache.
 template <typename CacheRow, typename KeyScore>
 void attend_tiled(const Kernels& k, loom_dtype kv_type, CacheRow cache_row, int64_t head_dim, const HeadRows* heads, int64_t n_heads,
-                  int64_t n, int64_t pos0, uint32_t window, KeyScore key_score) {
+                  int64_t n, int64_t pos0, uint32_t window, int64_t non_causal_last, KeyScore key_score) {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   static thread_local std::vector<float> keys, values, values_t, scores, weighted, acc, row_max, row_sum, rescale;
-  const int64_t first = first_visible_key(pos0, window), last = pos0 + n - 1;
+  // Causal rows see keys up to their own position; non-causal ones (non_causal_last >= 0) up to it.
+  const int64_t first = first_visible_key(pos0, window), last = non_causal_last >= 0 ? non_causal_last : pos0 + n - 1;
   const bool transpose = n * n_heads >= kTransposeRows;
   keys.resize(size_t(kScoreTile * head_dim));
   values.resize(size_t(kScoreTile * head_dim));
@@ -195,10 +196,10 @@ void attend_tiled(const Kernels& k, loom_dtype kv_type, CacheRow cache_row, int6
       k.float_dots(head_dim, keys.data(), head_dim, width, h.q, h.q_stride, n, scores.data(), kScoreTile);
       for (int64_t i = 0; i < n; i++) {
         float* s = scores.data() + i * kScoreTile;
-        const int64_t pos = pos0 + i, lo = first_visible_key(pos, window);
+        const int64_t pos = pos0 + i, lo = first_visible_key(pos, window), hi = non_causal_last >= 0 ? non_causal_last : pos;
         float tile_max = kMinusInf;
         for (int64_t j = 0; j < padded; j++) {
-          s[j] = j < width && t0 + j >= lo && t0 + j <= pos ? key_score(s[j]) : kMinusInf;
+          s[j] = j < width && t0 + j >= lo && t0 + j <= hi ? key_score(s[j]) : kMinusInf;
           tile_max = std::max(tile_max, s[j]);
         }
         const size_t state = size_t(hh * n + i);
@@ -311,7 +312,7 @@ void fast_paged_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
         return value ? v_cache.at(kv_head, slot) : k_cache.at(kv_head, slot);
       };
       attend_tiled(k, k_cache.dtype, cache_row, head_dim, rows, n_h, task.row1 - task.row0, position(task.row0), a.params.sliding_window,
-                   key_score);
+                   seq.non_causal ? seq.ctx_len - 1 : -1, key_score);
       return;
     }
     if (!task.chunk) {
@@ -320,7 +321,7 @@ void fast_paged_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
         const int64_t t = seq.first_row + i, pos = position(i);
         const float* qv = reinterpret_cast<const float*>(q.at(h, t));
         attend_row(
-            first_visible_key(pos, a.params.sliding_window), pos, head_dim,
+            first_visible_key(pos, a.params.sliding_window), seq.last_key(pos), head_dim,
             [&](int64_t j) {
               return key_score(dot_kv(k, k_cache.dtype, k_cache.at(kv_head, kv_slot(block_tables, task.seq, j, block_size)), qv, head_dim));
             },
@@ -333,7 +334,7 @@ void fast_paged_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
     }
     // A prefill chunk: the keys its rows see, [first, last], as f32 rows.
     const int64_t kv_head = task.head;
-    const int64_t first = first_visible_key(position(task.row0), a.params.sliding_window), last = position(task.row1 - 1);
+    const int64_t first = first_visible_key(position(task.row0), a.params.sliding_window), last = seq.last_key(position(task.row1 - 1));
     const size_t n_keys = size_t(last - first + 1);
     keys.resize(n_keys * size_t(head_dim));
     values.resize(n_keys * size_t(head_dim));
@@ -347,7 +348,7 @@ void fast_paged_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
         const int64_t t = seq.first_row + i, pos = position(i);
         const float* qv = reinterpret_cast<const float*>(q.at(h, t));
         attend_row(
-            first_visible_key(pos, a.params.sliding_window), pos, head_dim,
+            first_visible_key(pos, a.params.sliding_window), seq.last_key(pos), head_dim,
             [&](int64_t j) { return key_score(k.vdot_f32(keys.data() + size_t(j - first) * size_t(head_dim), qv, head_dim)); },
             [&](float p, int64_t j, float* sum) { k.axpy_f32(p, values.data() + size_t(j - first) * size_t(head_dim), sum, head_dim); },
             acc.data(), reinterpret_cast<float*>(dst.at(h, t)), sink_of(h));

@@ -14,8 +14,9 @@ std::vector<SeqInfo> read_seqs(const OpArgs& a) {
   std::vector<SeqInfo> out;
   for (int64_t s = 0; s < seqs.ne[1]; s++) {
     const auto* col = reinterpret_cast<const int32_t*>(seqs.at(s));
-    const SeqInfo info{col[0], col[1], col[2]};
     const std::string where = "PAGED_ATTENTION: sequence " + std::to_string(s) + ": ";
+    if (a.params.seq_flags && (col[3] & ~LOOM_SEQ_NON_CAUSAL) != 0) invalid(where + "unknown flags " + std::to_string(col[3]));
+    const SeqInfo info{col[0], col[1], col[2], a.params.seq_flags && (col[3] & LOOM_SEQ_NON_CAUSAL) != 0};
     if (info.first_row < 0 || info.n_query < 0 || info.first_row + info.n_query > n_tok)
       invalid(where + "query rows [" + std::to_string(info.first_row) + ", +" + std::to_string(info.n_query) +
               ") are outside the batch of " + std::to_string(n_tok) + " rows");
@@ -77,8 +78,9 @@ void reference_paged_attention(const OpArgs& a) {
         const int64_t kv_head = h / group;
         const float* qv = reinterpret_cast<const float*>(q.at(h, t));
         // scores[j] = softcap(q · k_j * scale) for every visible key j
-        scores.assign(size_t(pos - first + 1), 0.0);
-        for (int64_t j = first; j <= pos; j++) {
+        const int64_t last = seq.last_key(pos);
+        scores.assign(size_t(last - first + 1), 0.0);
+        for (int64_t j = first; j <= last; j++) {
           dequantize_row(k_cache.dtype, k_cache.at(kv_head, kv_slot(block_tables, int64_t(s), j, block_size)), k_row.data(), head_dim);
           double dot = 0.0;
           for (int64_t d = 0; d < head_dim; d++) dot += double(qv[d]) * k_row[size_t(d)];
@@ -95,7 +97,7 @@ void reference_paged_attention(const OpArgs& a) {
         for (double& sc : scores) sum += sc = std::exp(sc - max);
         // out = Σ_j softmax_j · v_j
         std::fill(out.begin(), out.end(), 0.0);
-        for (int64_t j = first; j <= pos; j++) {
+        for (int64_t j = first; j <= last; j++) {
           dequantize_row(v_cache.dtype, v_cache.at(kv_head, kv_slot(block_tables, int64_t(s), j, block_size)), v_row.data(), head_dim);
           const double p = scores[size_t(j - first)] / sum;
           for (int64_t d = 0; d < head_dim; d++) out[size_t(d)] += p * v_row[size_t(d)];

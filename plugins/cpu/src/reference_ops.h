@@ -20,6 +20,10 @@ struct SeqInfo {
   int64_t first_row;  // first query row in q / dst
   int64_t n_query;    // query rows of this sequence in the batch
   int64_t ctx_len;    // keys visible to the last query row (includes the batch's own rows)
+  bool non_causal = false;  // LOOM_SEQ_NON_CAUSAL: every row sees keys up to ctx_len - 1
+
+  // The last key the row at `pos` sees.
+  int64_t last_key(int64_t pos) const { return non_causal ? ctx_len - 1 : pos; }
 };
 // Reads and checks the seqs table and every block id the sequences will touch.
 std::vector<SeqInfo> read_seqs(const OpArgs& a);
