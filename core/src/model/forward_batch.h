@@ -21,9 +21,18 @@ struct ForwardBatch {
     // Hybrid models: the sequence's recurrent state slot in the KvCache (the allocator's). A batch
     // starting at position 0 (context_len == n_query) starts the state from zeros.
     int32_t state_slot = 0;
+    // The rows see every key of context_len, not only those up to their own position (an image's
+    // rows in Gemma 3). A sequence may be split into consecutive entries, a causal part and a
+    // non-causal one, over the same block table. Needs Model::supports_non_causal().
+    bool non_causal = false;
   };
   std::vector<Seq> seqs;
   std::vector<int32_t> logit_rows;  // rows whose logits are wanted, e.g. the last row of each sequence
+  // Rows whose input is given instead of their token's embedding (an image's rows from the vision
+  // encoder), ascending, and their values [embd_rows.size()][dim]. Such a row's token is ignored,
+  // though it must be a valid id. The values go in as they are: no embedding scale.
+  std::vector<int32_t> embd_rows;
+  std::vector<float> embd;
 
   void clear() {
     tokens.clear();
@@ -31,6 +40,8 @@ struct ForwardBatch {
     slot_mapping.clear();
     seqs.clear();
     logit_rows.clear();
+    embd_rows.clear();
+    embd.clear();
   }
 };
 

@@ -64,6 +64,8 @@ class Model {
   // model's whole context once); a larger value is ignored.
   void limit_context(int64_t n_ctx) { n_ctx_ = std::min(n_ctx_, n_ctx); }
   const LoadReport& load_report() const { return report_; }
+  // Whether the backend runs non-causal sequence entries (ForwardBatch::Seq::non_causal; ABI 1.9).
+  bool supports_non_causal() const { return attn_global_.flags != 0; }
   Backend& backend() const { return backend_; }
 
   // A pool of n_blocks blocks of block_size tokens for every layer. loom::Error when the backend
@@ -126,6 +128,7 @@ class Model {
     const void* compute_buffer = nullptr;
     const void* input_buffer = nullptr;
     bool q_temperature = false;
+    std::vector<int32_t> embd_runs;  // (first row, rows) of each run of given embedding rows
     bool operator==(const GraphKey&) const = default;
   };
 
@@ -193,6 +196,8 @@ class Model {
   // I32 inputs: tokens | positions | slots | logit_rows | seqs [4, n_seqs] | block_tables.
   Buffer inputs_;
   std::vector<int32_t> staging_;
+  std::vector<int32_t> embd_runs_;  // of the staged batch, (first row, rows) per run
+  uint64_t off_embd_ = 0;
   uint64_t off_tokens_ = 0, off_positions_ = 0, off_slots_ = 0, off_rows_ = 0, off_seqs_ = 0, off_tables_ = 0;
   uint64_t off_ring_slots_ = 0, off_ring_tables_ = 0;  // window rings: sliding layers' [n_tok] and [max_blocks, n_seqs]
   uint64_t off_state_seqs_ = 0;  // hybrid: [4, n_seqs] (first row, rows, state slot, fresh) for the recurrent ops

@@ -117,6 +117,17 @@ void Model::validate(const ForwardBatch& b, const KvCache& kv) const {
   for (int32_t row : b.logit_rows) {
     if (row < 0 || static_cast<size_t>(row) >= n) bad_batch("logit row " + std::to_string(row) + " is outside the batch");
   }
+  for (size_t i = 0; i < b.embd_rows.size(); ++i) {
+    const int32_t row = b.embd_rows[i];
+    if (row < 0 || static_cast<size_t>(row) >= n || (i > 0 && row <= b.embd_rows[i - 1]))
+      bad_batch("embedding row " + std::to_string(row) + " is outside the batch or out of order");
+  }
+  if (b.embd.size() != b.embd_rows.size() * static_cast<size_t>(info_.dim))
+    bad_batch("embd holds " + std::to_string(b.embd.size()) + " values for " + std::to_string(b.embd_rows.size()) + " rows of " +
+              std::to_string(info_.dim));
+  for (const auto& seq : b.seqs)
+    if (seq.non_causal && !supports_non_causal())
+      bad_batch("a non-causal sequence entry, which backend '" + backend_.name() + "' cannot run (ABI 1.9 LOOM_SEQ_NON_CAUSAL)");
 }
 
 void Model::ensure_scratch(int64_t n_tok, int64_t n_out) {
@@ -204,6 +215,7 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks, const KvCach
   const size_t temperature = q_temperature_ ? take(q_dim * n) : 0;
   const size_t n_layers = static_cast<size_t>(m.n_layers);
   const size_t ple_rows = m.per_layer_dim > 0 ? take(n * n_layers) : 0;
+  const size_t embd = take(b.embd.size());  // F32 values staged as 32-bit words
   staging_.assign(at, 0);  // keeps its capacity: no allocation once the largest batch was seen
   std::copy(b.tokens.begin(), b.tokens.end(), staging_.begin() + static_cast<ptrdiff_t>(tokens));
   std::copy(b.positions.begin(), b.positions.end(), staging_.begin() + static_cast<ptrdiff_t>(positions));
@@ -215,7 +227,7 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks, const KvCach
     d[0] = seq.first_row;
     d[1] = seq.n_query;
     d[2] = seq.context_len;
-    d[3] = 0;
+    d[3] = seq.non_causal ? LOOM_SEQ_NON_CAUSAL : 0;
     std::copy(seq.block_table.begin(), seq.block_table.end(), staging_.begin() + static_cast<ptrdiff_t>(tables + width * s));
     if (ring) {
       // Every logical block maps into the sequence's ring; the kernels read only the window's keys.
@@ -254,6 +266,14 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks, const KvCach
       }
     }
   }
+  if (!b.embd.empty()) std::memcpy(staging_.data() + embd, b.embd.data(), b.embd.size() * 4);
+  embd_runs_.clear();
+  for (size_t i = 0; i < b.embd_rows.size(); ++i) {
+    const bool extends = i > 0 && b.embd_rows[i] == b.embd_rows[i - 1] + 1;
+    if (extends) embd_runs_.back()++;
+    else embd_runs_.insert(embd_runs_.end(), {b.embd_rows[i], 1});
+  }
+  off_embd_ = embd * 4;
   off_ple_rows_ = ple_rows * 4;
   off_q_temperature_ = temperature * 4;
   off_tokens_ = tokens * 4;
@@ -300,6 +320,14 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
 
   op(LOOM_OP_GET_ROWS, x, {tok_embd_, i32(off_tokens_, n)});
   if (m.embedding_scale != 1.0f) op(LOOM_OP_SCALE, x, {x}, &embd_scale_);
+  // Given rows (an image's) replace their tokens' embeddings after the scale: llama.cpp scales only
+  // token embeddings (gemma3: "do not normalize weights for raw embeddings input").
+  for (size_t r = 0, given = 0; r < embd_runs_.size(); r += 2) {
+    const int64_t first = embd_runs_[r], count = embd_runs_[r + 1];
+    op(LOOM_OP_COPY, f32(off_x_ + uint64_t(first * dim) * 4, dim, count),
+       {tensor_view(inputs_, off_embd_ + given * uint64_t(dim) * 4, LOOM_DTYPE_F32, dim, count)});
+    given += uint64_t(count);
+  }
   // gemma4's per-layer inputs, layer-major [ple, n, n_layers]: (norm(x·Pᵀ / sqrt(dim)) +
   // table[token] * sqrt(ple)) / sqrt(2), P's rows for one layer at a time.
   auto ple_input = [&](int32_t il) { return f32(off_ple_ + uint64_t(il) * uint64_t(ple * n) * 4, ple, n); };
@@ -465,7 +493,7 @@ void Model::forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>& 
   stage_inputs(batch, static_cast<int64_t>(max_blocks), kv);
   const GraphKey key{n,          n_out,           n_seqs,           static_cast<int64_t>(max_blocks),
                      cap_tok_,   cap_out_,        kv.generation(),  kv.buffer_.get(),
-                     compute_.get(), inputs_.get(), q_temperature_};
+                     compute_.get(), inputs_.get(), q_temperature_, embd_runs_};
   if (!(key == graph_key_)) {
     graph_key_ = GraphKey{};  // a failed build must not leave a half-built list marked valid
     build_graph(n, n_out, n_seqs, static_cast<int64_t>(max_blocks), kv);

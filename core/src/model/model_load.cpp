@@ -67,6 +67,23 @@ Model::Model(ModelInfo info, Backend& backend, ModelOptions options) : info_(std
   rope_local_.freq_scale = info_.rope_freq_scale_local;
   if (info_.freq_factors_global_only) rope_local_.mode &= ~LOOM_ROPE_FREQ_FACTORS;
   attn_global_ = {sizeof(loom_attention_params), info_.attention_scale, 0, 0, info_.attn_softcap, 0};
+  // Non-causal sequence entries (an image's rows) where the backend runs them: asked once, with the
+  // flag set, of a small PAGED_ATTENTION of this model's shape. A backend of ABI 1.8 or older never
+  // reads the flags, so it is not asked.
+  if (backend_.abi_minor() >= 9 && info_.n_layers > 0) {
+    const auto& caps = backend_.caps();
+    const loom_dtype kv = caps.n_kv_dtypes > 0 ? caps.kv_dtypes[0] : LOOM_DTYPE_F32;
+    const int64_t hd = info_.layer(0).head_dim;
+    const loom_tensor q = tensor_view_raw(nullptr, 0, LOOM_DTYPE_F32, hd, info_.n_heads, 1);
+    const loom_tensor cache = tensor_view_raw(nullptr, 0, kv, hd, info_.layer(0).n_kv_heads, 16);
+    const loom_tensor tables = tensor_view_raw(nullptr, 0, LOOM_DTYPE_I32, 1, 1);
+    const loom_tensor seqs = tensor_view_raw(nullptr, 0, LOOM_DTYPE_I32, 4, 1);
+    loom_attention_params probe = attn_global_;
+    probe.block_size = 16;
+    probe.flags = LOOM_ATTENTION_SEQ_FLAGS;
+    if (backend_.unsupported_reason(make_op(LOOM_OP_PAGED_ATTENTION, q, {q, cache, cache, tables, seqs}, &probe)).empty())
+      attn_global_.flags = LOOM_ATTENTION_SEQ_FLAGS;
+  }
   attn_local_ = attn_global_;
   attn_local_.sliding_window = info_.sliding_window;
   glu_params_ = {sizeof(loom_glu_params), info_.ffn_activation};
