@@ -15,6 +15,7 @@ struct ModelSettings {
   std::string path;           // GGUF file; empty = the installed default model
   int64_t n_ctx = 0;          // 0 = the model's own context length
   std::string chat_template;  // empty = the model's template
+  std::string mmproj;         // vision projector GGUF; empty = the one mmproj*.gguf beside the model, if any
 };
 
 // One [backend.options] value. Loom does not know these keys: the plugin named by [backend] name reads and

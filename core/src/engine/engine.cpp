@@ -9,6 +9,7 @@
 #include "gguf/gguf_file.h"
 #include "plugin/plugin_registry.h"
 #include "tokenizer/tokenizer.h"
+#include "vision/vision_encoder.h"
 
 namespace loom {
 
@@ -117,6 +118,7 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
   }
   limit_rows_for_rings();
   open_disk_tier(config, model_path);
+  open_vision(config, model_path);
 }
 
 // Every admitted request fits the context, so a pool that holds one full context can always finish a
@@ -186,6 +188,20 @@ RequestId Engine::submit(Request request) {
   if (blocks > info_.kv_blocks) {
     reject("the prompt has " + std::to_string(n_prompt) + " tokens, which need " + std::to_string(blocks) +
            " KV blocks, but the whole pool has " + std::to_string(info_.kv_blocks) + " (raise kv.memory)");
+  }
+  uint32_t image_end = 0;
+  for (size_t i = 0; i < request.images.size(); ++i) {
+    const PromptImage& image = request.images[i];
+    const std::string which = "image " + std::to_string(i) + ": ";
+    if (!vision_) reject("the request holds images, but this model takes none (no vision encoder is loaded)");
+    if (image.n_rows == 0 || image.first < image_end || uint64_t(image.first) + image.n_rows > uint64_t(n_prompt))
+      reject(which + "its rows are empty, overlap another image's or lie outside the prompt");
+    if (!image.rows || image.rows->size() != size_t(image.n_rows) * size_t(model_->info().dim))
+      reject(which + "its rows do not hold " + std::to_string(image.n_rows) + " x " + std::to_string(model_->info().dim) + " values");
+    if (image.n_rows > uint64_t(config_.scheduler.max_batched_tokens))
+      reject(which + std::to_string(image.n_rows) + " rows do not fit [scheduler] max_batched_tokens");
+    if (image.non_causal && !model_->supports_non_causal()) reject(which + "backend '" + backend_->name() + "' cannot decode it non-causally");
+    image_end = image.first + image.n_rows;
   }
   try {
     sampler_->validate(request.sampling.params);

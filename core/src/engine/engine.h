@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,7 @@
 
 #include "config/config.h"
 #include "engine/drafter_host_models.h"
+#include "engine/image_prompt.h"
 #include "engine/kv_plan.h"
 #include "engine/drafter_interface.h"
 #include "engine/kv_manager.h"
@@ -60,7 +62,14 @@ struct EngineInfo {
   int64_t n_ctx = 0;            // positions per sequence: at most what the KV pool holds for one sequence
   int64_t n_ctx_requested = 0;  // [model] n_ctx, else the model's own context, before it was fitted to the pool
   uint64_t weight_bytes = 0;  // as held by the backend (after any load-time repacking)
+  std::string mmproj_path;    // the vision projector in use; empty: the model takes no images
+  uint32_t image_rows = 0;    // prompt rows one image becomes
 };
+
+namespace vision {
+class VisionEncoder;
+struct RgbImage;
+}
 
 class Engine {
  public:
@@ -110,6 +119,13 @@ class Engine {
   // k tokens per sequence-step. Call only while no request is in flight.
   void set_drafter(std::unique_ptr<Drafter> drafter, uint32_t k);
   const Drafter* drafter() const { return drafter_.get(); }
+  // Vision ([model] mmproj, engine_vision.cpp): whether requests may hold images, the encoder, how an
+  // image sits in a prompt, and an image's rows (from the encoder or its cache; thread-safe, one encode
+  // at a time). loom::Error when no encoder is loaded.
+  bool takes_images() const { return vision_ != nullptr; }
+  const vision::VisionEncoder* vision_encoder() const { return vision_.get(); }
+  const ImagePromptFormat& image_format() const { return image_format_; }
+  EncodedImage encode_image(const vision::RgbImage& image);
   // Host services whose model_* slots run models on this engine's backend (for drafter plugins).
   const loom_host_services* drafter_host_services() const { return host_models_->services(); }
 
@@ -120,11 +136,13 @@ class Engine {
   void emit(Sequence& seq, std::vector<int32_t> tokens, std::string text, std::vector<TokenLogprob> logprobs,
             FinishReason finish, const std::string& error = "");
   void build_batch(const SchedulerDecision& decision);
+  void split_at_images(const Sequence& seq, ForwardBatch::Seq& entry);
   void run_pending_copies();
   void checkpoint_states(const SchedulerDecision& decision);
   void limit_rows_for_rings();
   // The prefix cache's disk tier (engine_disk_tier.cpp).
   void open_disk_tier(const Config& config, const std::filesystem::path& model_path);
+  void open_vision(const Config& config, const std::filesystem::path& model_path);
   uint32_t load_prefix_from_disk(Sequence& seq);
   void save_blocks_to_disk(const SchedulerDecision& decision);
   void save_state_to_disk(Sequence& seq, uint32_t n_tokens);
@@ -159,6 +177,13 @@ class Engine {
   std::vector<uint8_t> disk_block_;  // one block's bytes on their way to or from the disk
   uint64_t disk_state_bytes_ = 0;    // a hybrid model's recurrent state per sequence (0: none)
   bool drafter_failed_logged_ = false;
+  // Vision: the encoder on its own backend instance, and its rows by image hash, most recent first.
+  std::unique_ptr<Backend> vision_backend_;
+  std::unique_ptr<vision::VisionEncoder> vision_;
+  ImagePromptFormat image_format_;
+  std::mutex vision_mutex_;
+  std::list<EncodedImage> image_cache_;
+  uint64_t image_cache_bytes_ = 0;
 
   // Engine-thread state.
   std::map<RequestId, std::unique_ptr<Sequence>> sequences_;

@@ -82,11 +82,13 @@ void Engine::build_batch(const SchedulerDecision& decision) {
     const auto n_draft = static_cast<uint32_t>(seq.draft.size());
     const uint32_t n_rows = chunk.n_tokens + n_draft;
     ForwardBatch::Seq entry;
-    entry.first_row = static_cast<int32_t>(batch_.tokens.size());
+    const auto chunk_row = static_cast<int32_t>(batch_.tokens.size());
+    entry.first_row = chunk_row;
     entry.n_query = static_cast<int32_t>(n_rows);
     entry.context_len = static_cast<int32_t>(seq.n_computed + n_rows);
     entry.block_table = kv_->block_table(seq.id);
     if (kv_->n_state_slots() > 0) entry.state_slot = kv_->state_slot(seq.id);
+    split_at_images(seq, entry);
     for (uint32_t i = 0; i < n_rows; ++i) {
       const int32_t position = static_cast<int32_t>(seq.n_computed + i);
       batch_.tokens.push_back(i < chunk.n_tokens ? seq.tokens[static_cast<size_t>(position)] : seq.draft[i - chunk.n_tokens]);
@@ -96,11 +98,45 @@ void Engine::build_batch(const SchedulerDecision& decision) {
     }
     if (chunk.samples()) {
       for (uint32_t j = 0; j <= n_draft; ++j) {
-        batch_.logit_rows.push_back(entry.first_row + static_cast<int32_t>(chunk.n_tokens - 1 + j));
+        batch_.logit_rows.push_back(chunk_row + static_cast<int32_t>(chunk.n_tokens - 1 + j));
       }
     }
-    batch_.seqs.push_back(std::move(entry));
+    if (entry.n_query > 0) batch_.seqs.push_back(std::move(entry));  // none left when an image ends the chunk
   }
+}
+
+// A chunk holding an image's rows (or some of them) gives the model their values, and, where the image
+// is decoded non-causally, becomes several entries over the sequence's block table: text before,
+// the image's rows, text after. Called before the chunk's rows are added: `entry` covers them all.
+void Engine::split_at_images(const Sequence& seq, ForwardBatch::Seq& entry) {
+  const uint32_t first = seq.n_computed, end = first + static_cast<uint32_t>(entry.n_query);
+  ForwardBatch::Seq rest = entry;
+  for (const PromptImage& image : seq.request.images) {
+    const uint32_t lo = std::max(first, image.first), hi = std::min(end, image.first + image.n_rows);
+    if (lo >= hi) continue;
+    const int32_t row0 = entry.first_row + static_cast<int32_t>(lo - first);
+    for (uint32_t p = lo; p < hi; ++p) batch_.embd_rows.push_back(entry.first_row + static_cast<int32_t>(p - first));
+    const size_t width = static_cast<size_t>(model_->info().dim);
+    batch_.embd.insert(batch_.embd.end(), image.rows->begin() + static_cast<ptrdiff_t>((lo - image.first) * width),
+                       image.rows->begin() + static_cast<ptrdiff_t>((hi - image.first) * width));
+    if (!image.non_causal) continue;
+    if (row0 > rest.first_row) {  // the causal rows before the image
+      ForwardBatch::Seq before = rest;
+      before.n_query = row0 - rest.first_row;
+      before.context_len = static_cast<int32_t>(lo);
+      batch_.seqs.push_back(before);
+    }
+    ForwardBatch::Seq rows = rest;
+    rows.first_row = row0;
+    rows.n_query = static_cast<int32_t>(hi - lo);
+    rows.context_len = static_cast<int32_t>(image.first + image.n_rows);  // a whole image is always in one chunk or cached
+    rows.non_causal = true;
+    batch_.seqs.push_back(rows);
+    rest.first_row = row0 + rows.n_query;
+    rest.n_query = entry.first_row + entry.n_query - rest.first_row;
+  }
+  entry.first_row = rest.first_row;
+  entry.n_query = rest.n_query;
 }
 
 // Hybrid models: a sequence whose prefill just reached its checkpoint boundary has the recurrent state

@@ -51,6 +51,10 @@ struct EngineStats {
   bool disk_tier = false;
   DiskTierStats disk;
   uint64_t disk_cached_tokens = 0;  // prompt tokens loaded from it instead of computed
+  // Images ([model] mmproj): encoded, answered from the encoder's cache, and the time encoding took.
+  uint64_t images_encoded = 0;
+  uint64_t image_cache_hits = 0;
+  double encoder_seconds = 0;
   uint64_t draft_tokens_proposed = 0;
   uint64_t draft_tokens_accepted = 0;
   uint64_t draft_verifications = 0;  // sequence-steps that verified at least one proposal

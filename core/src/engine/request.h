@@ -51,8 +51,20 @@ struct RequestEvent {
 
 using EventCallback = std::function<void(const RequestEvent&)>;
 
+// An image in a prompt (vision models): prompt positions [first, first + n_rows) are its placeholder
+// tokens, whose inputs are the vision encoder's rows. The placeholders' ids carry the image's content
+// hash (vision/image_prompt.h), so the prefix cache tells images apart. The rows are decoded together:
+// non-causally where the model does so (Gemma 3), and a prompt chunk never ends inside them.
+struct PromptImage {
+  uint32_t first = 0;
+  uint32_t n_rows = 0;
+  std::shared_ptr<const std::vector<float>> rows;  // [n_rows][the model's width]
+  bool non_causal = true;
+};
+
 struct Request {
   std::vector<int32_t> prompt;
+  std::vector<PromptImage> images;  // ascending, not overlapping
   uint32_t max_tokens = 256;
   SamplingOptions sampling;
   std::vector<std::string> stop;  // stop strings

@@ -144,6 +144,21 @@ SchedulerDecision Scheduler::schedule() {
     }
     // A chunk ends where the recurrent state is to be checkpointed, so the state is there to copy.
     if (seq->state_checkpoint_at > seq->n_computed) n = std::min(n, seq->state_checkpoint_at - seq->n_computed);
+    // An image's rows are computed in one chunk (they attend to each other): a chunk that would end
+    // inside one ends before it, or, starting at or inside it, takes all of it (rows before the start
+    // are in the cache already, from the step or the prefix hit that computed them with the rest).
+    const uint32_t start = seq->n_computed;
+    for (const PromptImage& image : seq->request.images) {
+      const uint32_t end = start + n, image_end = image.first + image.n_rows;
+      if (end <= image.first || end >= image_end) continue;
+      if (image.first > start) {
+        n = image.first - start;
+      } else {
+        n = image_end - start;
+        if (n > prompt_budget && !decision.chunks.empty()) return false;  // the whole image next step
+      }
+      break;
+    }
     decision.chunks.push_back({seq, n});
     prompt_budget -= n;
     return true;

@@ -1,0 +1,107 @@
+// The engine's vision encoder ([model] mmproj): images in requests become embedding rows in prompts.
+// The encoder runs on its own instance of the engine's backend plugin, so a caller's thread can encode
+// while the engine loop steps (a stream is used by one thread at a time). Rows are cached by image
+// content (a second turn with the same image does not encode it again), within kImageCacheBytes.
+#include <chrono>
+
+#include <xxhash.h>
+
+#include "backend/backend.h"
+#include "common/error.h"
+#include "engine/engine.h"
+#include "plugin/plugin_registry.h"
+#include "tokenizer/tokenizer.h"
+#include "vision/vision_encoder.h"
+
+namespace loom {
+
+namespace {
+
+constexpr uint64_t kImageCacheBytes = 128ull << 20;  // about 50 Gemma 3 4B images
+
+// [model] mmproj, else the one mmproj*.gguf beside the model (llama.cpp's download layout), else none.
+std::filesystem::path find_mmproj(const Config& config, const std::filesystem::path& model_path) {
+  if (!config.model.mmproj.empty()) return config.model.mmproj;
+  std::filesystem::path found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(model_path.parent_path().empty() ? "." : model_path.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file(ec) || !name.starts_with("mmproj") || entry.path().extension() != ".gguf") continue;
+    if (!found.empty()) return {};  // several: which one is meant is for the config to say
+    found = entry.path();
+  }
+  return found;
+}
+
+}  // namespace
+
+void Engine::open_vision(const Config& config, const std::filesystem::path& model_path) {
+  const std::filesystem::path mmproj = find_mmproj(config, model_path);
+  if (mmproj.empty()) return;
+  vision_backend_ = Backend::create(find_backend_plugin(config, config.backend.name), backend_config_json(config));
+  vision_ = vision::VisionEncoder::load(mmproj, *vision_backend_);
+  const vision::MmprojInfo& v = vision_->info();
+  const ModelInfo& m = model_->info();
+  const std::string where = mmproj.string() + ": ";
+  if (v.n_embd_text != m.dim)
+    throw Error(where + "the projector's rows have " + std::to_string(v.n_embd_text) + " values, but the text model " +
+                info_.model_name + " takes " + std::to_string(m.dim));
+  if (v.projector == vision::ProjectorType::gemma3) {
+    image_format_.begin_token = tokenizer_->find_token("<start_of_image>");
+    image_format_.end_token = tokenizer_->find_token("<end_of_image>");
+    if (image_format_.begin_token < 0 || image_format_.end_token < 0)
+      throw Error(where + "a gemma3 projector needs the text model's <start_of_image> and <end_of_image> tokens");
+    image_format_.non_causal = true;
+  }
+  if (image_format_.non_causal && !model_->supports_non_causal())
+    throw Error(where + "the " + std::string(vision::projector_type_name(v.projector)) + " projector's images are decoded non-causally, which backend '" +
+                backend_->name() + "' cannot do (ABI 1.9 LOOM_SEQ_NON_CAUSAL)");
+  // An image's rows go in one chunk: the scheduler must be able to take them at once.
+  const auto rows = static_cast<uint64_t>(v.n_image_tokens());
+  if (rows > static_cast<uint64_t>(config.scheduler.max_batched_tokens))
+    throw Error(where + "an image is " + std::to_string(rows) + " rows, more than [scheduler] max_batched_tokens = " +
+                std::to_string(config.scheduler.max_batched_tokens) + "; raise it to at least " + std::to_string(rows));
+  if (window_rows_ > 0 && rows + draft_k_ > window_rows_)
+    throw Error(where + "an image is " + std::to_string(rows) + " rows, more than a sliding-window ring lets one sequence run per step (" +
+                std::to_string(window_rows_) + "); raise [kv] window_chunk_tokens");
+  info_.mmproj_path = mmproj.string();
+  info_.image_rows = static_cast<uint32_t>(rows);
+}
+
+EncodedImage Engine::encode_image(const vision::RgbImage& image) {
+  if (!vision_) throw Error("this model takes no images (text-only: no vision encoder is loaded)");
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  const uint32_t dims[2] = {image.width, image.height};
+  XXH3_64bits_update(state, dims, sizeof dims);
+  XXH3_64bits_update(state, image.pixels.data(), image.pixels.size());
+  const uint64_t hash = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+
+  std::lock_guard lock(vision_mutex_);
+  for (auto it = image_cache_.begin(); it != image_cache_.end(); ++it) {
+    if (it->hash != hash) continue;
+    image_cache_.splice(image_cache_.begin(), image_cache_, it);  // most recently used first
+    std::lock_guard stats_lock(mutex_);
+    ++stats_.image_cache_hits;
+    return image_cache_.front();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  EncodedImage encoded;
+  encoded.hash = hash;
+  encoded.n_rows = static_cast<uint32_t>(vision_->info().n_image_tokens());
+  encoded.rows = std::make_shared<const std::vector<float>>(vision_->encode(image));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  image_cache_.push_front(encoded);
+  image_cache_bytes_ += encoded.rows->size() * sizeof(float);
+  while (image_cache_bytes_ > kImageCacheBytes && image_cache_.size() > 1) {
+    image_cache_bytes_ -= image_cache_.back().rows->size() * sizeof(float);
+    image_cache_.pop_back();
+  }
+  std::lock_guard stats_lock(mutex_);
+  ++stats_.images_encoded;
+  stats_.encoder_seconds += seconds;
+  return encoded;
+}
+
+}  // namespace loom

@@ -1,0 +1,124 @@
+// Images through the engine: prompts built around image markers, the rows decoded in one chunk
+// (non-causally), the same answer as llama.cpp's mtmd, and the second turn served from the caches.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "test_engine_helpers.h"
+#include "test_vision_golden.h"
+#include "tokenizer/tokenizer.h"
+#include "vision/image_decode.h"
+
+using namespace loom;
+
+namespace {
+
+vision::RgbImage golden_image(const test::VisionGolden& g) {
+  std::ifstream in(g.image, std::ios::binary);
+  const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), {}};
+  return vision::decode_image(bytes);
+}
+
+// The text of the golden prompt and the tokens mtmd made of it, flattened, image rows as -1.
+std::vector<int32_t> golden_layout(const test::VisionGolden& g) {
+  std::vector<int32_t> out;
+  for (const auto& chunk : g.json.at("chunks")) {
+    if (chunk.contains("image")) out.insert(out.end(), chunk.at("image").get<size_t>(), -1);
+    else for (const auto& t : chunk.at("text")) out.push_back(t.get<int32_t>());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("engine: an image prompt answers as mtmd does, in any chunking, and is cached", "[engine][vision]") {
+  const test::VisionGolden g = test::load_vision_golden("gemma3-synth");
+  // The mmproj lies beside the model (llama.cpp's layout): found without [model] mmproj.
+  for (const int64_t max_batched : {64, 20}) {
+    DYNAMIC_SECTION("max_batched_tokens " << max_batched) {
+      Config config = test::engine_config(8ll << 20, max_batched);
+      config.kv.dtype = "f16";
+      config.kv.block_size = 16;
+      Engine engine(config, g.text_model);
+      REQUIRE(engine.takes_images());
+      CHECK(engine.info().image_rows == 16);
+
+      const EncodedImage image = engine.encode_image(golden_image(g));
+      const ImagePrompt prompt = build_image_prompt(engine.tokenizer(), g.json.at("prompt").get<std::string>(), {image}, engine.image_format());
+      // Token for token mtmd's layout: BOS, the text, <start_of_image>, 16 rows, <end_of_image>, the text.
+      const std::vector<int32_t> layout = golden_layout(g);
+      REQUIRE(prompt.tokens.size() == layout.size());
+      REQUIRE(prompt.images.size() == 1);
+      for (size_t i = 0; i < layout.size(); i++) {
+        const bool row = i >= prompt.images[0].first && i < prompt.images[0].first + prompt.images[0].n_rows;
+        CHECK(row == (layout[i] == -1));
+        if (!row) CHECK(prompt.tokens[i] == layout[i]);
+      }
+
+      test::Outcome first, second;
+      Request request = test::greedy_request(prompt.tokens, 16, &first, engine);
+      request.images = prompt.images;
+      engine.submit(std::move(request));
+      test::run_until_done(engine);
+      REQUIRE(first.finish == FinishReason::length);
+      CHECK(first.tokens == g.json.at("greedy").get<std::vector<int32_t>>());
+
+      // The next turn: the same image again costs no encoding and its blocks come from the prefix cache.
+      const EncodedImage again = engine.encode_image(golden_image(g));
+      CHECK(again.rows == image.rows);
+      CHECK(engine.stats().images_encoded == 1);
+      CHECK(engine.stats().image_cache_hits == 1);
+      Request repeat = test::greedy_request(prompt.tokens, 16, &second, engine);
+      repeat.images = prompt.images;
+      engine.submit(std::move(repeat));
+      test::run_until_done(engine);
+      CHECK(second.n_cached == 32);  // the two full blocks of 16, image rows included
+      CHECK(second.tokens == first.tokens);
+    }
+  }
+}
+
+TEST_CASE("engine: a different image does not hit the first image's cached blocks", "[engine][vision]") {
+  const test::VisionGolden g = test::load_vision_golden("gemma3-synth");
+  Config config = test::engine_config(8ll << 20, 64);
+  config.kv.block_size = 4;
+  Engine engine(config, g.text_model);
+  vision::RgbImage a = golden_image(g), b = a;
+  b.pixels[0] ^= 0xff;  // one pixel differs
+  const EncodedImage ea = engine.encode_image(a), eb = engine.encode_image(b);
+  CHECK(ea.hash != eb.hash);
+  const ImagePrompt pa = build_image_prompt(engine.tokenizer(), "look <__media__> at it", {ea}, engine.image_format());
+  const ImagePrompt pb = build_image_prompt(engine.tokenizer(), "look <__media__> at it", {eb}, engine.image_format());
+  test::Outcome oa, ob;
+  Request ra = test::greedy_request(pa.tokens, 4, &oa, engine);
+  ra.images = pa.images;
+  engine.submit(std::move(ra));
+  test::run_until_done(engine);
+  Request rb = test::greedy_request(pb.tokens, 4, &ob, engine);
+  rb.images = pb.images;
+  engine.submit(std::move(rb));
+  test::run_until_done(engine);
+  // Only the text before the image is shared: BOS, "look ", <start_of_image> (7 tokens: one block of 4).
+  CHECK(ob.n_cached == 4);
+}
+
+TEST_CASE("engine: image requests that cannot run are refused by name", "[engine][vision]") {
+  const test::VisionGolden g = test::load_vision_golden("gemma3-synth");
+  SECTION("an image larger than a step") {
+    Config config = test::engine_config(8ll << 20, 8);
+    CHECK_THROWS_WITH(Engine(config, g.text_model), Catch::Contains("max_batched_tokens"));
+  }
+  SECTION("images without an encoder, and rows that do not fit the prompt") {
+    Config config = test::engine_config(8ll << 20, 64);
+    Engine engine(config, g.text_model);
+    const EncodedImage image = engine.encode_image(golden_image(g));
+    const ImagePrompt prompt = build_image_prompt(engine.tokenizer(), "a <__media__>", {image}, engine.image_format());
+    test::Outcome out;
+    Request request = test::greedy_request(prompt.tokens, 4, &out, engine);
+    request.images = prompt.images;
+    request.images[0].first = uint32_t(prompt.tokens.size()) - 2;
+    CHECK_THROWS_WITH(engine.submit(std::move(request)), Catch::Contains("outside the prompt"));
+    CHECK_THROWS_WITH(build_image_prompt(engine.tokenizer(), "a <__media__> b <__media__>", {image}, engine.image_format()),
+                      Catch::Contains("more image markers"));
+  }
+}
