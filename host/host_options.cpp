@@ -13,14 +13,21 @@ bool HostOptions::parse(const CommandArgs& args, size_t& i) {
     config_path = args[++i];
     return true;
   }
+  if (args[i] == "--mmproj") {
+    if (i + 1 >= args.size()) throw std::runtime_error("option --mmproj needs a file");
+    mmproj = args[++i];
+    return true;
+  }
   return false;
 }
 
 Config HostOptions::load_config() const {
-  if (!config_path.empty()) return loom::load_config(config_path);
-  if (const char* env = std::getenv("LOOM_CONFIG"); env != nullptr && *env != '\0') return loom::load_config(env);
-  if (std::filesystem::exists("loom.toml")) return loom::load_config("loom.toml");
-  return Config{};
+  Config config;
+  if (!config_path.empty()) config = loom::load_config(config_path);
+  else if (const char* env = std::getenv("LOOM_CONFIG"); env != nullptr && *env != '\0') config = loom::load_config(env);
+  else if (std::filesystem::exists("loom.toml")) config = loom::load_config("loom.toml");
+  if (!mmproj.empty()) config.model.mmproj = mmproj;
+  return config;
 }
 
 bool end_of_options(const CommandArgs& args, size_t& i, std::vector<std::string>& positional) {

@@ -12,6 +12,7 @@ namespace loom::host {
 
 struct HostOptions {
   std::string config_path;
+  std::string mmproj;  // --mmproj FILE: the vision projector, over [model] mmproj
 
   // Consume args[i] (and its value) if it is a common option; returns false otherwise.
   bool parse(const CommandArgs& args, size_t& i);

@@ -47,6 +47,7 @@ const char* kUsage =
     "  --threads N               backend threads (default: [backend] threads)\n"
     "  --n-ctx N                 context per sequence (default: [model] n_ctx, the model's)\n"
     "  --shutdown-timeout SEC    how long SIGTERM waits for requests in flight (default 30)\n"
+    "  --mmproj FILE             vision projector GGUF: chat image parts (default: [model] mmproj, the mmproj*.gguf beside the model)\n"
     "  --config FILE             loom.toml to read\n";
 
 int64_t parse_int(const std::string& option, const std::string& value) {

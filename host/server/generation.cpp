@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "server/api_error.h"
+#include "server/image_inputs.h"
 #include "tokenizer/tokenizer.h"
 
 namespace loom::server {
@@ -69,12 +70,24 @@ void GenerationJob::prepare_prompts() {
     } catch (const Error& e) {
       throw invalid_param("messages", std::string("the chat template refused the messages: ") + e.what());
     }
-    // The template writes BOS itself when the model wants it; add one only if it did not.
-    std::vector<int32_t> tokens = tok.encode(text, false, true);
-    if (tok.add_bos() && tok.bos_id() >= 0 && (tokens.empty() || tokens.front() != tok.bos_id())) {
-      tokens.insert(tokens.begin(), tok.bos_id());
+    if (params_.images.empty()) {
+      // The template writes BOS itself when the model wants it; add one only if it did not.
+      std::vector<int32_t> tokens = tok.encode(text, false, true);
+      if (tok.add_bos() && tok.bos_id() >= 0 && (tokens.empty() || tokens.front() != tok.bos_id())) {
+        tokens.insert(tokens.begin(), tok.bos_id());
+      }
+      prompts_.push_back({std::move(tokens), {}, ""});
+    } else {
+      // Images first (a 400 naming the part when one cannot be used), then the text split at their markers.
+      const std::vector<EncodedImage> images = resolve_images(state_.engine, state_.settings, params_.images);
+      ImagePrompt prompt;
+      try {
+        prompt = build_image_prompt(tok, text, images, state_.engine.image_format());
+      } catch (const Error& e) {
+        throw invalid_param("messages", e.what());
+      }
+      prompts_.push_back({std::move(prompt.tokens), std::move(prompt.images), ""});
     }
-    prompts_.push_back({std::move(tokens), ""});
   } else {
     for (const PromptInput& input : params_.prompts) {
       PreparedPrompt p;
@@ -133,6 +146,7 @@ Request GenerationJob::make_request(size_t choice) {
   const int64_t room = state_.engine.info().n_ctx - static_cast<int64_t>(prompt.tokens.size());
   Request r;
   r.prompt = prompt.tokens;
+  r.images = prompt.images;
   // No max_tokens: up to the context (vLLM's rule, on both endpoints); prepare_prompts() refused any
   // that does not fit.
   r.max_tokens = static_cast<uint32_t>(std::clamp<int64_t>(params_.max_tokens.value_or(room), 1, std::max<int64_t>(room, 1)));

@@ -19,6 +19,7 @@ namespace loom::server {
 
 struct PreparedPrompt {
   std::vector<int32_t> tokens;
+  std::vector<PromptImage> images;  // chat with image parts: where the encoder's rows go
   std::string text;  // completions with echo: the text to prepend
 };
 

@@ -154,7 +154,14 @@ json model_card(const ServerState& state, const std::string& name) {
           {"owned_by", "loom"},
           {"root", state.model_name},
           {"max_model_len", state.engine.info().n_ctx},
-          {"loom", {{"chat_template", chat_template_card(state.template_origin)}, {"kv", kv_card(state.engine.info())}}}};
+          // Ollama's word for what the model takes: "vision" when image parts are accepted.
+          {"capabilities", state.engine.takes_images() ? json{"completion", "chat", "vision"} : json{"completion", "chat"}},
+          {"loom", {{"chat_template", chat_template_card(state.template_origin)},
+                    {"kv", kv_card(state.engine.info())},
+                    {"vision", state.engine.takes_images() ? json{{"mmproj", state.engine.info().mmproj_path},
+                                                                  {"image_rows", state.engine.info().image_rows},
+                                                                  {"max_images_per_request", state.settings.max_images_per_request}}
+                                                           : json(nullptr)}}}};
 }
 
 // vLLM's POST /v1/completions/render and /v1/chat/completions/render: the prompt's token ids, as
@@ -242,7 +249,12 @@ ConnectionLimits connection_limits(const ServerSettings& settings) {
 
 HttpServer::HttpServer(ServerState& state)
     : state_(state), http_(std::make_unique<ManagedServer>(connection_limits(state.settings))) {
-  http_->set_payload_max_length(static_cast<size_t>(state_.settings.max_body_bytes));
+  // A vision model's requests carry images as base64 (4 bytes per 3): room for the allowed number of them.
+  uint64_t body_limit = uint64_t(state_.settings.max_body_bytes);
+  if (state_.engine.takes_images())
+    body_limit = std::max<uint64_t>(body_limit, uint64_t(state_.settings.max_images_per_request) * uint64_t(state_.settings.max_image_bytes) / 3 * 4 +
+                                                    (1u << 20));
+  http_->set_payload_max_length(static_cast<size_t>(body_limit));
   // What httplib advertises in its Keep-Alive header; ManagedServer enforces both.
   http_->set_keep_alive_timeout(std::max<time_t>(1, static_cast<time_t>(state_.settings.keep_alive_timeout)));
   http_->set_keep_alive_max_count(static_cast<size_t>(state_.settings.keep_alive_max_requests));

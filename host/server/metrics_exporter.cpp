@@ -161,6 +161,11 @@ std::string render_metrics(const EngineStats& s, const ServerState& state) {
              static_cast<double>(d.files_rejected));
   }
 
+  w.metric("loom_images_encoded_total", "counter", "Images run through the vision encoder ([model] mmproj).",
+           static_cast<double>(s.images_encoded));
+  w.metric("loom_image_cache_hits_total", "counter", "Images whose rows came from the encoder's cache (the same image again).",
+           static_cast<double>(s.image_cache_hits));
+  w.metric("loom_image_encoder_seconds_total", "counter", "Time the vision encoder took.", s.encoder_seconds);
   w.metric("loom_prompt_tokens_total", "counter", "Prompt tokens of submitted requests.", static_cast<double>(s.prompt_tokens));
   w.metric("loom_cached_prompt_tokens_total", "counter", "Prompt tokens served from the prefix cache.",
            static_cast<double>(s.cached_prompt_tokens));

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/image_prompt.h"
 #include "server/api_error.h"
 
 namespace loom::server {
@@ -187,7 +188,17 @@ std::vector<PromptInput> parse_prompts(const json& body) {
   return prompts;
 }
 
-std::string message_content(const json& message, size_t index) {
+// An image part's URL: {"image_url": {"url": "..."}} (OpenAI chat), {"image_url": "..."} (Responses'
+// input_image and some clients).
+std::string image_part_url(const json& part, const std::string& where) {
+  const json* image = field(part, "image_url");
+  if (image && image->is_object()) image = field(*image, "url");
+  if (!image || !image->is_string())
+    throw invalid_param(where, where + ": an image content part needs 'image_url': {\"url\": \"data:image/...;base64,...\"}");
+  return image->get<std::string>();
+}
+
+std::string message_content(const json& message, size_t index, std::vector<ImageInput>* images) {
   const std::string where = "messages[" + std::to_string(index) + "].content";
   auto it = message.find("content");
   if (it == message.end() || it->is_null()) return "";  // e.g. an assistant turn that only called tools
@@ -200,8 +211,12 @@ std::string message_content(const json& message, size_t index) {
     if (!part.is_object()) throw wrong_type(part_where, "a content part object", part);
     const auto type = get_string(part, "type");
     if (type == "image_url" || type == "input_image" || type == "image") {
-      // No image encoder is loaded (issue 36 adds them): refused by name, never dropped silently.
-      throw invalid_param(part_where, "this model takes no images (text-only: no vision encoder is loaded)");
+      // The template sees a marker where the image goes; the generation job checks the model takes
+      // images and puts the encoder's rows there (never dropped silently).
+      if (images == nullptr) throw invalid_param(part_where, part_where + ": image parts belong to user messages");
+      images->push_back({part_where, image_part_url(part, part_where)});
+      text += kImageMarker;
+      continue;
     }
     if (type != "text") {
       throw invalid_param(part_where, "content parts of type '" + type.value_or("?") + "' are not supported (only 'text')");
@@ -213,7 +228,7 @@ std::string message_content(const json& message, size_t index) {
   return text;
 }
 
-std::vector<chat::ChatMessage> parse_messages(const json& body) {
+std::vector<chat::ChatMessage> parse_messages(const json& body, std::vector<ImageInput>* images) {
   const json* v = field(body, "messages");
   if (!v) throw invalid_param("messages", "'messages' is required");
   if (!v->is_array()) throw wrong_type("messages", "an array of messages", *v);
@@ -230,7 +245,7 @@ std::vector<chat::ChatMessage> parse_messages(const json& body) {
     if (r != "system" && r != "user" && r != "assistant" && r != "tool") {
       throw invalid_param(where + ".role", "unknown role '" + r + "' (allowed: system, developer, user, assistant, tool)");
     }
-    messages.push_back({r, message_content(m, i)});
+    messages.push_back({r, message_content(m, i, r == "user" ? images : nullptr)});
   }
   return messages;
 }
@@ -278,7 +293,7 @@ GenerationParams parse_chat_request(const nlohmann::json& body) {
     if (*m < 1) throw invalid_param("max_completion_tokens", "'max_completion_tokens' must be at least 1, got " + std::to_string(*m));
     p.max_tokens = *m;
   }
-  p.messages = parse_messages(body);
+  p.messages = parse_messages(body, &p.images);
   p.logprobs = get_bool(body, "logprobs").value_or(false);
   if (auto n = get_int(body, "top_logprobs", 0, kMaxTopLogprobs)) {
     if (!p.logprobs && *n > 0) throw invalid_param("top_logprobs", "'top_logprobs' needs 'logprobs': true");

@@ -25,11 +25,19 @@ struct PromptInput {
   bool is_tokens = false;
 };
 
+// An image part of a chat message: where it was (for errors) and its URL (data:, or file:// within the
+// allowed folder). The message's text holds kImageMarker where it goes.
+struct ImageInput {
+  std::string where;  // "messages[1].content[0]"
+  std::string url;
+};
+
 struct GenerationParams {
   Endpoint endpoint = Endpoint::completions;
   std::string model;
   std::vector<PromptInput> prompts;           // completions: one or more
   std::vector<chat::ChatMessage> messages;    // chat
+  std::vector<ImageInput> images;             // chat: image parts, in order
   std::optional<int64_t> max_tokens;          // none = the endpoint's default
   std::optional<double> temperature, top_p, min_p, presence_penalty, frequency_penalty, repetition_penalty;
   std::optional<int64_t> top_k, seed;

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "engine/image_prompt.h"
 #include "engine/json_schema_strict.h"
 #include "server/api_error.h"
 #include "server/tool_calls_gemma4.h"
@@ -222,7 +223,10 @@ json template_context(const json& body, const std::optional<ToolRequest>& tools)
     if (content != message.end() && content->is_array()) {  // text parts joined, as the prompt path does
       std::string text;
       for (const json& part : *content) {
-        if (part.is_object() && part.value("type", "") == "text") text += part.value("text", "");
+        if (!part.is_object()) continue;
+        const std::string type = part.value("type", "");
+        if (type == "text") text += part.value("text", "");
+        if (type == "image_url" || type == "input_image" || type == "image") text += kImageMarker;  // openai_parse's marker
       }
       *content = text;
     }

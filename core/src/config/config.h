@@ -116,6 +116,13 @@ struct ServerSettings {
   int64_t max_body_bytes = 1 << 20;
   std::string model_name;  // name in /v1/models; empty = file stem
   std::vector<std::string> model_aliases;  // further names requests may use for the model
+  // Images in chat requests (models with a vision encoder): how many per request, the largest encoded
+  // image and decoded size, and the one folder file:// URLs may read from (empty: none; Loom never
+  // fetches over the network). The body limit rises to hold max_images_per_request such images.
+  int64_t max_images_per_request = 8;
+  int64_t max_image_bytes = 20ll << 20;
+  int64_t max_image_pixels = 4096ll * 4096ll;
+  std::string allowed_local_media_path;
   // Connection limits (docs/server.md, "Connections"): what idle and slow clients can hold.
   int64_t max_connections = 1024;      // open sockets; a new one past this gets 503
   double keep_alive_timeout = 5.0;     // seconds an idle keep-alive connection is kept
