@@ -5,10 +5,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <string>
 
 #include "chat/chat_template.h"
+#include "vision/image_decode.h"
 #include "command.h"
 #include "host_options.h"
 #include "engine/engine.h"
@@ -25,11 +27,13 @@ const char* kUsage =
     "usage: loom chat [options]\n"
     "\n"
     "Talk to a model in the terminal. Type a message and press Enter; /exit or Ctrl-D quits, /reset starts\n"
-    "a new conversation.\n"
+    "a new conversation, /image FILE attaches an image to the next message (a model with a vision encoder).\n"
     "\n"
     "options:\n"
     "  --model FILE       GGUF model (default: [model] path, $LOOM_MODEL, $LOOM_CHAT_MODEL, the installed chat model)\n"
     "  --system TEXT      system prompt\n"
+    "  --image FILE       attach a PNG, JPEG or WebP image to the first message (repeatable)\n"
+    "  --mmproj FILE      vision projector GGUF (default: [model] mmproj, the mmproj*.gguf beside the model)\n"
     "  --max-tokens N     longest reply in tokens (default 512)\n"
     "  --temp T           temperature; 0 = greedy (default: [sampler] temperature)\n"
     "  --seed S           random seed (default: [sampler] seed; -1 = random)\n"
@@ -70,6 +74,14 @@ std::vector<int32_t> encode_conversation(const Tokenizer& tokenizer, const std::
   return tokens;
 }
 
+// An image file through the engine's encoder (cached by content), for the next message.
+EncodedImage load_image(Engine& engine, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read the image '" + path + "'");
+  const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), {}};
+  return engine.encode_image(vision::decode_image(bytes));
+}
+
 int run_chat(const CommandArgs& args) {
   HostOptions options;
   std::string model_path, backend, system_prompt;
@@ -77,6 +89,7 @@ int run_chat(const CommandArgs& args) {
   std::optional<double> temp, top_p;
   std::optional<int64_t> seed, top_k, threads, n_ctx;
   bool show_stats = false;
+  std::vector<std::string> pending_images;  // attached to the next message
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--") {
@@ -95,6 +108,8 @@ int run_chat(const CommandArgs& args) {
       model_path = value();
     } else if (a == "--system") {
       system_prompt = value();
+    } else if (a == "--image") {
+      pending_images.push_back(value());
     } else if (a == "--max-tokens" || a == "-n") {
       max_tokens = to_int(a, value());
     } else if (a == "--temp") {
@@ -153,7 +168,10 @@ int run_chat(const CommandArgs& args) {
   const std::string bos = tokenizer.bos_id() >= 0 ? tokenizer.token_text(tokenizer.bos_id()) : "";
   const std::string eos = tokenizer.eos_id() >= 0 ? tokenizer.token_text(tokenizer.eos_id()) : "";
   std::vector<chat::ChatMessage> messages;
+  std::vector<EncodedImage> images;  // the conversation's, in order: each sits at a marker in a message
   if (!system_prompt.empty()) messages.push_back({"system", system_prompt});
+  if (!pending_images.empty() && !engine.takes_images())
+    throw std::runtime_error("--image: this model takes no images (no vision encoder: pass --mmproj FILE or set [model] mmproj)");
   if (interactive) {
     std::cerr << "loom chat: " << path.filename().string() << " on " << engine.info().device_name
               << (note.empty() ? "" : "\n(" + note + ")") << "\nType /exit or press Ctrl-D to quit, /reset to start over.\n";
@@ -165,17 +183,48 @@ int run_chat(const CommandArgs& args) {
     if (line == "/exit" || line == "/quit") break;
     if (line == "/reset") {
       messages.resize(system_prompt.empty() ? 0 : 1);
+      images.clear();
+      continue;
+    }
+    if (line.starts_with("/image ")) {
+      if (!engine.takes_images()) {
+        std::cerr << "loom chat: this model takes no images (no vision encoder: pass --mmproj FILE)\n";
+      } else {
+        pending_images.push_back(line.substr(7));
+        std::cerr << "loom chat: " << line.substr(7) << " goes with your next message\n";
+      }
       continue;
     }
     if (line.empty()) continue;
-    messages.push_back({"user", line});
+    std::string content;
+    const size_t n_images_before = images.size();
+    try {
+      for (const std::string& file : pending_images) {
+        images.push_back(load_image(engine, file));
+        content += kImageMarker;  // mtmd's layout: the image, then the text
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "loom chat: " << e.what() << "\n";
+      images.resize(n_images_before);
+      pending_images.clear();
+      continue;
+    }
+    pending_images.clear();
+    messages.push_back({"user", content + line});
     Request request;
-    request.prompt = encode_conversation(tokenizer, chat_template.apply(messages, true, bos, eos));
+    if (images.empty()) {
+      request.prompt = encode_conversation(tokenizer, chat_template.apply(messages, true, bos, eos));
+    } else {
+      ImagePrompt prompt = build_image_prompt(tokenizer, chat_template.apply(messages, true, bos, eos), images, engine.image_format());
+      request.prompt = std::move(prompt.tokens);
+      request.images = std::move(prompt.images);
+    }
     const int64_t room = engine.info().n_ctx - static_cast<int64_t>(request.prompt.size());
     if (room < 1) {
       std::cerr << "loom chat: the conversation no longer fits in " << engine.info().n_ctx
                 << " tokens; /reset to start over (or use --n-ctx)\n";
       messages.pop_back();
+      images.resize(n_images_before);
       continue;
     }
     request.max_tokens = static_cast<uint32_t>(std::min(max_tokens, room));
