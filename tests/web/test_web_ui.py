@@ -13,7 +13,8 @@ synthetic model, loopback only:
     cancellation counted in /metrics);
   - /engine shows running requests and a generation rate while a load runs, and idle figures after;
   - with an API key set, each page first shows the server's 401 message and asks for the key; with
-    the key it works.
+    the key it works;
+  - on a model with a vision encoder, an attached image is previewed, sent and answered (issue 36).
 Then chat_model_answers.py sends five everyday prompts through the page to the default chat model
 (skipped, with a line saying so, when it is not installed).
 Screenshots go to --artifacts. Skips (77) when Chromium, chromedriver or Selenium is missing.
@@ -212,6 +213,47 @@ def check_api_key(driver, model, artifacts):
         server.terminate()
 
 
+def check_image_attach(driver, artifacts):
+    """Issue 36: on a model with a vision encoder the page offers Attach image; a chosen PNG shows as a
+    preview, goes with the message as an image_url part and is answered; the encoder ran once, and
+    regenerating the answer sends the same image again from the encoder's cache."""
+    folder = os.path.join(h.TMP.name, "vlm")
+    os.makedirs(folder, exist_ok=True)
+    text = os.path.join(folder, "text.gguf")
+    h.run_loom("gguf", "synth", "--arch", "gemma3", "--layers", "6", "--dim", "128", "--heads", "4", "--kv-heads", "1",
+               "--head-dim", "64", "--ff", "256", "--vocab", "512", "--ctx", "512", "--type", "F16", "--image-markers",
+               "-o", text, check=True)
+    h.run_loom("gguf", "synth-mmproj", "--text-dim", "128", "-o", os.path.join(folder, "mmproj.gguf"), check=True)
+    config = h.write_config("web-vision.toml", extra='model_name = "vlm"', kv_memory="8MiB")
+    server = h.LoomServer(config, text)
+    image = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "vision", "shapes-150x100.png")
+    try:
+        driver.get(server.base + "/")
+        wait(driver).until(lambda d: d.find_element(By.ID, "model-name").text.strip() == "vlm")
+        wait(driver).until(lambda d: d.find_element(By.ID, "attach-button").is_displayed())
+        set_field(driver, "max-tokens", 8)
+        driver.find_element(By.ID, "image-input").send_keys(os.path.abspath(image))
+        wait(driver).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#attachments .attachment img")) == 1)
+        shot(driver, artifacts, "chat-image-attached")
+        send(driver, "what is in the picture?")
+        wait(driver, 60).until(lambda d: len(assistant_messages(d)) == 1 and idle(d))
+        assert driver.find_elements(By.CSS_SELECTOR, ".message.user .images img"), "the sent message shows no image"
+        assert not driver.find_elements(By.CSS_SELECTOR, "#attachments .attachment"), "the preview stayed after sending"
+        answer = assistant_messages(driver)[0].find_element(By.CSS_SELECTOR, ".content").text.strip()
+        assert answer, "no answer to the image"
+        driver.find_element(By.ID, "regenerate-button").click()
+        wait(driver, 60).until(lambda d: len(assistant_messages(d)) == 1 and idle(d))
+        metrics = server.metrics()
+        print(f"image chat: answer {answer!r}, encoded {metrics['loom_images_encoded_total']:.0f}, "
+              f"cache hits {metrics['loom_image_cache_hits_total']:.0f}")
+        assert metrics["loom_images_encoded_total"] == 1 and metrics["loom_image_cache_hits_total"] >= 1, metrics
+        shot(driver, artifacts, "chat-image-answered")
+        errors = console_errors(driver)
+        assert not errors, f"console errors: {errors}"
+    finally:
+        server.terminate()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--loom", required=True)
@@ -237,6 +279,7 @@ def main():
         errors = console_errors(driver)
         assert not errors, f"console errors: {errors}"
         check_api_key(driver, model, args.artifacts)
+        check_image_attach(driver, args.artifacts)
     finally:
         driver.quit()
         code = server.terminate()
