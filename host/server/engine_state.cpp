@@ -23,6 +23,16 @@ nlohmann::json disk_cache_state(const EngineStats& s) {
           {"files_rejected", d.files_rejected}};
 }
 
+// The vision encoder ([model] mmproj); null when the model takes no images.
+nlohmann::json vision_state(const EngineStats& s, const EngineInfo& info) {
+  if (info.mmproj_path.empty()) return nullptr;
+  return {{"mmproj", info.mmproj_path},
+          {"image_rows", info.image_rows},
+          {"images_encoded", s.images_encoded},
+          {"cache_hits", s.image_cache_hits},
+          {"encoder_seconds", s.encoder_seconds}};
+}
+
 }  // namespace
 
 nlohmann::json engine_state(const ServerState& state) {
@@ -52,6 +62,7 @@ nlohmann::json engine_state(const ServerState& state) {
         {"cached_prompt_tokens", s.cached_prompt_tokens}}},
       {"tokens", {{"generated_total", s.generated_tokens}, {"prompt_total", s.prompt_tokens}}},
       {"disk_cache", disk_cache_state(s)},
+      {"vision", vision_state(s, info)},
   };
 }
 

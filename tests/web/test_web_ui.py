@@ -248,6 +248,12 @@ def check_image_attach(driver, artifacts):
               f"cache hits {metrics['loom_image_cache_hits_total']:.0f}")
         assert metrics["loom_images_encoded_total"] == 1 and metrics["loom_image_cache_hits_total"] >= 1, metrics
         shot(driver, artifacts, "chat-image-answered")
+        # The engine page counts the encoder's work and its cache.
+        driver.get(server.base + "/engine")
+        wait(driver).until(lambda d: "1 encoded" in d.find_element(By.ID, "vision-detail").text)
+        detail = driver.find_element(By.ID, "vision-detail").text
+        print(f"engine page: {detail!r}")
+        assert "from the encoder cache" in detail and "16 rows per image" in detail, detail
         errors = console_errors(driver)
         assert not errors, f"console errors: {errors}"
     finally:
