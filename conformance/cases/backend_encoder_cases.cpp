@@ -46,7 +46,9 @@ void case_layer_norm(CaseContext& ctx, bool affine, int64_t n) {
       want[size_t(r * n + i)] = float(affine ? v * w[size_t(i)] + b[size_t(i)] : v);
     }
   }
-  require_close(dst.floats(), want, 1e-5, "LAYER_NORM");
+  // Rows at 100 lose 7 bits to x - mean in single precision (the reference sums in double): 1e-4 of
+  // the output. A variance taken as E[x²] - E[x]² in floats is off by 3e-3 on these rows.
+  require_close(dst.floats(), want, 1e-4, "LAYER_NORM");
 }
 
 struct AttentionShape {

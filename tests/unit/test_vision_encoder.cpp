@@ -61,18 +61,15 @@ TEST_CASE("vision encoder refuses what it cannot run, naming it", "[vision]") {
   }
 }
 
-// The logits after a prompt holding an image, against mtmd's: the text model takes the encoder's rows
-// unscaled at the image's positions, and decodes them non-causally (each sees the whole image).
-TEST_CASE("gemma3 text model after an image prompt matches mtmd's logits", "[vision]") {
-  const test::VisionGolden g = test::load_vision_golden("gemma3-synth");
-  auto backend = test::cpu_backend();
-  auto encoder = vision::VisionEncoder::load(g.mmproj, *backend);
-  auto model = Model::load(g.text_model, *backend);
+// The golden prompt as one batch on `backend`: text rows, then the image's rows (the encoder's, given
+// as embeddings, one non-causal entry), then text; returns the last row's logits. `non_causal` false
+// decodes the image's rows causally instead.
+std::vector<float> image_prompt_logits(Backend& backend, const test::VisionGolden& g, bool non_causal = true) {
+  auto encoder = vision::VisionEncoder::load(g.mmproj, backend);
+  auto model = Model::load(g.text_model, backend);
   REQUIRE(model->supports_non_causal());
   const std::vector<float> rows = encoder->encode(vision::decode_image(read_bytes(g.image)));
-
   ForwardBatch batch;
-  const int32_t dim = model->info().dim;
   for (const auto& chunk : g.json.at("chunks")) {
     ForwardBatch::Seq entry;
     entry.first_row = int32_t(batch.tokens.size());
@@ -88,11 +85,11 @@ TEST_CASE("gemma3 text model after an image prompt matches mtmd's logits", "[vis
     if (image) batch.embd.insert(batch.embd.end(), rows.begin(), rows.end());
     entry.n_query = n;
     entry.context_len = int32_t(batch.tokens.size());
-    entry.non_causal = image;
+    entry.non_causal = image && non_causal;
     batch.seqs.push_back(entry);
   }
   REQUIRE(int32_t(batch.tokens.size()) == g.json.at("n_past").get<int32_t>());
-  REQUIRE(batch.embd.size() == batch.embd_rows.size() * size_t(dim));
+  REQUIRE(batch.embd.size() == batch.embd_rows.size() * size_t(model->info().dim));
   const uint32_t block = 16, n_blocks = 8;
   for (auto& entry : batch.seqs)
     for (uint32_t b = 0; b < n_blocks; b++) entry.block_table.push_back(int32_t(b));
@@ -100,23 +97,59 @@ TEST_CASE("gemma3 text model after an image prompt matches mtmd's logits", "[vis
   KvCache kv = model->create_kv_cache(n_blocks, block, LOOM_DTYPE_F16);
   std::vector<float> logits;
   model->forward(batch, kv, logits);
+  return logits;
+}
 
-  // F16 weights and KV on both sides; the image rows differ by up to 0.002 (see above). Measured: 0.0021;
-  // decoding the image causally instead moves the logits by 1.15.
+double worst_top_difference(const std::vector<float>& logits, const test::VisionGolden& g) {
   double worst = 0.0;
   for (const auto& [id, want] : g.json.at("top").get<std::vector<std::pair<int32_t, float>>>())
     worst = std::max(worst, double(std::abs(logits[size_t(id)] - want)));
+  return worst;
+}
+
+// The logits after a prompt holding an image, against mtmd's: the text model takes the encoder's rows
+// unscaled at the image's positions, and decodes them non-causally (each sees the whole image).
+TEST_CASE("gemma3 text model after an image prompt matches mtmd's logits", "[vision]") {
+  const test::VisionGolden g = test::load_vision_golden("gemma3-synth");
+  auto backend = test::cpu_backend();
+  const std::vector<float> logits = image_prompt_logits(*backend, g);
+  // F16 weights and KV on both sides; the image rows differ by up to 0.002 (see above). Measured: 0.0021;
+  // decoding the image causally instead moves the logits by 1.15.
+  const double worst = worst_top_difference(logits, g);
   INFO("worst top-20 logit difference " << worst);
   CHECK(worst < 0.02);
   CHECK(std::max_element(logits.begin(), logits.end()) - logits.begin() == g.json.at("greedy")[0].get<int64_t>());
 
   // The same prompt decoded causally throughout is measurably different: the check above sees the mask.
-  for (auto& entry : batch.seqs) entry.non_causal = false;
-  KvCache kv_causal = model->create_kv_cache(n_blocks, block, LOOM_DTYPE_F16);
-  std::vector<float> causal;
-  model->forward(batch, kv_causal, causal);
+  const std::vector<float> causal = image_prompt_logits(*backend, g, false);
   double moved = 0.0;
   for (size_t i = 0; i < causal.size(); i++) moved = std::max(moved, double(std::abs(causal[i] - logits[i])));
   INFO("causal vs non-causal " << moved);
   CHECK(moved > 0.05);
+}
+
+// The portable backend runs the same encoder (ABI 1.9 ops in its shaders) and the non-causal image rows.
+TEST_CASE("vulkan: the gemma3 vision encoder and an image prompt match mtmd's", "[vision][vulkan]") {
+  std::unique_ptr<Backend> vulkan;
+  try {
+    vulkan = Backend::create(find_backend_plugin(test::model_test_config(), "vulkan"), "{}");
+  } catch (const std::exception& e) {
+    WARN("Vulkan backend not available (" << e.what() << "); skipping");
+    return;
+  }
+  const test::VisionGolden g = test::load_vision_golden("gemma3-synth");
+  auto cpu = test::cpu_backend();
+  const auto image = vision::decode_image(read_bytes(g.image));
+  const std::vector<float> on_cpu = vision::VisionEncoder::load(g.mmproj, *cpu)->encode(image);
+  const std::vector<float> on_vulkan = vision::VisionEncoder::load(g.mmproj, *vulkan)->encode(image);
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < on_cpu.size(); i++) {
+    diff = std::max(diff, double(std::abs(on_vulkan[i] - on_cpu[i])));
+    scale = std::max(scale, double(std::abs(on_cpu[i])));
+  }
+  INFO("vulkan vs cpu rows: " << diff << " of " << scale);
+  CHECK(diff <= 1e-4 * scale);  // the same F32 arithmetic, summed in another order
+  const double worst = worst_top_difference(image_prompt_logits(*vulkan, g), g);
+  INFO("worst top-20 logit difference from mtmd on vulkan " << worst);
+  CHECK(worst < 0.02);
 }

@@ -5,6 +5,9 @@
 // the output accumulator rescaled by exp(m_old - m_new) per tile; each invocation owns output
 // dimensions lid, lid + 64, ... (head_dim <= MAX_D). GQA: head h reads kv head h / (n_heads / n_kv_heads).
 // Optional sinks (gpt-oss): one more softmax term per head without a value.
+// flags (ABI 1.9): bit 0, column 3 of seqs holds LOOM_SEQ_NON_CAUSAL (the rows see keys up to ctx_len - 1);
+// bit 1, ATTENTION over plain tensors: seqs has two columns (first row, rows), a sequence's keys are
+// its own rows of the K/V tensors (no block table), causal only with bit 2.
 // Caches: F32, F16, INT8_KV (one f32 scale per row), F8_E4M3 (one byte per value), or ggml's Q8_0 / Q4_0 blocks (one f16 scale per 32
 // values, 34 / 18 bytes, so rows are only 2-byte aligned and are read through kc_u16 / vc_u16 / *_word).
 #define RED_WG 64u
@@ -29,6 +32,7 @@ layout(push_constant) uniform Push {
   float scale, softcap;
   uint has_sinks, sink_off;
   uint max_keys;  // 0: any number; else a query row seeing more keys is refused (see record_attention)
+  uint flags;
 } pc;
 
 const uint DT_F32 = 0u, DT_F16 = 1u, DT_Q4_0 = 2u, DT_Q8_0 = 8u, DT_INT8_KV = 1001u, DT_F8_E4M3 = 1004u;
@@ -106,15 +110,18 @@ void main() {
   bool int8 = pc.kv_dtype == DT_INT8_KV;
   bool blocks = pc.kv_dtype == DT_Q8_0 || pc.kv_dtype == DT_Q4_0;
   uint group = pc.n_heads / pc.n_kv_heads;
+  bool dense = (pc.flags & 2u) != 0u;
   for (uint t = gl_WorkGroupID.x; t < pc.n_tok; t += gl_NumWorkGroups.x) {
     // The sequence owning query row t (rows outside every sequence are left untouched).
     int first_row = 0, n_query = 0, ctx_len = 0;
+    bool non_causal = false;
     uint seq = 0xffffffffu;
     for (uint s = 0u; s < pc.n_seqs; s++) {
       uint base = (pc.sq_off + s * pc.sq_nb1) >> 2;
-      int fr = SQ[base], nq = SQ[base + 1u], cl = SQ[base + 2u];
+      int fr = SQ[base], nq = SQ[base + 1u], cl = dense ? nq : SQ[base + 2u];
       if (nq > 0 && fr >= 0 && int(t) >= fr && int(t) < fr + nq) {
         seq = s, first_row = fr, n_query = nq, ctx_len = cl;
+        non_causal = dense ? (pc.flags & 4u) == 0u : ((pc.flags & 1u) != 0u && (SQ[base + 3u] & 1) != 0);
         break;
       }
     }
@@ -127,15 +134,16 @@ void main() {
       if (lid == 0u) report_error(ERR_SEQ_CTX, seq);
       continue;
     }
-    if (uint(ctx_len) > pc.max_blocks * pc.block_size) {
+    if (!dense && uint(ctx_len) > pc.max_blocks * pc.block_size) {
       if (lid == 0u) report_error(ERR_SEQ_TABLE, seq);
       continue;
     }
     uint pos = uint(ctx_len - n_query) + (t - uint(first_row));
     uint first = (pc.sliding_window == 0u || pos < pc.sliding_window) ? 0u : pos - pc.sliding_window + 1u;
+    uint last = non_causal ? uint(ctx_len) - 1u : pos;
     uint table = (pc.bt_off + seq * pc.bt_nb1) >> 2;
-    if (pc.max_keys != 0u && pos - first + 1u > pc.max_keys) {
-      if (lid == 0u) report_error(ERR_KEYS, pos - first + 1u);
+    if (pc.max_keys != 0u && last - first + 1u > pc.max_keys) {
+      if (lid == 0u) report_error(ERR_KEYS, last - first + 1u);
       continue;
     }
 
@@ -148,12 +156,12 @@ void main() {
       float l = 0.0;
       float acc[MAX_D / 64u];
       [[unroll]] for (uint k = 0u; k < MAX_D / 64u; k++) acc[k] = 0.0;
-      for (uint j0 = first; j0 <= pos; j0 += 64u) {
+      for (uint j0 = first; j0 <= last; j0 += 64u) {
         uint j = j0 + lid;
         float score = uintBitsToFloat(0xff800000u);
-        if (j <= pos) {
-          int block = BT[table + j / pc.block_size];
-          uint slot = uint(block) * pc.block_size + j % pc.block_size;
+        if (j <= last) {
+          int block = dense ? 0 : BT[table + j / pc.block_size];
+          uint slot = dense ? uint(first_row) + j : uint(block) * pc.block_size + j % pc.block_size;
           if (block < 0 || slot >= pc.n_slots) {
             report_error(ERR_BLOCK, uint(block));
             vrow_s[lid] = 0xffffffffu;
@@ -179,7 +187,7 @@ void main() {
         float alpha = m == uintBitsToFloat(0xff800000u) ? 0.0 : exp(m - m_new);
         l = l * alpha + wg_sum(p);  // wg_sum's barrier also publishes p_s / vrow_s
         m = m_new;
-        uint n = min(64u, pos + 1u - j0);
+        uint n = min(64u, last + 1u - j0);
         [[unroll]] for (uint k = 0u; k < MAX_D / 64u; k++) {
           uint d = lid + 64u * k;
           if (d < pc.head_dim) {

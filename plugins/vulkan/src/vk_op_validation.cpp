@@ -37,6 +37,10 @@ struct VkOpRules : plugin_support::BaseOpRules {
   // gpt-oss: paged_attention.comp's sinks and glu.comp's clamped SwiGLU.
   static constexpr bool kAttentionSinks = true;
   static constexpr bool kSwigluOai = true;
+  // The encoder ops (ABI 1.9): layer_norm.comp, patches.comp, pool_2d.comp, and ATTENTION and the
+  // non-causal sequence flag in paged_attention.comp.
+  static constexpr bool kEncoder = true;
+  static constexpr bool kSeqFlags = true;
 
   [[noreturn]] static void invalid(const std::string& message) { vk::invalid(message); }
   [[noreturn]] static void unsupported(const std::string& message) { vk::unsupported(message); }

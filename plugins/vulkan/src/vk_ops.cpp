@@ -257,7 +257,94 @@ void record_attention(Context& ctx, Stream& s, const OpArgs& a) {
   // 20,000 keys with heads of 128 (conformance backend.paged_attention.long_context): there a row
   // seeing more than 8192 keys is refused with an error instead.
   p.u(ctx.is_llvmpipe() ? 8192 : 0);
+  p.u(a.params.seq_flags ? 1u : 0u);  // ABI 1.9: column 3 of seqs holds LOOM_SEQ_NON_CAUSAL
   s.dispatch(variant(ctx, "paged_attention"), bindings, p.w, p.bytes(), uint64_t(q.ne[2]), uint64_t(q.ne[1]));
+}
+
+// ATTENTION (ABI 1.9) through paged_attention.comp's dense mode: each sequence's keys are its own rows
+// of the K and V tensors, read as an F32 "cache" whose slots are the rows.
+void record_encoder_attention(Context& ctx, Stream& s, const OpArgs& a) {
+  const Tensor &q = a.src[0], &k = a.src[1], &v = a.src[2], &d = a.dst;
+  if (q.ne[0] > 512) unsupported("ATTENTION: the vulkan backend takes heads of at most 512, got " + std::to_string(q.ne[0]));
+  const Bound bq = bind(ctx, q, "src0 (q)"), bk = bind(ctx, k, "src1 (k)"), bv = bind(ctx, v, "src2 (v)"), bd = bind(ctx, d, "dst");
+  Binding bindings[kBindings] = {};
+  bindings[0] = bq.binding;
+  bindings[1] = bk.binding;
+  bindings[2] = bv.binding;
+  bindings[5] = bd.binding;
+  bindings[6] = bq.binding;  // no sinks: never read
+  uint64_t seqs_rel = 0, seqs_nb1 = 8, n_seqs = 1;
+  if (a.n_src > 3 && a.src[3].present) {
+    const Bound bs = bind(ctx, a.src[3], "src3 (seqs)");
+    bindings[4] = bs.binding;
+    seqs_rel = bs.rel, seqs_nb1 = a.src[3].nb[1], n_seqs = uint64_t(a.src[3].ne[1]);
+  } else {
+    // No table: every row is one sequence, {0, n_tok}, kept as a constant buffer.
+    const int32_t all[2] = {0, int32_t(q.ne[2])};
+    std::vector<uint8_t> bytes(sizeof all);
+    std::memcpy(bytes.data(), all, sizeof all);
+    const MemoryBlock& table = ctx.constant_table("attention_all/" + std::to_string(q.ne[2]), bytes);
+    bindings[4] = {table.buffer, 0, VK_WHOLE_SIZE};
+  }
+  bindings[3] = bindings[4];  // no block table in dense mode: never read
+  Push p;
+  p.u(bq.rel).u(q.nb[1]).u(q.nb[2]);
+  p.u(bk.rel).u(k.nb[1]).u(k.nb[2]);
+  p.u(bv.rel).u(v.nb[1]).u(v.nb[2]);
+  p.u(0).u(0);
+  p.u(seqs_rel).u(seqs_nb1);
+  p.u(bd.rel).u(d.nb[1]).u(d.nb[2]);
+  p.u(q.ne[0]).u(q.ne[1]).u(k.ne[1]).u(q.ne[2]).u(n_seqs).u(k.ne[2]).u(1).u(1);
+  p.u(0).u(uint32_t(LOOM_DTYPE_F32)).f(a.params.attn_scale).f(0.0f);
+  p.u(0).u(0);
+  p.u(ctx.is_llvmpipe() ? 8192 : 0);
+  p.u(2u | (a.params.causal ? 4u : 0u));
+  s.dispatch(variant(ctx, "paged_attention"), bindings, p.w, p.bytes(), uint64_t(q.ne[2]), uint64_t(q.ne[1]));
+}
+
+void record_layer_norm(Context& ctx, Stream& s, const OpArgs& a) {
+  const Tensor &x = a.src[0], &d = a.dst;
+  const bool weighted = a.n_src > 1 && a.src[1].present, biased = a.n_src > 2 && a.src[2].present;
+  const Bound bx = bind(ctx, x, "src0"), bd = bind(ctx, d, "dst");
+  Binding bindings[kBindings] = {};
+  bindings[0] = bx.binding;
+  bindings[2] = bd.binding;
+  Bound bw = bx, bb = bx;  // an absent weight or bias is never read; every binding needs a buffer
+  if (weighted) bw = bind(ctx, a.src[1], "src1 (weight)");
+  if (biased) bb = bind(ctx, a.src[2], "src2 (bias)");
+  bindings[1] = bw.binding;
+  bindings[3] = bb.binding;
+  Push p;
+  p.u(bx.rel).u(x.nb[1]).u(x.nb[2]).u(x.nb[3]);
+  p.u(weighted ? bw.rel : 0).u(biased ? bb.rel : 0);
+  p.u(bd.rel).u(d.nb[1]).u(d.nb[2]).u(d.nb[3]);
+  p.u(x.ne[0]).u(x.ne[1]).u(x.ne[2]).u(x.n_rows()).u((weighted ? 1u : 0u) | (biased ? 2u : 0u)).f(a.params.eps);
+  s.dispatch(variant(ctx, "layer_norm"), bindings, p.w, p.bytes(), 1, uint64_t(x.n_rows()));
+}
+
+void record_patches(Context& ctx, Stream& s, const OpArgs& a) {
+  const Tensor &image = a.src[0], &d = a.dst;
+  const Bound bi = bind(ctx, image, "src0 (image)"), bd = bind(ctx, d, "dst");
+  Binding bindings[kBindings] = {};
+  bindings[0] = bi.binding;
+  bindings[1] = bd.binding;
+  const uint64_t p_size = a.params.window;
+  Push p;
+  p.u(bi.rel).u(image.nb[1]).u(image.nb[2]).u(bd.rel).u(d.nb[1]);
+  p.u(p_size).u(image.ne[2]).u(uint64_t(image.ne[0]) / p_size).u(d.ne[1]);
+  s.dispatch("patches", bindings, p.w, p.bytes(), ceil_div(uint64_t(d.ne[0]), 64), uint64_t(d.ne[1]));
+}
+
+void record_pool_2d(Context& ctx, Stream& s, const OpArgs& a) {
+  const Tensor &x = a.src[0], &d = a.dst;
+  const Bound bx = bind(ctx, x, "src0"), bd = bind(ctx, d, "dst");
+  Binding bindings[kBindings] = {};
+  bindings[0] = bx.binding;
+  bindings[1] = bd.binding;
+  Push p;
+  p.u(bx.rel).u(x.nb[1]).u(x.nb[2]).u(bd.rel).u(d.nb[1]).u(d.nb[2]);
+  p.u(x.ne[0]).u(d.ne[1]).u(uint64_t(d.ne[1] * d.ne[2])).u(a.params.window);
+  s.dispatch("pool_2d", bindings, p.w, p.bytes(), ceil_div(uint64_t(x.ne[0]), 64), uint64_t(d.ne[1] * d.ne[2]));
 }
 
 void record_ssm_conv(Context& ctx, Stream& s, const OpArgs& a) {
@@ -394,6 +481,10 @@ void record_op(Context& ctx, Stream& s, const OpArgs& a) {
     case LOOM_OP_MOE_MATMUL: return record_moe_matmul(ctx, s, a);
     case LOOM_OP_MOE_SUM: return record_moe_sum(ctx, s, a);
     case LOOM_OP_GATED_DELTA_NET: return record_gated_delta_net(ctx, s, a);
+    case LOOM_OP_LAYER_NORM: return record_layer_norm(ctx, s, a);
+    case LOOM_OP_ATTENTION: return record_encoder_attention(ctx, s, a);
+    case LOOM_OP_PATCHES: return record_patches(ctx, s, a);
+    case LOOM_OP_POOL_2D: return record_pool_2d(ctx, s, a);
     default: unsupported("op type " + std::to_string(a.type) + " is not implemented by the vulkan backend");
   }
 }

@@ -63,6 +63,9 @@ struct OpParams {
   bool delta_normalize_qk = false;
   float delta_l2_eps = 0.0f;
   bool delta_grouped_heads = false;  // (ABI 1.7) v head h reads key head h / (n_v / n_k), not h % n_k
+  bool causal = false;     // (ABI 1.9) ATTENTION
+  bool seq_flags = false;  // (ABI 1.9) PAGED_ATTENTION: column 3 of seqs holds LOOM_SEQ_* flags
+  uint32_t window = 0;     // (ABI 1.9) PATCHES' patch size, POOL_2D's kernel
 };
 
 struct OpArgs {
