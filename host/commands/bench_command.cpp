@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "backend/backend.h"
+#include "bench_image.h"
 #include "bench/compute_peak.h"
 #include "bench/memory_bandwidth.h"
 #include "command.h"
@@ -35,6 +36,7 @@ struct BenchOptions {
   int reference_tokens = 16;  // prefill tokens for the reference-kernel comparison (0 = skip)
   bool grammar = true;        // the JSON-schema mask cost at batch 1 and the largest batch
   std::string json_path;
+  std::string image;  // --image: the vision encoder's figures instead (bench_image.h)
 };
 
 // Multiply-adds of one token's matmuls: every 2-D weight once, except an embedding table that is
@@ -182,7 +184,8 @@ int run_bench(const CommandArgs& args) {
     if (a == "--help" || a == "-h") {
       std::cout << "usage: loom bench [--model F] [--backend NAME] [--threads N] [--pp N] [--tg N]\n"
                    "                  [--rounds N] [--batch 1,4,16] [--reference-tokens N] [--no-grammar] [--json FILE]\n"
-                   "                  [--config FILE]\n\n"
+                   "                  [--config FILE]\n"
+                   "       loom bench --image FILE [--mmproj F] [--model F] [--rounds N] [--json FILE]\n\n"
                    "Prefill (pp) and decode (tg) tokens/s through the engine, decode throughput per batch size,\n"
                    "the fraction of the measured memory bandwidth decode achieves, and the fast kernels' prefill\n"
                    "speed against the backend's reference kernels (--reference-tokens 0 skips it), and the cost of a\n"
@@ -190,7 +193,9 @@ int run_bench(const CommandArgs& args) {
                    "Batched decode is compute-bound: each batch size's matmul multiply-adds per second are printed\n"
                    "against the int8 dot-product and float FMA peaks of the CPU, measured in the same run.\n\n"
                    "Decode runs in --rounds rounds (default 5) of --tg tokens, each between two measurements of the\n"
-                   "memory bandwidth, and reports the median round: on a shared machine the bandwidth drifts.\n";
+                   "memory bandwidth, and reports the median round: on a shared machine the bandwidth drifts.\n\n"
+                   "With --image, a model with a vision projector: the encoder's time per image (uncached), and the time\n"
+                   "to the first token of a prompt holding the image, without and with the encoding (median of --rounds).\n";
       return 0;
     } else if (a == "--model" || a == "-m") {
       o.model = value();
@@ -210,6 +215,8 @@ int run_bench(const CommandArgs& args) {
       o.grammar = false;
     } else if (a == "--json") {
       o.json_path = value();
+    } else if (a == "--image") {
+      o.image = value();
     } else if (a == "--batch") {
       o.batches.clear();
       std::string list = value();
@@ -230,6 +237,11 @@ int run_bench(const CommandArgs& args) {
   Config config = host.load_config();
   if (!o.backend.empty()) config.backend.name = o.backend;
   if (o.threads > 0) config.backend.threads = o.threads;
+  if (!o.image.empty()) {
+    const std::filesystem::path path = !o.model.empty() ? std::filesystem::path(o.model)
+                                       : (!config.model.path.empty() ? std::filesystem::path(config.model.path) : default_model_path());
+    return run_image_bench(config, path, o.image, o.rounds, o.json_path);
+  }
   const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   config.scheduler.max_num_seqs = std::max<int64_t>(config.scheduler.max_num_seqs, max_batch);
   config.scheduler.max_batched_tokens = std::max<int64_t>(config.scheduler.max_batched_tokens, o.n_prompt);

@@ -125,7 +125,8 @@ class Engine {
   bool takes_images() const { return vision_ != nullptr; }
   const vision::VisionEncoder* vision_encoder() const { return vision_.get(); }
   const ImagePromptFormat& image_format() const { return image_format_; }
-  EncodedImage encode_image(const vision::RgbImage& image);
+  // use_cache false encodes even an image the cache holds (benchmarks).
+  EncodedImage encode_image(const vision::RgbImage& image, bool use_cache = true);
   // Host services whose model_* slots run models on this engine's backend (for drafter plugins).
   const loom_host_services* drafter_host_services() const { return host_models_->services(); }
 

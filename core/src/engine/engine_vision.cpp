@@ -68,7 +68,7 @@ void Engine::open_vision(const Config& config, const std::filesystem::path& mode
   info_.image_rows = static_cast<uint32_t>(rows);
 }
 
-EncodedImage Engine::encode_image(const vision::RgbImage& image) {
+EncodedImage Engine::encode_image(const vision::RgbImage& image, bool use_cache) {
   if (!vision_) throw Error("this model takes no images (text-only: no vision encoder is loaded)");
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
@@ -79,7 +79,7 @@ EncodedImage Engine::encode_image(const vision::RgbImage& image) {
   XXH3_freeState(state);
 
   std::lock_guard lock(vision_mutex_);
-  for (auto it = image_cache_.begin(); it != image_cache_.end(); ++it) {
+  for (auto it = image_cache_.begin(); use_cache && it != image_cache_.end(); ++it) {
     if (it->hash != hash) continue;
     image_cache_.splice(image_cache_.begin(), image_cache_, it);  // most recently used first
     std::lock_guard stats_lock(mutex_);

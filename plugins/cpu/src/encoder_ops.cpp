@@ -35,12 +35,6 @@ void layer_norm(const OpArgs& a, const TaskRunner& run) {
   });
 }
 
-namespace {
-
-struct RowRange {
-  int64_t first, count;
-};
-
 std::vector<RowRange> attention_sequences(const OpArgs& a) {
   const int64_t n_tok = a.src[0].ne[2];
   if (!a.src[3].present()) return {{0, n_tok}};
@@ -56,8 +50,6 @@ std::vector<RowRange> attention_sequences(const OpArgs& a) {
   }
   return out;
 }
-
-}  // namespace
 
 // One task per (sequence, head, query row): scores against the sequence's keys, softmax, then the
 // weighted sum of values. Rows outside every sequence are left as they are.

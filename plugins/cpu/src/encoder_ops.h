@@ -4,6 +4,8 @@
 // the fast layer spreads them over the pool and takes its kernel table's SIMD dot product and axpy.
 #pragma once
 
+#include <vector>
+
 #include "cpu_tensor.h"
 #include "recurrent_ops.h"
 
@@ -16,6 +18,12 @@ struct EncoderKernels {
   DotFn dot = dot_in_order;
   AxpyFn axpy = axpy_in_order;
 };
+
+// ATTENTION's sequences: the seqs table (checked against the rows of q), or all rows as one.
+struct RowRange {
+  int64_t first, count;
+};
+std::vector<RowRange> attention_sequences(const OpArgs& a);
 
 void layer_norm(const OpArgs& a, const TaskRunner& run);
 void encoder_attention(const OpArgs& a, const TaskRunner& run, const EncoderKernels& kernels = {});

@@ -21,6 +21,8 @@ bool same_view(const Tensor& a, const Tensor& b);
 void fast_matmul_batched(const OpArgs* const* ops, int n_ops, ThreadPool& pool, const Kernels& k);
 void fast_store_kv(const OpArgs& a, ThreadPool& pool, const Kernels& k);
 void fast_paged_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k);
+// ATTENTION (ABI 1.9) through the same tiled pass as prefill (fast_attention.cpp).
+void fast_encoder_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k);
 
 // Splits [0, n) into chunks of at least `min_chunk` so every thread gets several (dynamic balance).
 inline int64_t chunk_size(int64_t n, int n_threads, int64_t min_chunk) {

@@ -297,7 +297,7 @@ void FastOps::run(const OpArgs& a) {
     case LOOM_OP_SSM_CONV: return ssm_conv(a, on_pool(pool));
     case LOOM_OP_GATED_DELTA_NET: return gated_delta_net(a, on_pool(pool), {kernels_->vdot_f32, {kernels_->float_dots, kernels_->axpy_f32, kernels_->decay_add_outer}});
     case LOOM_OP_LAYER_NORM: return layer_norm(a, on_pool(pool));
-    case LOOM_OP_ATTENTION: return encoder_attention(a, on_pool(pool), {kernels_->vdot_f32, kernels_->axpy_f32});
+    case LOOM_OP_ATTENTION: return fast_encoder_attention(a, pool, *kernels_);
     case LOOM_OP_PATCHES: return image_patches(a, on_pool(pool));
     case LOOM_OP_POOL_2D: return pool_2d(a, on_pool(pool));
     default: unsupported("op " + std::to_string(a.type) + " has no fast implementation");
