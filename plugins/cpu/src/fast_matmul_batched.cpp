@@ -180,8 +180,13 @@ constexpr int64_t kReferenceDecodeMinTokens = 64;
 bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, BatchedMatmul& job) {
   const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
-  if (k.float_gemm.gemm == nullptr || n_tok < k.gemm_min_tokens || n_in % 8 != 0) return false;
-  const RowDecodeFn fast_decode = k.float_gemm.decoder(w.dtype);
+  const bool float_weights = w.dtype == LOOM_DTYPE_F32 || w.dtype == LOOM_DTYPE_F16 || w.dtype == LOOM_DTYPE_BF16;
+  const bool own_gemm = k.float_gemm.gemm != nullptr && n_tok >= k.gemm_min_tokens;
+  const FloatGemm& gemm_set = own_gemm ? k.float_gemm : k.float_weight_gemm;
+  if (!own_gemm && !(float_weights && gemm_set.gemm != nullptr && n_tok >= k.float_weight_gemm_min_tokens)) return false;
+  if (n_in % 8 != 0) return false;
+  const auto gemm = gemm_set.gemm;
+  const RowDecodeFn fast_decode = gemm_set.decoder(w.dtype);
   if (fast_decode == nullptr && n_tok < kReferenceDecodeMinTokens) return false;
   const MatmulPlan plan = plan_for(w.dtype, n_in, k);
   // Activations in the table's usual format for the type (not a kernel-specific layout the rounding
@@ -197,7 +202,7 @@ bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slo
   const int64_t l2_rows = std::max<int64_t>(3, int64_t((64u << 10) / (uint64_t(n_in) * sizeof(float))) / 3 * 3);
   const int64_t rows = std::min<int64_t>(l2_rows, std::max<int64_t>(3, chunk_size(n_out, n_threads, 3)));
   job.n_compute = (n_out + rows - 1) / rows;
-  job.compute = [=, &k](int64_t chunk) {
+  job.compute = [=](int64_t chunk) {
     static thread_local std::vector<float> decoded;
     const int64_t r0 = chunk * rows, n_rows = std::min(n_out, r0 + rows) - r0;
     decoded.resize(size_t(n_rows * n_in));
@@ -205,8 +210,8 @@ bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slo
       if (fast_decode) fast_decode(w.at(r0 + r), decoded.data() + r * n_in, n_in);
       else dequantize_row(w.dtype, w.at(r0 + r), decoded.data() + r * n_in, n_in);
     }
-    k.float_gemm.gemm(n_in, decoded.data(), n_in, n_rows, activations, n_in, n_tok, reinterpret_cast<float*>(dst.data) + r0,
-                      int64_t(dst.nb[1] / sizeof(float)));
+    gemm(n_in, decoded.data(), n_in, n_rows, activations, n_in, n_tok, reinterpret_cast<float*>(dst.data) + r0,
+         int64_t(dst.nb[1] / sizeof(float)));
   };
   return true;
 }

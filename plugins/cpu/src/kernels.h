@@ -139,6 +139,10 @@ struct Kernels {
   // The delta rule's state update, S = decay S + u k^T: s[j * n + i] = decay * s[j * n + i] + u[j] * k[i]
   // for j < rows, i < n. nullptr (the scalar table): the delta rule runs token by token.
   void (*decay_add_outer)(float* s, int64_t rows, int64_t n, float decay, const float* u, const float* k) = nullptr;
+  // Float weights (F32, F16, BF16) have no integer kernels to keep batches on: batches of at least
+  // float_weight_gemm_min_tokens rows take this GEMM even where float_gemm is off ({}: none).
+  FloatGemm float_weight_gemm{};
+  int64_t float_weight_gemm_min_tokens = 0;
 };
 
 const Kernels& scalar_kernels();
