@@ -366,6 +366,60 @@ void fast_paged_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
 // (4096 patches: 32 tasks per head instead of 128).
 constexpr int64_t kEncoderQueryChunk = 128;
 
+// ATTENTION through the table's encoder_attention blocks: every (sequence, KV head)'s keys transposed
+// once (keys across the vector lanes, zero-padded to 32), then one task per (sequence, head, 128 rows).
+void encoder_attention_by_block(const OpArgs& a, const std::vector<RowRange>& seqs, ThreadPool& pool, const Kernels& k) {
+  const Tensor &q = a.src[0], &keys = a.src[1], &values = a.src[2], &dst = a.dst;
+  const int64_t head_dim = q.ne[0], n_heads = q.ne[1], n_kv_heads = keys.ne[1], group = n_heads / n_kv_heads;
+  std::vector<int64_t> kt_offset(seqs.size() * size_t(n_kv_heads) + 1, 0);  // floats, per (sequence, KV head)
+  for (size_t s = 0; s < seqs.size(); s++)
+    for (int64_t h = 0; h < n_kv_heads; h++) {
+      const size_t i = s * size_t(n_kv_heads) + size_t(h);
+      kt_offset[i + 1] = kt_offset[i] + head_dim * ((seqs[s].count + 31) / 32 * 32);
+    }
+  static thread_local std::vector<float> kt;  // the caller's thread: tasks read it through the pointer below
+  kt.assign(size_t(kt_offset.back()), 0.0f);
+  float* const kt_data = kt.data();
+  pool.parallel_for(int64_t(seqs.size()) * n_kv_heads, [&](int64_t index, int) {
+    const RowRange& seq = seqs[size_t(index / n_kv_heads)];
+    const int64_t h = index % n_kv_heads, stride = (seq.count + 31) / 32 * 32;
+    float* out = kt_data + kt_offset[size_t(index)];
+    for (int64_t j = 0; j < seq.count; j++) {
+      const auto* row = reinterpret_cast<const float*>(keys.at(h, seq.first + j));
+      for (int64_t d = 0; d < head_dim; d++) out[d * stride + j] = row[d];
+    }
+  });
+  struct Task {
+    size_t seq;
+    int64_t head, row0, row1;
+  };
+  std::vector<Task> tasks;
+  for (size_t s = 0; s < seqs.size(); s++)
+    for (int64_t h = 0; h < n_heads; h++)
+      for (int64_t r = 0; r < seqs[s].count; r += kEncoderQueryChunk) tasks.push_back({s, h, r, std::min(seqs[s].count, r + kEncoderQueryChunk)});
+  pool.parallel_for(int64_t(tasks.size()), [&](int64_t index, int) {
+    const Task& t = tasks[size_t(index)];
+    const RowRange& seq = seqs[t.seq];
+    const int64_t kvh = t.head / group, row = seq.first + t.row0;
+    EncoderAttentionBlock block;
+    block.q = reinterpret_cast<const float*>(q.at(t.head, row));
+    block.q_stride = int64_t(q.nb[2] / sizeof(float));
+    block.n_q = t.row1 - t.row0;
+    block.q_pos0 = t.row0;
+    block.kt = kt_data + kt_offset[t.seq * size_t(n_kv_heads) + size_t(kvh)];
+    block.kt_stride = (seq.count + 31) / 32 * 32;
+    block.v = reinterpret_cast<const float*>(values.at(kvh, seq.first));
+    block.v_stride = int64_t(values.nb[2] / sizeof(float));
+    block.n_keys = seq.count;
+    block.head_dim = head_dim;
+    block.scale = a.params.attn_scale;
+    block.causal = a.params.causal;
+    block.out = reinterpret_cast<float*>(dst.at(t.head, row));
+    block.out_stride = int64_t(dst.nb[2] / sizeof(float));
+    k.encoder_attention(block, k.exp_shifted);
+  });
+}
+
 void fast_encoder_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   const Tensor &q = a.src[0], &keys = a.src[1], &values = a.src[2], &dst = a.dst;
   const int64_t head_dim = q.ne[0], n_heads = q.ne[1], n_kv_heads = keys.ne[1], group = n_heads / n_kv_heads;
@@ -379,6 +433,9 @@ void fast_encoder_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k)
     }, {k.vdot_f32, k.axpy_f32});
   }
   const std::vector<RowRange> seqs = attention_sequences(a);
+  const bool plain_rows = keys.nb[0] == sizeof(float) && values.nb[0] == sizeof(float) && keys.nb[2] % sizeof(float) == 0 &&
+                          values.nb[2] % sizeof(float) == 0;
+  if (k.encoder_attention != nullptr && head_dim <= 128 && plain_rows) return encoder_attention_by_block(a, seqs, pool, k);
   struct Task {
     size_t seq;
     int64_t kv_head, row0, row1;

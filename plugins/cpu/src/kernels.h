@@ -50,6 +50,24 @@ struct WeightKernels {
 // gemm writes dst[t * dst_stride + r] = dot(w row r, x row t) for r < n_rows, t < n_tok, all strides
 // in floats and n a multiple of 8.
 using RowDecodeFn = void (*)(const void* row, float* out, int64_t n);
+// One block of an encoder's attention (ATTENTION, ABI 1.9; Kernels::encoder_attention): n_q query rows
+// of one head (q + i * q_stride) against n_keys keys held transposed (kt[d * kt_stride + j], kt_stride a
+// multiple of 32 at least n_keys, zeros past n_keys) and values as rows (v + j * v_stride). Output row i
+// (out + i * out_stride) = softmax over the keys of scale * q_i . k_j, times the values: all n_keys keys,
+// or those up to q_pos0 + i when causal. exp_shifted is the table's (exp_shifted_avx2's contract).
+struct EncoderAttentionBlock {
+  const float* q;
+  int64_t q_stride, n_q, q_pos0;
+  const float* kt;
+  int64_t kt_stride;
+  const float* v;
+  int64_t v_stride, n_keys, head_dim;
+  float scale;
+  bool causal;
+  float* out;
+  int64_t out_stride;
+};
+
 struct FloatGemm {
   RowDecodeFn (*decoder)(loom_dtype type) = nullptr;
   void (*gemm)(int64_t n, const float* w, int64_t w_stride, int64_t n_rows, const float* x, int64_t x_stride, int64_t n_tok, float* dst,
@@ -143,6 +161,10 @@ struct Kernels {
   // float_weight_gemm_min_tokens rows take this GEMM even where float_gemm is off ({}: none).
   FloatGemm float_weight_gemm{};
   int64_t float_weight_gemm_min_tokens = 0;
+  // An encoder attention block (EncoderAttentionBlock) with broadcasts and FMAs across keys and value
+  // dimensions, no horizontal sums; false (nothing written) for a head size it does not take. nullptr:
+  // ATTENTION runs the tiled prefill pass.
+  bool (*encoder_attention)(const EncoderAttentionBlock& block, float (*exp_shifted)(float* x, int64_t n, float shift)) = nullptr;
 };
 
 const Kernels& scalar_kernels();

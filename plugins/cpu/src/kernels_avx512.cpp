@@ -30,6 +30,7 @@
 #include "cpu_tensor.h"
 #include "ggml_blocks.h"
 #include "kernels_avx512_attention.h"
+#include "kernels_avx512_encoder.h"
 #include "kernels_avx512_common.h"
 #include "kernels_avx512_kquants.h"
 #include "kernels_avx512_panel.h"
@@ -354,6 +355,7 @@ Kernels make_table(const Kernels& avx2) {
   k.gemm_min_tokens = 0;
   add_avx512_panels(k);
   k.weighted_values = avx512_weighted_values();
+  k.encoder_attention = avx512_encoder_attention();
   return k;
 }
 
