@@ -356,6 +356,7 @@ Kernels make_table(const Kernels& avx2) {
   add_avx512_panels(k);
   k.weighted_values = avx512_weighted_values();
   k.encoder_attention = avx512_encoder_attention();
+  k.float_weight_gemm = avx512_float_weight_gemm(avx2.float_weight_gemm);
   return k;
 }
 

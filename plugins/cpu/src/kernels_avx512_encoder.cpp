@@ -167,9 +167,53 @@ bool encoder_attention(const EncoderAttentionBlock& b, float (*exp_shifted)(floa
   return true;
 }
 
+// ---- float GEMM for float weights (Kernels::float_weight_gemm) ------------------------------------------
+// The AVX2 kernel's shape in 512-bit registers: R weight rows x T activation rows of dot products over
+// n (a multiple of 16), 4 x 4 = 16 accumulators, 8 loads per 16 FMAs, one horizontal sum per output.
+template <int R, int T>
+inline void gemm_block(int64_t n, const float* w, int64_t w_stride, const float* x, int64_t x_stride, float* dst, int64_t dst_stride) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; r++)
+    for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < n; k += 16) {
+    __m512 wv[R];
+    for (int r = 0; r < R; r++) wv[r] = _mm512_loadu_ps(w + r * w_stride + k);
+    for (int t = 0; t < T; t++) {
+      const __m512 xv = _mm512_loadu_ps(x + t * x_stride + k);
+      for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+    }
+  }
+  for (int t = 0; t < T; t++)
+    for (int r = 0; r < R; r++) dst[t * dst_stride + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+template <int R>
+inline void gemm_rows(int64_t n, const float* w, int64_t w_stride, const float* x, int64_t x_stride, int64_t n_tok, float* dst,
+                      int64_t dst_stride) {
+  int64_t t = 0;
+  for (; t + 4 <= n_tok; t += 4) gemm_block<R, 4>(n, w, w_stride, x + t * x_stride, x_stride, dst + t * dst_stride, dst_stride);
+  for (; t < n_tok; t++) gemm_block<R, 1>(n, w, w_stride, x + t * x_stride, x_stride, dst + t * dst_stride, dst_stride);
+}
+
+void (*fallback_gemm)(int64_t, const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t) = nullptr;
+
+void gemm_f32_512(int64_t n, const float* w, int64_t w_stride, int64_t n_rows, const float* x, int64_t x_stride, int64_t n_tok, float* dst,
+                  int64_t dst_stride) {
+  if (n % 16 != 0) return fallback_gemm(n, w, w_stride, n_rows, x, x_stride, n_tok, dst, dst_stride);  // the AVX2 kernel takes n % 8
+  int64_t r = 0;
+  for (; r + 4 <= n_rows; r += 4) gemm_rows<4>(n, w + r * w_stride, w_stride, x, x_stride, n_tok, dst + r, dst_stride);
+  for (; r < n_rows; r++) gemm_rows<1>(n, w + r * w_stride, w_stride, x, x_stride, n_tok, dst + r, dst_stride);
+}
+
 }  // namespace
 
 decltype(Kernels::encoder_attention) avx512_encoder_attention() { return encoder_attention; }
+
+FloatGemm avx512_float_weight_gemm(const FloatGemm& avx2) {
+  if (avx2.gemm == nullptr) return avx2;
+  fallback_gemm = avx2.gemm;
+  return {avx2.decoder, gemm_f32_512};
+}
 
 }  // namespace loom::cpu
 
@@ -177,6 +221,7 @@ decltype(Kernels::encoder_attention) avx512_encoder_attention() { return encoder
 
 namespace loom::cpu {
 decltype(Kernels::encoder_attention) avx512_encoder_attention() { return nullptr; }
+FloatGemm avx512_float_weight_gemm(const FloatGemm& avx2) { return avx2; }
 }  // namespace loom::cpu
 
 #endif
