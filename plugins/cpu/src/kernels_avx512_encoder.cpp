@@ -170,7 +170,7 @@ bool encoder_attention(const EncoderAttentionBlock& b, float (*exp_shifted)(floa
 // ---- float GEMM for float weights (Kernels::float_weight_gemm) ------------------------------------------
 // The AVX2 kernel's shape in 512-bit registers: R weight rows x T activation rows of dot products over
 // n (a multiple of 16), 4 x 4 = 16 accumulators, 8 loads per 16 FMAs, one horizontal sum per output.
-template <int R, int T>
+template <int R, int T, bool Add>
 inline void gemm_block(int64_t n, const float* w, int64_t w_stride, const float* x, int64_t x_stride, float* dst, int64_t dst_stride) {
   __m512 acc[R][T];
   for (int r = 0; r < R; r++)
@@ -184,25 +184,40 @@ inline void gemm_block(int64_t n, const float* w, int64_t w_stride, const float*
     }
   }
   for (int t = 0; t < T; t++)
-    for (int r = 0; r < R; r++) dst[t * dst_stride + r] = _mm512_reduce_add_ps(acc[r][t]);
+    for (int r = 0; r < R; r++) {
+      const float sum = _mm512_reduce_add_ps(acc[r][t]);
+      dst[t * dst_stride + r] = Add ? dst[t * dst_stride + r] + sum : sum;
+    }
 }
 
-template <int R>
+template <int R, bool Add>
 inline void gemm_rows(int64_t n, const float* w, int64_t w_stride, const float* x, int64_t x_stride, int64_t n_tok, float* dst,
                       int64_t dst_stride) {
   int64_t t = 0;
-  for (; t + 4 <= n_tok; t += 4) gemm_block<R, 4>(n, w, w_stride, x + t * x_stride, x_stride, dst + t * dst_stride, dst_stride);
-  for (; t < n_tok; t++) gemm_block<R, 1>(n, w, w_stride, x + t * x_stride, x_stride, dst + t * dst_stride, dst_stride);
+  for (; t + 4 <= n_tok; t += 4) gemm_block<R, 4, Add>(n, w, w_stride, x + t * x_stride, x_stride, dst + t * dst_stride, dst_stride);
+  for (; t < n_tok; t++) gemm_block<R, 1, Add>(n, w, w_stride, x + t * x_stride, x_stride, dst + t * dst_stride, dst_stride);
 }
+
+template <bool Add>
+void gemm_slice(int64_t n, const float* w, int64_t w_stride, int64_t n_rows, const float* x, int64_t x_stride, int64_t n_tok, float* dst,
+                int64_t dst_stride) {
+  int64_t r = 0;
+  for (; r + 4 <= n_rows; r += 4) gemm_rows<4, Add>(n, w + r * w_stride, w_stride, x, x_stride, n_tok, dst + r, dst_stride);
+  for (; r < n_rows; r++) gemm_rows<1, Add>(n, w + r * w_stride, w_stride, x, x_stride, n_tok, dst + r, dst_stride);
+}
+
+// Long rows (an FFN's down projection, 4304 values) are summed in slices of this many values, so the
+// 4 weight rows and 4 activation rows of a block stay in L1 (32 KiB) across its tokens.
+constexpr int64_t kSliceValues = 1024;
 
 void (*fallback_gemm)(int64_t, const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t) = nullptr;
 
 void gemm_f32_512(int64_t n, const float* w, int64_t w_stride, int64_t n_rows, const float* x, int64_t x_stride, int64_t n_tok, float* dst,
                   int64_t dst_stride) {
   if (n % 16 != 0) return fallback_gemm(n, w, w_stride, n_rows, x, x_stride, n_tok, dst, dst_stride);  // the AVX2 kernel takes n % 8
-  int64_t r = 0;
-  for (; r + 4 <= n_rows; r += 4) gemm_rows<4>(n, w + r * w_stride, w_stride, x, x_stride, n_tok, dst + r, dst_stride);
-  for (; r < n_rows; r++) gemm_rows<1>(n, w + r * w_stride, w_stride, x, x_stride, n_tok, dst + r, dst_stride);
+  gemm_slice<false>(std::min(n, kSliceValues), w, w_stride, n_rows, x, x_stride, n_tok, dst, dst_stride);
+  for (int64_t k0 = kSliceValues; k0 < n; k0 += kSliceValues)
+    gemm_slice<true>(std::min(n - k0, kSliceValues), w + k0, w_stride, n_rows, x + k0, x_stride, n_tok, dst, dst_stride);
 }
 
 }  // namespace
