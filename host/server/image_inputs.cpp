@@ -15,12 +15,16 @@ namespace {
 std::vector<uint8_t> read_local_image(const std::string& url, const ServerSettings& settings, const std::string& where) {
   if (settings.allowed_local_media_path.empty())
     throw invalid_param(where, where + ": file:// image URLs are off on this server (set [server] allowed_local_media_path to a folder)");
-  std::error_code ec;
-  const auto root = std::filesystem::weakly_canonical(settings.allowed_local_media_path, ec);
-  const auto path = std::filesystem::weakly_canonical(std::filesystem::path(url.substr(7)), ec);
+  std::error_code root_error, path_error;
+  const auto root = std::filesystem::weakly_canonical(settings.allowed_local_media_path, root_error);
+  const auto path = std::filesystem::weakly_canonical(std::filesystem::path(url.substr(7)), path_error);
   const auto rel = path.lexically_relative(root);
-  if (ec || rel.empty() || rel.native().starts_with(".."))
+  if (root_error || path_error || rel.empty() || rel.native().starts_with(".."))
     throw invalid_param(where, where + ": the file '" + url.substr(7) + "' is outside [server] allowed_local_media_path");
+  // Links were resolved above; a FIFO or device would block the worker or never end.
+  std::error_code type_error;
+  if (!std::filesystem::is_regular_file(path, type_error))
+    throw invalid_param(where, where + ": '" + url.substr(7) + "' is not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw invalid_param(where, where + ": cannot read the file '" + url.substr(7) + "'");
   in.seekg(0, std::ios::end);
@@ -47,19 +51,17 @@ std::vector<EncodedImage> resolve_images(Engine& engine, const ServerSettings& s
   const vision::ImageLimits limits{uint64_t(settings.max_image_bytes), uint64_t(settings.max_image_pixels)};
   std::vector<EncodedImage> out;
   for (const ImageInput& image : images) {
-    vision::RgbImage rgb;
     try {
       std::vector<uint8_t> bytes;
       if (image.url.starts_with("data:")) bytes = vision::parse_data_url(image.url, limits.max_bytes).bytes;
       else if (image.url.starts_with("file://")) bytes = read_local_image(image.url, settings, image.where);
       else throw Error("Loom does not fetch images over the network; send the image inline as a data: URL (data:image/png;base64,...)");
-      rgb = vision::decode_image(bytes, limits);
+      out.push_back(engine.encode_image(vision::decode_image(bytes, limits)));
     } catch (const ApiError&) {
       throw;
     } catch (const Error& e) {
       throw invalid_param(image.where, image.where + ": " + e.what());
     }
-    out.push_back(engine.encode_image(rgb));
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "test_engine_helpers.h"
+#include "gguf/synth_model.h"
 #include "test_vision_golden.h"
 #include "tokenizer/tokenizer.h"
 #include "vision/image_decode.h"
@@ -106,6 +107,7 @@ TEST_CASE("engine: image requests that cannot run are refused by name", "[engine
   const test::VisionGolden g = test::load_vision_golden("gemma3-synth");
   SECTION("an image larger than a step") {
     Config config = test::engine_config(8ll << 20, 8);
+    config.model.mmproj = g.mmproj.string();  // named: an error (found beside the model: a warning, text only)
     CHECK_THROWS_WITH(Engine(config, g.text_model), Catch::Contains("max_batched_tokens"));
   }
   SECTION("images without an encoder, and rows that do not fit the prompt") {
@@ -121,4 +123,46 @@ TEST_CASE("engine: image requests that cannot run are refused by name", "[engine
     CHECK_THROWS_WITH(build_image_prompt(engine.tokenizer(), "a <__media__> b <__media__>", {image}, engine.image_format()),
                       Catch::Contains("more image markers"));
   }
+}
+
+TEST_CASE("engine: an image prompt runs while another request decodes", "[engine][vision]") {
+  // Beside a decoding stream, prompts get prefill_tokens_while_decoding per step (8 here), less than an
+  // image's 16 rows: the image still runs, whole, within max_batched_tokens.
+  const test::VisionGolden g = test::load_vision_golden("gemma3-synth");
+  Config config = test::engine_config(8ll << 20, 64);
+  config.kv.dtype = "f16";
+  config.kv.block_size = 16;
+  config.scheduler.prefill_tokens_while_decoding = 8;
+  Engine engine(config, g.text_model);
+  test::Outcome busy, image_answer;
+  engine.submit(test::greedy_request(test::prompt_of(5, 12), 200, &busy, engine));
+  for (int i = 0; i < 3; i++) engine.step();  // the first request is decoding now
+  const EncodedImage image = engine.encode_image(golden_image(g));
+  const ImagePrompt prompt = build_image_prompt(engine.tokenizer(), g.json.at("prompt").get<std::string>(), {image}, engine.image_format());
+  Request request = test::greedy_request(prompt.tokens, 16, &image_answer, engine);
+  request.images = prompt.images;
+  engine.submit(std::move(request));
+  for (int guard = 0; image_answer.finish == FinishReason::none; ++guard) {
+    REQUIRE(guard < 100);  // answered while the other request still decodes, not after it
+    engine.step();
+  }
+  CHECK(busy.finish == FinishReason::none);
+  CHECK(image_answer.tokens == g.json.at("greedy").get<std::vector<int32_t>>());
+  test::run_until_done(engine);
+}
+
+TEST_CASE("engine: a projector beside the model that does not fit it is skipped; a configured one is an error", "[engine][vision]") {
+  const auto dir = test::scratch_dir("vision-mismatch");
+  gguf::SynthSpec spec;  // width 64: the synthetic mmproj below feeds 128
+  spec.arch = "gemma3";
+  spec.n_layers = 2;
+  spec.image_markers = true;
+  gguf::write_synthetic_model(spec, dir / "text.gguf");
+  const test::VisionGolden g = test::load_vision_golden("gemma3-synth");
+  std::filesystem::copy_file(g.mmproj, dir / "mmproj-other.gguf", std::filesystem::copy_options::overwrite_existing);
+  Config config = test::engine_config(8ll << 20, 64);
+  Engine text_only(config, dir / "text.gguf");
+  CHECK_FALSE(text_only.takes_images());
+  config.model.mmproj = (dir / "mmproj-other.gguf").string();
+  CHECK_THROWS_WITH(Engine(config, dir / "text.gguf"), Catch::Contains("takes 64"));
 }

@@ -200,6 +200,8 @@ RequestId Engine::submit(Request request) {
       reject(which + "its rows do not hold " + std::to_string(image.n_rows) + " x " + std::to_string(model_->info().dim) + " values");
     if (image.n_rows > uint64_t(config_.scheduler.max_batched_tokens))
       reject(which + std::to_string(image.n_rows) + " rows do not fit [scheduler] max_batched_tokens");
+    if (window_rows_ > 0 && image.n_rows + draft_k_ > window_rows_)
+      reject(which + std::to_string(image.n_rows) + " rows are more than a sliding-window ring lets one sequence run per step");
     if (image.non_causal && !model_->supports_non_causal()) reject(which + "backend '" + backend_->name() + "' cannot decode it non-causally");
     image_end = image.first + image.n_rows;
   }

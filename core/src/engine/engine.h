@@ -144,6 +144,7 @@ class Engine {
   // The prefix cache's disk tier (engine_disk_tier.cpp).
   void open_disk_tier(const Config& config, const std::filesystem::path& model_path);
   void open_vision(const Config& config, const std::filesystem::path& model_path);
+  void load_vision(const Config& config, const std::filesystem::path& mmproj);
   uint32_t load_prefix_from_disk(Sequence& seq);
   void save_blocks_to_disk(const SchedulerDecision& decision);
   void save_state_to_disk(Sequence& seq, uint32_t n_tokens);
@@ -184,6 +185,7 @@ class Engine {
   ImagePromptFormat image_format_;
   std::mutex vision_mutex_;
   std::list<EncodedImage> image_cache_;
+  uint64_t projector_hash_ = 0;  // mixed into every image's hash (engine_vision.cpp)
   uint64_t image_cache_bytes_ = 0;
 
   // Engine-thread state.

@@ -3,6 +3,8 @@
 // while the engine loop steps (a stream is used by one thread at a time). Rows are cached by image
 // content (a second turn with the same image does not encode it again), within kImageCacheBytes.
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 
 #include <xxhash.h>
 
@@ -33,11 +35,49 @@ std::filesystem::path find_mmproj(const Config& config, const std::filesystem::p
   return found;
 }
 
+// A hash of the projector file: its size and its first and last 64 KiB (metadata, the first and last
+// tensors). Mixed into every image's hash, so rows from another projector are never taken for these,
+// in the encoder's cache or (through the placeholder ids) in the prefix cache and its disk tier.
+uint64_t projector_fingerprint(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<uint64_t>(in.tellg());
+  std::vector<char> head(std::min<uint64_t>(size, 64u << 10)), tail(head.size());
+  in.seekg(0);
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  in.seekg(static_cast<std::streamoff>(size - tail.size()));
+  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, &size, sizeof size);
+  XXH3_64bits_update(state, head.data(), head.size());
+  XXH3_64bits_update(state, tail.data(), tail.size());
+  const uint64_t hash = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return hash;
+}
+
 }  // namespace
 
+// A projector found beside the model that does not fit it (another model's, a type Loom does not run)
+// is skipped with a warning, and the model serves text as before; one named in the config is an error.
 void Engine::open_vision(const Config& config, const std::filesystem::path& model_path) {
   const std::filesystem::path mmproj = find_mmproj(config, model_path);
   if (mmproj.empty()) return;
+  try {
+    load_vision(config, mmproj);
+  } catch (const Error& e) {
+    if (!config.model.mmproj.empty()) throw;
+    vision_.reset();
+    vision_backend_.reset();
+    image_format_ = {};
+    info_.mmproj_path.clear();
+    info_.image_rows = 0;
+    std::fprintf(stderr, "loom: warning: not using %s found beside the model (it takes no images): %s\n", mmproj.string().c_str(), e.what());
+  }
+}
+
+void Engine::load_vision(const Config& config, const std::filesystem::path& mmproj) {
   vision_backend_ = Backend::create(find_backend_plugin(config, config.backend.name), backend_config_json(config));
   vision_ = vision::VisionEncoder::load(mmproj, *vision_backend_);
   const vision::MmprojInfo& v = vision_->info();
@@ -66,12 +106,14 @@ void Engine::open_vision(const Config& config, const std::filesystem::path& mode
                 std::to_string(window_rows_) + "); raise [kv] window_chunk_tokens");
   info_.mmproj_path = mmproj.string();
   info_.image_rows = static_cast<uint32_t>(rows);
+  projector_hash_ = projector_fingerprint(mmproj);
 }
 
 EncodedImage Engine::encode_image(const vision::RgbImage& image, bool use_cache) {
   if (!vision_) throw Error("this model takes no images (text-only: no vision encoder is loaded)");
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, &projector_hash_, sizeof projector_hash_);
   const uint32_t dims[2] = {image.width, image.height};
   XXH3_64bits_update(state, dims, sizeof dims);
   XXH3_64bits_update(state, image.pixels.data(), image.pixels.size());

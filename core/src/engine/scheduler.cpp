@@ -98,7 +98,10 @@ bool Scheduler::admit(Sequence* seq) {
   if (kv_.n_state_checkpoints() > 0 && seq->n_prompt > 0) {
     // The deepest block a later prompt repeating this one can reuse (a prompt's last token is
     // always computed).
-    const uint32_t boundary = (seq->n_prompt - 1) / kv_.block_size() * kv_.block_size();
+    uint32_t boundary = (seq->n_prompt - 1) / kv_.block_size() * kv_.block_size();
+    // No chunk ends inside an image: a boundary there moves to the last one before the image.
+    for (const PromptImage& image : seq->request.images)
+      if (boundary > image.first && boundary < image.first + image.n_rows) boundary = image.first / kv_.block_size() * kv_.block_size();
     if (boundary > seq->n_computed) seq->state_checkpoint_at = boundary;
   }
   seq->status = SequenceStatus::running;
@@ -154,13 +157,17 @@ SchedulerDecision Scheduler::schedule() {
       if (image.first > start) {
         n = image.first - start;
       } else {
+        // The whole image, within the step's token budget: the share prompts get beside decoding
+        // streams (prefill_tokens_while_decoding, 128) is less than a Gemma 3 image (256 rows), and an
+        // image held to it would wait until nothing else generates.
         n = image_end - start;
-        if (n > prompt_budget && !decision.chunks.empty()) return false;  // the whole image next step
+        if (n > budget && !decision.chunks.empty()) return false;  // the whole image next step
       }
       break;
     }
     decision.chunks.push_back({seq, n});
     prompt_budget -= n;
+    budget -= n;
     return true;
   };
   for (Sequence* seq : prompts) {

@@ -377,8 +377,8 @@ void encoder_attention_by_block(const OpArgs& a, const std::vector<RowRange>& se
       const size_t i = s * size_t(n_kv_heads) + size_t(h);
       kt_offset[i + 1] = kt_offset[i] + head_dim * ((seqs[s].count + 31) / 32 * 32);
     }
-  static thread_local std::vector<float> kt;  // the caller's thread: tasks read it through the pointer below
-  kt.assign(size_t(kt_offset.back()), 0.0f);
+  // Per call, not thread_local: the caller may be any HTTP worker, and each would keep its 19 MB.
+  std::vector<float> kt(size_t(kt_offset.back()), 0.0f);
   float* const kt_data = kt.data();
   pool.parallel_for(int64_t(seqs.size()) * n_kv_heads, [&](int64_t index, int) {
     const RowRange& seq = seqs[size_t(index / n_kv_heads)];
