@@ -151,7 +151,7 @@ TEST_CASE("engine: an image prompt runs while another request decodes", "[engine
   test::run_until_done(engine);
 }
 
-TEST_CASE("engine: a projector beside the model that does not fit it is skipped; a configured one is an error", "[engine][vision]") {
+TEST_CASE("engine: a projector beside the model that does not fit it is skipped, a configured one is an error", "[engine][vision]") {
   const auto dir = test::scratch_dir("vision-mismatch");
   gguf::SynthSpec spec;  // width 64: the synthetic mmproj below feeds 128
   spec.arch = "gemma3";
