@@ -362,9 +362,28 @@ void fast_paged_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
 // prefill chunks' tiled pass (kQueryChunk query rows with every query head of one KV head); a vision
 // encoder's 4096 patches spend most of their attention time in float_dots there instead of in a dot
 // product per (row, key, head).
+namespace {
+
 // Query rows per task: each task converts its keys' tiles once, so more rows share each conversion
 // (4096 patches: 32 tasks per head instead of 128).
 constexpr int64_t kEncoderQueryChunk = 128;
+
+// One task of an encoder's attention: rows [row0, row1) of sequence `seq` for head `head` (a query
+// head or a KV head, as the caller numbers them).
+struct EncoderTask {
+  size_t seq;
+  int64_t head, row0, row1;
+};
+std::vector<EncoderTask> encoder_tasks(const std::vector<RowRange>& seqs, int64_t n_heads) {
+  std::vector<EncoderTask> tasks;
+  for (size_t s = 0; s < seqs.size(); s++)
+    for (int64_t h = 0; h < n_heads; h++)
+      for (int64_t r = 0; r < seqs[s].count; r += kEncoderQueryChunk) tasks.push_back({s, h, r, std::min(seqs[s].count, r + kEncoderQueryChunk)});
+  return tasks;
+}
+
+// Keys of a sequence transposed: a row of `count` keys padded to the kernel's 32.
+int64_t transposed_stride(int64_t count) { return (count + 31) / 32 * 32; }
 
 // ATTENTION through the table's encoder_attention blocks: every (sequence, KV head)'s keys transposed
 // once (keys across the vector lanes, zero-padded to 32), then one task per (sequence, head, 128 rows).
@@ -375,30 +394,23 @@ void encoder_attention_by_block(const OpArgs& a, const std::vector<RowRange>& se
   for (size_t s = 0; s < seqs.size(); s++)
     for (int64_t h = 0; h < n_kv_heads; h++) {
       const size_t i = s * size_t(n_kv_heads) + size_t(h);
-      kt_offset[i + 1] = kt_offset[i] + head_dim * ((seqs[s].count + 31) / 32 * 32);
+      kt_offset[i + 1] = kt_offset[i] + head_dim * transposed_stride(seqs[s].count);
     }
   // Per call, not thread_local: the caller may be any HTTP worker, and each would keep its 19 MB.
   std::vector<float> kt(size_t(kt_offset.back()), 0.0f);
   float* const kt_data = kt.data();
   pool.parallel_for(int64_t(seqs.size()) * n_kv_heads, [&](int64_t index, int) {
     const RowRange& seq = seqs[size_t(index / n_kv_heads)];
-    const int64_t h = index % n_kv_heads, stride = (seq.count + 31) / 32 * 32;
+    const int64_t h = index % n_kv_heads, stride = transposed_stride(seq.count);
     float* out = kt_data + kt_offset[size_t(index)];
     for (int64_t j = 0; j < seq.count; j++) {
       const auto* row = reinterpret_cast<const float*>(keys.at(h, seq.first + j));
       for (int64_t d = 0; d < head_dim; d++) out[d * stride + j] = row[d];
     }
   });
-  struct Task {
-    size_t seq;
-    int64_t head, row0, row1;
-  };
-  std::vector<Task> tasks;
-  for (size_t s = 0; s < seqs.size(); s++)
-    for (int64_t h = 0; h < n_heads; h++)
-      for (int64_t r = 0; r < seqs[s].count; r += kEncoderQueryChunk) tasks.push_back({s, h, r, std::min(seqs[s].count, r + kEncoderQueryChunk)});
+  const std::vector<EncoderTask> tasks = encoder_tasks(seqs, n_heads);  // per query head
   pool.parallel_for(int64_t(tasks.size()), [&](int64_t index, int) {
-    const Task& t = tasks[size_t(index)];
+    const EncoderTask& t = tasks[size_t(index)];
     const RowRange& seq = seqs[t.seq];
     const int64_t kvh = t.head / group, row = seq.first + t.row0;
     EncoderAttentionBlock block;
@@ -407,7 +419,7 @@ void encoder_attention_by_block(const OpArgs& a, const std::vector<RowRange>& se
     block.n_q = t.row1 - t.row0;
     block.q_pos0 = t.row0;
     block.kt = kt_data + kt_offset[t.seq * size_t(n_kv_heads) + size_t(kvh)];
-    block.kt_stride = (seq.count + 31) / 32 * 32;
+    block.kt_stride = transposed_stride(seq.count);
     block.v = reinterpret_cast<const float*>(values.at(kvh, seq.first));
     block.v_stride = int64_t(values.nb[2] / sizeof(float));
     block.n_keys = seq.count;
@@ -419,6 +431,8 @@ void encoder_attention_by_block(const OpArgs& a, const std::vector<RowRange>& se
     k.encoder_attention(block, k.exp_shifted);
   });
 }
+
+}  // namespace
 
 void fast_encoder_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   const Tensor &q = a.src[0], &keys = a.src[1], &values = a.src[2], &dst = a.dst;
@@ -436,24 +450,17 @@ void fast_encoder_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k)
   const bool plain_rows = keys.nb[0] == sizeof(float) && values.nb[0] == sizeof(float) && keys.nb[2] % sizeof(float) == 0 &&
                           values.nb[2] % sizeof(float) == 0;
   if (k.encoder_attention != nullptr && head_dim <= 128 && plain_rows) return encoder_attention_by_block(a, seqs, pool, k);
-  struct Task {
-    size_t seq;
-    int64_t kv_head, row0, row1;
-  };
-  std::vector<Task> tasks;
-  for (size_t s = 0; s < seqs.size(); s++)
-    for (int64_t h = 0; h < n_kv_heads; h++)
-      for (int64_t r = 0; r < seqs[s].count; r += kEncoderQueryChunk) tasks.push_back({s, h, r, std::min(seqs[s].count, r + kEncoderQueryChunk)});
+  const std::vector<EncoderTask> tasks = encoder_tasks(seqs, n_kv_heads);  // per KV head, with its query heads
   const float scale = a.params.attn_scale;
   pool.parallel_for(int64_t(tasks.size()), [&](int64_t index, int) {
-    const Task& task = tasks[size_t(index)];
+    const EncoderTask& task = tasks[size_t(index)];
     const RowRange& seq = seqs[task.seq];
     HeadRows rows[kMaxGroup];
-    const int64_t h0 = task.kv_head * group, t0 = seq.first + task.row0;
+    const int64_t h0 = task.head * group, t0 = seq.first + task.row0;
     for (int64_t i = 0; i < group; i++)
       rows[i] = {reinterpret_cast<const float*>(q.at(h0 + i, t0)), int64_t(q.nb[2] / sizeof(float)),
                  reinterpret_cast<float*>(dst.at(h0 + i, t0)), int64_t(dst.nb[2] / sizeof(float)), -std::numeric_limits<float>::infinity()};
-    auto cache_row = [&](int64_t j, bool value) { return value ? values.at(task.kv_head, seq.first + j) : keys.at(task.kv_head, seq.first + j); };
+    auto cache_row = [&](int64_t j, bool value) { return value ? values.at(task.head, seq.first + j) : keys.at(task.head, seq.first + j); };
     attend_tiled(k, LOOM_DTYPE_F32, cache_row, head_dim, rows, group, task.row1 - task.row0, task.row0, /*window=*/0,
                  a.params.causal ? -1 : seq.count - 1, [scale](float dot) { return dot * scale; });
   });
