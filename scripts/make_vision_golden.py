@@ -33,6 +33,19 @@ CASES = [
         "image": "tests/data/vision/shapes-150x100.png",
         "prompt": "hello <__media__> the quick brown fox",
     },
+    {
+        # LLaVA 1.5's shape on a llama text model: CLIP with a CLS row and pre-norm, quick GELU, the
+        # second-to-last layer, a two-layer MLP projector; bicubic letterboxing on the mean colour.
+        "name": "llava-mlp-synth",
+        "text": ["--arch", "llama", "--layers", "4", "--dim", "128", "--heads", "4", "--kv-heads", "2",
+                 "--head-dim", "32", "--ff", "256", "--vocab", "512", "--ctx", "512", "--seed", "59",
+                 "--type", "F16"],
+        "mmproj": ["--projector", "mlp", "--image-size", "112", "--patch", "14", "--dim", "64", "--heads", "4",
+                   "--layers", "3", "--ff", "128", "--text-dim", "128", "--proj-hidden", "96", "--type", "F16",
+                   "--seed", "52"],
+        "image": "tests/data/vision/shapes-150x100.png",
+        "prompt": "describe <__media__> in one word",
+    },
 ]
 
 

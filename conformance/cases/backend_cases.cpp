@@ -240,6 +240,17 @@ std::vector<Case> row_op_cases() {
     for (float v : x.floats()) want.push_back(float(1.0 / (1.0 + std::exp(-double(v)))));
     require_close(result.floats(), want, kRowOpTolerance, "UNARY SIGMOID");
   });
+  // CLIP's quick GELU (ABI 1.10, LLaVA-style vision encoders), against the formula.
+  add("unary.gelu_quick", [](CaseContext& ctx, std::mt19937& rng) {
+    const loom_glu_params p{sizeof(loom_glu_params), LOOM_ACTIVATION_GELU_QUICK};
+    HostTensor x = f32_tensor(random_floats(rng, 300, -20, 20), 100, 3), result = zero_tensor(LOOM_DTYPE_F32, 100, 3);
+    auto dev = device_under_test(ctx);
+    const loom_status st = dev->run(LOOM_OP_UNARY, {&x}, &result, &p);
+    require(st == LOOM_STATUS_OK, "UNARY GELU_QUICK failed: " + dev->last_error());
+    std::vector<float> want;
+    for (float v : x.floats()) want.push_back(float(double(v) / (1.0 + std::exp(-1.702 * double(v)))));
+    require_close(result.floats(), want, kRowOpTolerance, "UNARY GELU_QUICK");
+  });
   for (loom_activation act : {LOOM_ACTIVATION_SILU, LOOM_ACTIVATION_GELU_TANH, LOOM_ACTIVATION_GELU_ERF, LOOM_ACTIVATION_RELU}) {
     const std::string name = act == LOOM_ACTIVATION_SILU ? "silu" : act == LOOM_ACTIVATION_GELU_TANH ? "gelu_tanh" : act == LOOM_ACTIVATION_GELU_ERF ? "gelu_erf" : "relu";
     add("glu." + name, [act](CaseContext& ctx, std::mt19937& rng) {

@@ -86,6 +86,7 @@ struct BaseOpRules {
   // PAGED_ATTENTION's per-sequence flags (ABI 1.9, LOOM_SEQ_NON_CAUSAL); a backend that implements them
   // also has OpParams::seq_flags.
   static constexpr bool kSeqFlags = false;
+  static constexpr bool kGeluQuick = false;  // LOOM_ACTIVATION_GELU_QUICK (ABI 1.10)
 
   // After the common shape and stride checks of one operand (offset and strides not yet bounded).
   template <typename Checker, typename Tensor>
@@ -678,6 +679,8 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
     if (!Rules::kSigmoid) c.unsupported("activation SIGMOID (ABI 1.5) is not implemented by this backend");
   } else if (a.params.activation == LOOM_ACTIVATION_SOFTPLUS && (op.type == LOOM_OP_UNARY || op.type == LOOM_OP_GLU)) {
     if (!Rules::kSoftplus) c.unsupported("activation SOFTPLUS (ABI 1.6) is not implemented by this backend");
+  } else if (a.params.activation == LOOM_ACTIVATION_GELU_QUICK && (op.type == LOOM_OP_UNARY || op.type == LOOM_OP_GLU)) {
+    if (!Rules::kGeluQuick) c.unsupported("activation GELU_QUICK (ABI 1.10) is not implemented by this backend");
   } else if (op.type == LOOM_OP_UNARY || op.type == LOOM_OP_GLU) {
     const loom_activation act = a.params.activation;
     if (act != LOOM_ACTIVATION_SILU && act != LOOM_ACTIVATION_GELU_TANH && act != LOOM_ACTIVATION_GELU_ERF && act != LOOM_ACTIVATION_RELU)

@@ -38,8 +38,9 @@ extern "C" {
  * loom_delta_net_params.grouped_heads (backend.h: Qwen3-Next's value-head order); 1.8 added
  * LOOM_DTYPE_F8_E4M3 (dtype.h), an FP8 KV cache type; 1.9 added the encoder ops LOOM_OP_LAYER_NORM,
  * LOOM_OP_ATTENTION, LOOM_OP_PATCHES and LOOM_OP_POOL_2D (backend.h: vision encoders) and non-causal
- * sequences in PAGED_ATTENTION (loom_attention_params.flags, LOOM_ATTENTION_SEQ_FLAGS). */
-#define LOOM_ABI_MINOR 9
+ * sequences in PAGED_ATTENTION (loom_attention_params.flags, LOOM_ATTENTION_SEQ_FLAGS); 1.10 added
+ * LOOM_ACTIVATION_GELU_QUICK (backend.h: CLIP's quick GELU in LLaVA-style vision encoders). */
+#define LOOM_ABI_MINOR 10
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"
 

@@ -184,6 +184,8 @@ typedef int32_t loom_activation;
 #define LOOM_ACTIVATION_SIGMOID 6
 /* (ABI 1.6) log(1 + exp(x)) (x itself above 20, as ggml): Gated DeltaNet's decay */
 #define LOOM_ACTIVATION_SOFTPLUS 7
+/* (ABI 1.10) x * sigmoid(1.702 x): CLIP's quick GELU (LLaVA-style vision encoders) */
+#define LOOM_ACTIVATION_GELU_QUICK 8
 
 typedef struct loom_scale_params {
   uint32_t struct_size;

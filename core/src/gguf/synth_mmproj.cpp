@@ -6,8 +6,10 @@
 namespace loom::gguf {
 
 void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::path& out) {
-  if (spec.projector != "gemma3") throw Error("synthetic mmproj: projector '" + spec.projector + "' is not supported (gemma3)");
-  if (spec.patch_size <= 0 || spec.image_size % spec.patch_size != 0 || (spec.image_size / spec.patch_size) % spec.merge != 0)
+  const bool mlp = spec.projector == "mlp";
+  if (spec.projector != "gemma3" && !mlp) throw Error("synthetic mmproj: projector '" + spec.projector + "' is not supported (gemma3, mlp)");
+  const int merge = mlp ? 1 : spec.merge;
+  if (spec.patch_size <= 0 || spec.image_size % spec.patch_size != 0 || merge <= 0 || (spec.image_size / spec.patch_size) % merge != 0)
     throw Error("synthetic mmproj: image_size must be a multiple of patch_size * merge");
   if (spec.n_heads <= 0 || spec.dim % spec.n_heads != 0) throw Error("synthetic mmproj: dim must be a multiple of n_heads");
   GgufWriter writer;
@@ -16,7 +18,9 @@ void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::
   writer.set_bool("clip.has_vision_encoder", true);
   writer.set_bool("clip.has_text_encoder", false);
   writer.set_string("clip.projector_type", spec.projector);
-  writer.set_bool("clip.use_gelu", true);
+  // CLIP (mlp) runs quick GELU, which clip.cpp picks when use_gelu is false; SigLIP runs GELU.
+  writer.set_bool("clip.use_gelu", !mlp);
+  if (mlp) writer.set_bool("clip.has_llava_projector", true);
   writer.set_uint32("clip.vision.image_size", uint32_t(spec.image_size));
   writer.set_uint32("clip.vision.patch_size", uint32_t(spec.patch_size));
   writer.set_uint32("clip.vision.embedding_length", uint32_t(spec.dim));
@@ -25,9 +29,14 @@ void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::
   writer.set_uint32("clip.vision.attention.head_count", uint32_t(spec.n_heads));
   writer.set_uint32("clip.vision.projection_dim", uint32_t(spec.n_embd_text));
   writer.set_float32("clip.vision.attention.layer_norm_epsilon", 1e-6f);
-  writer.set_float32_array("clip.vision.image_mean", {0.5f, 0.5f, 0.5f});
-  writer.set_float32_array("clip.vision.image_std", {0.5f, 0.5f, 0.5f});
-  writer.set_uint32("clip.vision.projector.scale_factor", uint32_t(spec.merge));
+  if (mlp) {  // OpenAI CLIP's normalisation
+    writer.set_float32_array("clip.vision.image_mean", {0.48145466f, 0.4578275f, 0.40821073f});
+    writer.set_float32_array("clip.vision.image_std", {0.26862954f, 0.26130258f, 0.27577711f});
+  } else {
+    writer.set_float32_array("clip.vision.image_mean", {0.5f, 0.5f, 0.5f});
+    writer.set_float32_array("clip.vision.image_std", {0.5f, 0.5f, 0.5f});
+    writer.set_uint32("clip.vision.projector.scale_factor", uint32_t(spec.merge));
+  }
 
   SynthSpec weights;  // the builder's seed and matrix type
   weights.seed = spec.seed;
@@ -37,7 +46,12 @@ void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::
   const float in_scale = 1.0f / std::sqrt(float(c));
   b.matrix_of(LOOM_DTYPE_F32, "v.patch_embd.weight", {p, p, 3, c}, 1.0f / std::sqrt(float(p * p * 3)));
   b.vector("v.patch_embd.bias", c, 0.0f, 0.1f);
-  b.matrix_of(LOOM_DTYPE_F32, "v.position_embd.weight", {c, grid * grid}, 0.2f);
+  if (mlp) b.vector("v.class_embd", c, 0.0f, 0.5f);
+  b.matrix_of(LOOM_DTYPE_F32, "v.position_embd.weight", {c, grid * grid + (mlp ? 1 : 0)}, 0.2f);
+  if (mlp) {
+    b.vector("v.pre_ln.weight", c, 1.0f, 0.1f);
+    b.vector("v.pre_ln.bias", c, 0.0f, 0.1f);
+  }
   for (int il = 0; il < spec.n_layers; il++) {
     const std::string n = "v.blk." + std::to_string(il) + ".";
     b.vector(n + "ln1.weight", c, 1.0f, 0.1f);
@@ -55,11 +69,20 @@ void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::
     b.matrix(n + "ffn_down.weight", ff, c, 1.0f / std::sqrt(float(ff)));
     b.vector(n + "ffn_down.bias", c, 0.0f, 0.1f);
   }
-  b.vector("v.post_ln.weight", c, 1.0f, 0.1f);
-  b.vector("v.post_ln.bias", c, 0.0f, 0.1f);
-  // The converter forces the projection to F16 and stores it as [n_embd_text, dim]; the norm holds 1 + w.
-  b.matrix_of(LOOM_DTYPE_F16, "mm.input_projection.weight", {int64_t(spec.n_embd_text), c}, in_scale);
-  b.vector("mm.soft_emb_norm.weight", c, 1.0f, 0.1f);
+  if (mlp) {
+    // LLaVA's converter drops CLIP's post-layernorm (the feature layer is the second-to-last).
+    const int64_t hidden = spec.proj_hidden > 0 ? spec.proj_hidden : spec.n_embd_text;
+    b.matrix("mm.0.weight", c, hidden, in_scale);
+    b.vector("mm.0.bias", hidden, 0.0f, 0.1f);
+    b.matrix("mm.2.weight", hidden, spec.n_embd_text, 1.0f / std::sqrt(float(hidden)));
+    b.vector("mm.2.bias", spec.n_embd_text, 0.0f, 0.1f);
+  } else {
+    b.vector("v.post_ln.weight", c, 1.0f, 0.1f);
+    b.vector("v.post_ln.bias", c, 0.0f, 0.1f);
+    // The converter forces the projection to F16 and stores it as [n_embd_text, dim]; the norm holds 1 + w.
+    b.matrix_of(LOOM_DTYPE_F16, "mm.input_projection.weight", {int64_t(spec.n_embd_text), c}, in_scale);
+    b.vector("mm.soft_emb_norm.weight", c, 1.0f, 0.1f);
+  }
   writer.write(out);
 }
 

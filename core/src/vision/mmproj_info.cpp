@@ -8,6 +8,7 @@ namespace loom::vision {
 const char* projector_type_name(ProjectorType type) {
   switch (type) {
     case ProjectorType::gemma3: return "gemma3";
+    case ProjectorType::mlp: return "mlp";
   }
   return "?";
 }
@@ -31,8 +32,10 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
   MmprojInfo info;
   if (type == "gemma3") {
     info.projector = ProjectorType::gemma3;
+  } else if (type == "mlp") {
+    info.projector = ProjectorType::mlp;
   } else {
-    throw Error(label + ": projector type '" + type + "' is not supported (Loom runs: gemma3)");
+    throw Error(label + ": projector type '" + type + "' is not supported (Loom runs: gemma3, mlp)");
   }
   info.dim = int64_t(required_uint(file, "clip.vision.embedding_length"));
   info.n_heads = int64_t(required_uint(file, "clip.vision.attention.head_count"));
@@ -51,9 +54,10 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
   if (info.patch_size == 0 || info.image_size == 0 || info.image_size > 8192 || info.image_size % info.patch_size != 0)
     throw Error(label + ": image_size " + std::to_string(info.image_size) + " is not a positive multiple of patch_size " +
                 std::to_string(info.patch_size) + " (at most 8192)");
-  // Without use_gelu, clip.cpp falls back to quick-GELU, which no SigLIP uses: refuse rather than guess.
-  if (!file.get_bool("clip.use_gelu").value_or(false))
-    throw Error(label + ": clip.use_gelu is absent or false; Loom's " + type + " encoder runs GELU (tanh) only");
+  // clip.cpp's FFN activation: GELU (tanh) with use_gelu, SiLU with use_silu, CLIP's quick GELU otherwise.
+  if (file.get_bool("clip.use_silu").value_or(false)) throw Error(label + ": clip.use_silu is set; Loom's vision encoders run GELU or quick GELU only");
+  info.gelu_quick = !file.get_bool("clip.use_gelu").value_or(false);
+  info.n_layers_run = info.n_layers;
 
   const std::vector<float> mean = file.get_float_array("clip.vision.image_mean"), stdev = file.get_float_array("clip.vision.image_std");
   if (mean.size() < 3 || stdev.size() < 3) throw Error(label + ": clip.vision.image_mean and image_std need 3 values each");
@@ -64,8 +68,14 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
   }
   info.preprocess.size = info.image_size;
 
-  const gguf::TensorInfo* up = file.find_tensor("v.blk.0.ffn_up.weight");
-  if (up == nullptr || up->dims.size() != 2) throw Error(label + ": tensor 'v.blk.0.ffn_up.weight' is missing or not a matrix");
+  // Old converters swapped up and down; clip.cpp recognises them by the down matrix taking the ViT's
+  // width as its input, and swaps them back. Loom does the same, so both read such files alike.
+  const gguf::TensorInfo* down = file.find_tensor("v.blk.0.ffn_down.weight");
+  if (down == nullptr || down->dims.size() != 2) throw Error(label + ": tensor 'v.blk.0.ffn_down.weight' is missing or not a matrix");
+  info.ffn_swapped = down->dims[0] == info.dim;
+  const char* up_name = info.ffn_swapped ? "v.blk.0.ffn_down.weight" : "v.blk.0.ffn_up.weight";
+  const gguf::TensorInfo* up = file.find_tensor(up_name);
+  if (up == nullptr || up->dims.size() != 2) throw Error(label + ": tensor '" + up_name + "' is missing or not a matrix");
   info.ff_dim = up->dims[1];
   if (info.projector == ProjectorType::gemma3) {
     info.merge = uint32_t(file.get_uint("clip.vision.projector.scale_factor").value_or(4));
@@ -78,6 +88,25 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
     if (proj == nullptr || proj->dims.size() != 2 || proj->dims[1] != info.dim)
       throw Error(label + ": tensor 'mm.input_projection.weight' is missing or not [n_embd_text, " + std::to_string(info.dim) + "]");
     info.n_embd_text = proj->dims[0];
+  } else if (info.projector == ProjectorType::mlp) {
+    // LLaVA 1.5: a fixed square, letterboxed on the dataset's mean colour, bicubic.
+    if (file.find("clip.vision.image_grid_pinpoints") != nullptr)
+      throw Error(label + ": image_grid_pinpoints (LLaVA 1.6's tiled images) is not supported; Loom's mlp projector takes one fixed-size image");
+    if (file.find("clip.vision.feature_layer") != nullptr)
+      throw Error(label + ": clip.vision.feature_layer (several stacked feature layers) is not supported by Loom's mlp projector");
+    info.preprocess.filter = ResizeFilter::bicubic;
+    info.preprocess.pad_color = {122, 116, 104};
+    info.class_embedding = file.find_tensor("v.class_embd") != nullptr;
+    // LLaVA takes the second-to-last layer's output, so the last layer is never run.
+    info.n_layers_run = info.n_layers - 1;
+    const gguf::TensorInfo* mm0 = file.find_tensor("mm.0.weight");
+    const gguf::TensorInfo* mm2 = file.find_tensor("mm.2.weight");
+    if (mm0 == nullptr || mm0->dims.size() != 2 || mm0->dims[0] != info.dim)
+      throw Error(label + ": tensor 'mm.0.weight' is missing or not [" + std::to_string(info.dim) + ", hidden]");
+    info.proj_hidden = mm0->dims[1];
+    if (mm2 == nullptr || mm2->dims.size() != 2 || mm2->dims[0] != info.proj_hidden)
+      throw Error(label + ": tensor 'mm.2.weight' is missing or not [" + std::to_string(info.proj_hidden) + ", n_embd_text]");
+    info.n_embd_text = mm2->dims[1];
   }
   return info;
 }

@@ -87,9 +87,14 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
   const int64_t c = m.dim, p = m.patch_size;
   add("v.patch_embd.weight", {p, p, 3, c}, &patch_w_, Form::weight);
   add("v.patch_embd.bias", {c}, &patch_b_, Form::f32, /*optional=*/true);
-  add("v.position_embd.weight", {c, m.n_patches()}, &pos_, Form::f32);
-  layers_.resize(size_t(m.n_layers));
-  for (int64_t il = 0; il < m.n_layers; il++) {
+  if (m.class_embedding) add("v.class_embd", {c}, &class_, Form::f32);
+  add("v.position_embd.weight", {c, m.n_positions()}, &pos_, Form::f32);
+  add("v.pre_ln.weight", {c}, &pre_ln_w_, Form::f32, true);
+  add("v.pre_ln.bias", {c}, &pre_ln_b_, Form::f32, true);
+  // Only the layers the encoder runs are loaded (LLaVA's last layer is never used).
+  const std::string up = m.ffn_swapped ? "ffn_down" : "ffn_up", down = m.ffn_swapped ? "ffn_up" : "ffn_down";
+  layers_.resize(size_t(m.n_layers_run));
+  for (int64_t il = 0; il < m.n_layers_run; il++) {
     LayerWeights& l = layers_[size_t(il)];
     const std::string b = "v.blk." + std::to_string(il) + ".";
     add(b + "ln1.weight", {c}, &l.ln1_w, Form::f32, true);
@@ -104,15 +109,25 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
     add(b + "attn_out.bias", {c}, &l.bo, Form::f32, true);
     add(b + "ln2.weight", {c}, &l.ln2_w, Form::f32, true);
     add(b + "ln2.bias", {c}, &l.ln2_b, Form::f32, true);
-    add(b + "ffn_up.weight", {c, m.ff_dim}, &l.up, Form::weight);
-    add(b + "ffn_up.bias", {m.ff_dim}, &l.up_b, Form::f32, true);
-    add(b + "ffn_down.weight", {m.ff_dim, c}, &l.down, Form::weight);
-    add(b + "ffn_down.bias", {c}, &l.down_b, Form::f32, true);
+    add(b + up + ".weight", {c, m.ff_dim}, &l.up, Form::weight);
+    add(b + up + ".bias", {m.ff_dim}, &l.up_b, Form::f32, true);
+    add(b + down + ".weight", {m.ff_dim, c}, &l.down, Form::weight);
+    add(b + down + ".bias", {c}, &l.down_b, Form::f32, true);
   }
   add("v.post_ln.weight", {c}, &post_ln_w_, Form::f32, true);
   add("v.post_ln.bias", {c}, &post_ln_b_, Form::f32, true);
-  add("mm.input_projection.weight", {m.n_embd_text, c}, &proj_, Form::transposed);
-  add("mm.soft_emb_norm.weight", {c}, &soft_norm_, Form::f32);
+  switch (m.projector) {
+    case ProjectorType::gemma3:
+      add("mm.input_projection.weight", {m.n_embd_text, c}, &proj_, Form::transposed);
+      add("mm.soft_emb_norm.weight", {c}, &soft_norm_, Form::f32);
+      break;
+    case ProjectorType::mlp:
+      add("mm.0.weight", {c, m.proj_hidden}, &mm0_w_, Form::weight);
+      add("mm.0.bias", {m.proj_hidden}, &mm0_b_, Form::f32);
+      add("mm.2.weight", {m.proj_hidden, m.n_embd_text}, &mm2_w_, Form::weight);
+      add("mm.2.bias", {m.n_embd_text}, &mm2_b_, Form::f32);
+      break;
+  }
 
   weights_ = backend_.alloc(total, LOOM_BUFFER_USAGE_WEIGHTS);
   for (const Planned& t : plan) {
@@ -147,15 +162,19 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
 
 void VisionEncoder::build_ops() {
   const MmprojInfo& m = info_;
-  const int64_t c = m.dim, n = m.n_patches(), p = m.patch_size, s = m.image_size, grid = m.grid();
-  const int64_t n_out = m.n_image_tokens(), widest = std::max<int64_t>({c, m.ff_dim, p * p * 3});
+  // n: the rows through the ViT (patches, then the CLS row where there is one).
+  const int64_t c = m.dim, n_patches = m.n_patches(), n = m.n_positions(), p = m.patch_size, s = m.image_size, grid = m.grid();
+  const int64_t n_out = m.n_image_tokens();
+  const int64_t widest = std::max<int64_t>({c, m.ff_dim, p * p * 3, m.proj_hidden});
   norm_ = {sizeof(loom_norm_params), m.eps};
   attn_ = {sizeof(loom_encoder_attention_params), 1.0f / std::sqrt(float(m.head_dim)), 0, 0};
   patch_ = {sizeof(loom_patch_params), m.patch_size};
   pool_ = {sizeof(loom_pool_params), m.merge};
+  ffn_act_ = {sizeof(loom_glu_params), m.gelu_quick ? LOOM_ACTIVATION_GELU_QUICK : LOOM_ACTIVATION_GELU_TANH};
   gelu_ = {sizeof(loom_glu_params), LOOM_ACTIVATION_GELU_TANH};
 
-  // Scratch: the image, x, h, q, k, v, attention out, the widest row set (patches, FFN), the output.
+  // Scratch: the image, x, h, q, k, v, attention out, the widest row set (patches, FFN, projector), the
+  // pooled rows, the output.
   uint64_t offset = 0;
   auto reserve = [&](uint64_t floats) {
     const uint64_t at = offset;
@@ -181,12 +200,17 @@ void VisionEncoder::build_ops() {
     op(LOOM_OP_MATMUL, dst, {w, x});
     add_bias(dst, bias);
   };
+  auto layer_norm = [&](const loom_tensor& dst, const loom_tensor& x, const loom_tensor& w, const loom_tensor& b) {
+    if (w.buffer != nullptr || b.buffer != nullptr) op(LOOM_OP_LAYER_NORM, dst, {x, w, b}, &norm_);
+  };
 
   const loom_tensor x = f32(off_x, c, n), h = f32(off_h, c, n), q = f32(off_q, c, n), k = f32(off_k, c, n), v = f32(off_v, c, n);
-  const loom_tensor a = f32(off_a, c, n), patches = f32(off_wide, p * p * 3, n), ffn = f32(off_wide, m.ff_dim, n);
+  const loom_tensor a = f32(off_a, c, n), patches = f32(off_wide, p * p * 3, n_patches), ffn = f32(off_wide, m.ff_dim, n);
   op(LOOM_OP_PATCHES, patches, {f32(off_image_, s, s, 3)}, &patch_);
-  linear(x, patch_w_, patch_b_, patches);
+  linear(f32(off_x, c, n_patches), patch_w_, patch_b_, patches);
+  if (class_.buffer != nullptr) op(LOOM_OP_COPY, f32(off_x + uint64_t(c * n_patches) * 4, c), {class_});
   op(LOOM_OP_ADD, x, {x, pos_});
+  layer_norm(x, x, pre_ln_w_, pre_ln_b_);
   for (const LayerWeights& l : layers_) {
     op(LOOM_OP_LAYER_NORM, h, {x, l.ln1_w, l.ln1_b}, &norm_);
     linear(q, l.wq, l.bq, h);
@@ -198,16 +222,32 @@ void VisionEncoder::build_ops() {
     op(LOOM_OP_ADD, x, {x, h});
     op(LOOM_OP_LAYER_NORM, h, {x, l.ln2_w, l.ln2_b}, &norm_);
     linear(ffn, l.up, l.up_b, h);
-    op(LOOM_OP_UNARY, ffn, {ffn}, &gelu_);
+    op(LOOM_OP_UNARY, ffn, {ffn}, &ffn_act_);
     linear(h, l.down, l.down_b, ffn);
     op(LOOM_OP_ADD, x, {x, h});
   }
-  if (post_ln_w_.buffer != nullptr || post_ln_b_.buffer != nullptr) op(LOOM_OP_LAYER_NORM, x, {x, post_ln_w_, post_ln_b_}, &norm_);
-  // gemma3: the patch grid (row-major, x fastest) pooled merge x merge, then normalised and projected.
-  const loom_tensor pooled = f32(off_pool, c, n_out);
-  op(LOOM_OP_POOL_2D, f32(off_pool, c, grid / m.merge, grid / m.merge), {reshape(x, c, grid, grid)}, &pool_);
-  op(LOOM_OP_RMS_NORM, pooled, {pooled, soft_norm_}, &norm_);
-  op(LOOM_OP_MATMUL, f32(off_out_, m.n_embd_text, n_out), {proj_, pooled});
+  layer_norm(x, x, post_ln_w_, post_ln_b_);
+  const loom_tensor out = f32(off_out_, m.n_embd_text, n_out);
+  switch (m.projector) {
+    case ProjectorType::gemma3: {
+      // The patch grid (row-major, x fastest) pooled merge x merge, then normalised and projected.
+      const loom_tensor pooled = f32(off_pool, c, n_out);
+      op(LOOM_OP_POOL_2D, f32(off_pool, c, grid / m.merge, grid / m.merge), {reshape(x, c, grid, grid)}, &pool_);
+      op(LOOM_OP_RMS_NORM, pooled, {pooled, soft_norm_}, &norm_);
+      op(LOOM_OP_MATMUL, out, {proj_, pooled});
+      break;
+    }
+    case ProjectorType::mlp: {
+      // clip.cpp takes rows 1..n_patches: with a CLS row (placed last) that drops the first patch and
+      // keeps the CLS row. Loom takes the same rows, so its images read as mtmd's do.
+      const int64_t first = m.class_embedding ? 1 : 0;
+      const loom_tensor selected = f32(off_x + uint64_t(c * first) * 4, c, n_out), hidden = f32(off_wide, m.proj_hidden, n_out);
+      linear(hidden, mm0_w_, mm0_b_, selected);
+      op(LOOM_OP_UNARY, hidden, {hidden}, &gelu_);
+      linear(out, mm2_w_, mm2_b_, hidden);
+      break;
+    }
+  }
 }
 
 std::vector<float> VisionEncoder::encode(const RgbImage& image) { return encode_pixels(preprocess_image(image, info_.preprocess)); }

@@ -8,6 +8,9 @@
 //                                x += down(gelu(up(ln2(x))))
 //                     x = post_ln(x); x = avg_pool(x as a grid, merge x merge)  // [dim, n_tokens]
 //                     rows = rms_norm(x) * soft_emb_norm · Wproj               // [n_embd_text, n_tokens]
+//   mlp (CLIP, LLaVA 1.5): x = patches(image)·Wpatch + b, then the CLS row (after the patches, as
+//                     clip.cpp lays it out), + pos; pre_ln; the layers but the last (quick GELU);
+//                     rows = the n_patches rows after the first through Linear, GELU, Linear
 //
 // Not thread-safe: one encode at a time.
 #pragma once
@@ -56,7 +59,9 @@ class VisionEncoder {
   MmprojInfo info_;
   Backend& backend_;
   Buffer weights_, compute_;
-  loom_tensor patch_w_{}, patch_b_{}, pos_{}, post_ln_w_{}, post_ln_b_{}, proj_{}, soft_norm_{};
+  loom_tensor patch_w_{}, patch_b_{}, pos_{}, class_{}, pre_ln_w_{}, pre_ln_b_{}, post_ln_w_{}, post_ln_b_{};
+  loom_tensor proj_{}, soft_norm_{};          // gemma3
+  loom_tensor mm0_w_{}, mm0_b_{}, mm2_w_{}, mm2_b_{};  // mlp
   std::vector<LayerWeights> layers_;
   std::vector<loom_op> ops_;
   uint64_t off_image_ = 0, off_out_ = 0;
@@ -65,7 +70,7 @@ class VisionEncoder {
   loom_encoder_attention_params attn_{};
   loom_patch_params patch_{};
   loom_pool_params pool_{};
-  loom_glu_params gelu_{};
+  loom_glu_params ffn_act_{}, gelu_{};
 };
 
 }  // namespace vision

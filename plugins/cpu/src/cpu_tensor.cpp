@@ -325,6 +325,7 @@ float activation_value(loom_activation act, float x) {
     case LOOM_ACTIVATION_RELU: return x > 0.0f ? x : 0.0f;
     case LOOM_ACTIVATION_SIGMOID: return 1.0f / (1.0f + std::exp(-x));
     case LOOM_ACTIVATION_SOFTPLUS: return x > 20.0f ? x : std::log(1.0f + std::exp(x));  // as ggml writes it
+    case LOOM_ACTIVATION_GELU_QUICK: return x / (1.0f + std::exp(-1.702f * x));
     default: return x;
   }
 }

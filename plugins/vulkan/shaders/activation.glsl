@@ -5,6 +5,7 @@ const uint ACT_GELU_ERF = 3u;
 const uint ACT_RELU = 4u;
 const uint ACT_SIGMOID = 6u;   // ABI 1.5
 const uint ACT_SOFTPLUS = 7u;  // ABI 1.6, ggml's cut-off at 20
+const uint ACT_GELU_QUICK = 8u;  // ABI 1.10, CLIP's x * sigmoid(1.702 x)
 
 // erf by Abramowitz & Stegun 7.1.26 refined: |error| < 1.2e-7 (Numerical Recipes erfc, Chebyshev).
 float erf_approx(float x) {
@@ -23,6 +24,7 @@ float activation(uint act, float x) {
   if (act == ACT_RELU) return x > 0.0 ? x : 0.0;
   if (act == ACT_SIGMOID) return 1.0 / (1.0 + exp(-x));
   if (act == ACT_SOFTPLUS) return x > 20.0 ? x : log(1.0 + exp(x));
+  if (act == ACT_GELU_QUICK) return x / (1.0 + exp(-1.702 * x));
   return x;
 }
 
