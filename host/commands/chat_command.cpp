@@ -201,7 +201,7 @@ int run_chat(const CommandArgs& args) {
     try {
       for (const std::string& file : pending_images) {
         images.push_back(load_image(engine, file));
-        content += kImageMarker;  // mtmd's layout: the image, then the text
+        content += private_image_marker();  // mtmd's layout: the image, then the text
       }
     } catch (const std::exception& e) {
       std::cerr << "loom chat: " << e.what() << "\n";
@@ -215,7 +215,8 @@ int run_chat(const CommandArgs& args) {
     if (images.empty()) {
       request.prompt = encode_conversation(tokenizer, chat_template.apply(messages, true, bos, eos));
     } else {
-      ImagePrompt prompt = build_image_prompt(tokenizer, chat_template.apply(messages, true, bos, eos), images, engine.image_format());
+      ImagePrompt prompt =
+          build_image_prompt(tokenizer, chat_template.apply(messages, true, bos, eos), images, engine.image_format(), private_image_marker());
       request.prompt = std::move(prompt.tokens);
       request.images = std::move(prompt.images);
     }

@@ -82,7 +82,7 @@ void GenerationJob::prepare_prompts() {
       const std::vector<EncodedImage> images = resolve_images(state_.engine, state_.settings, params_.images);
       ImagePrompt prompt;
       try {
-        prompt = build_image_prompt(tok, text, images, state_.engine.image_format());
+        prompt = build_image_prompt(tok, text, images, state_.engine.image_format(), private_image_marker());
       } catch (const Error& e) {
         throw invalid_param("messages", e.what());
       }

@@ -215,7 +215,7 @@ std::string message_content(const json& message, size_t index, std::vector<Image
       // images and puts the encoder's rows there (never dropped silently).
       if (images == nullptr) throw invalid_param(part_where, part_where + ": image parts belong to user messages");
       images->push_back({part_where, image_part_url(part, part_where)});
-      text += kImageMarker;
+      text += private_image_marker();
       continue;
     }
     if (type != "text") {

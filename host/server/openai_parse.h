@@ -26,7 +26,7 @@ struct PromptInput {
 };
 
 // An image part of a chat message: where it was (for errors) and its URL (data:, or file:// within the
-// allowed folder). The message's text holds kImageMarker where it goes.
+// allowed folder). The message's text holds private_image_marker() where it goes.
 struct ImageInput {
   std::string where;  // "messages[1].content[0]"
   std::string url;

@@ -226,7 +226,7 @@ json template_context(const json& body, const std::optional<ToolRequest>& tools)
         if (!part.is_object()) continue;
         const std::string type = part.value("type", "");
         if (type == "text") text += part.value("text", "");
-        if (type == "image_url" || type == "input_image" || type == "image") text += kImageMarker;  // openai_parse's marker
+        if (type == "image_url" || type == "input_image" || type == "image") text += private_image_marker();  // openai_parse's marker
       }
       *content = text;
     }

@@ -131,5 +131,12 @@ class VisionServerTest(unittest.TestCase):
         self.assert_refused([text, {"type": "image_url"}], "messages[0].content[1]", ["image_url"])
 
 
+    def test_5_the_marker_typed_by_a_user_is_text(self):
+        # mtmd's "<__media__>" in a user's words is text: one image part, one image, answered.
+        reply = self.chat([{"type": "text", "text": "what does <__media__> mean here? "}, image_part(data_url(self.png))])
+        self.assertEqual(reply.choices[0].finish_reason, "length")
+        self.assertEqual(self.chat("<__media__> <__media__>").choices[0].finish_reason, "length")
+
+
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], *UNITTEST_ARGS])

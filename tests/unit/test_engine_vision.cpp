@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "test_engine_helpers.h"
+#include "engine/sequence.h"
 #include "gguf/synth_model.h"
 #include "test_vision_golden.h"
 #include "tokenizer/tokenizer.h"
@@ -174,4 +175,61 @@ TEST_CASE("engine: a projector beside the model that does not fit it is skipped,
   CHECK_FALSE(text_only.takes_images());
   config.model.mmproj = (dir / "mmproj-other.gguf").string();
   CHECK_THROWS_WITH(Engine(config, dir / "text.gguf"), Catch::Contains("takes 64"));
+}
+
+// A user who writes mtmd's marker gets it as text: chat messages mark images with a private marker.
+TEST_CASE("engine: '<__media__>' in a user's text is text, not an image slot", "[engine][vision]") {
+  const test::VisionGolden g = test::load_vision_golden("gemma3-synth");
+  Config config = test::engine_config(8ll << 20, 64);
+  Engine engine(config, g.text_model);
+  const EncodedImage image = engine.encode_image(golden_image(g));
+  const std::string marker(private_image_marker());
+  CHECK(marker != kImageMarker);
+  CHECK(marker == std::string(private_image_marker()));  // one per process
+  const ImagePrompt prompt =
+      build_image_prompt(engine.tokenizer(), "what is <__media__>? " + marker + " this", {image}, engine.image_format(), marker);
+  REQUIRE(prompt.images.size() == 1);
+  // The literal went through the tokenizer: the tokens before the image are those of the text alone.
+  const ImagePrompt text_only = build_image_prompt(engine.tokenizer(), "what is <__media__>? ", {}, engine.image_format(), marker);
+  REQUIRE(prompt.images[0].first > text_only.tokens.size());
+  CHECK(std::equal(text_only.tokens.begin(), text_only.tokens.end(), prompt.tokens.begin()));
+}
+
+// Penalties count what was said, not an image's placeholder ids (hashes that stand for rows).
+TEST_CASE("engine: the penalties' history leaves image rows out", "[engine][vision]") {
+  Sequence seq;
+  seq.tokens = {1, 2, 100, 101, 102, 3, 200, 201, 4, 5};  // two images: 100..102 and 200..201, then 5 generated
+  seq.request.images = {PromptImage{2, 3, nullptr, false}, PromptImage{6, 2, nullptr, false}};
+  const std::span<const int32_t> history = seq.penalty_history();
+  CHECK(std::vector<int32_t>(history.begin(), history.end()) == std::vector<int32_t>{1, 2, 3, 4, 5});
+  Sequence text;
+  text.tokens = {7, 8, 9};
+  CHECK(text.penalty_history().data() == text.tokens.data());  // no copy without images
+}
+
+// Through the engine: with a strong repetition penalty over the whole history, what the image's
+// placeholder ids are must not matter. The second request's image rows carry the first request's own
+// answer as ids, which a penalty that counted them would push down.
+TEST_CASE("engine: an image's placeholder ids do not feed the repetition penalty", "[engine][vision]") {
+  const test::VisionGolden g = test::load_vision_golden("gemma3-synth");
+  Config config = test::engine_config(8ll << 20, 64);
+  Engine engine(config, g.text_model);
+  const EncodedImage image = engine.encode_image(golden_image(g));
+  const ImagePrompt prompt = build_image_prompt(engine.tokenizer(), g.json.at("prompt").get<std::string>(), {image}, engine.image_format());
+  auto run = [&](std::vector<int32_t> tokens) {
+    test::Outcome out;
+    Request request = test::greedy_request(std::move(tokens), 8, &out, engine);
+    request.images = prompt.images;
+    request.sampling.params.repetition_penalty = 3.0f;
+    request.sampling.params.penalty_last_n = -1;
+    engine.submit(std::move(request));
+    test::run_until_done(engine);
+    REQUIRE(out.finish == FinishReason::length);
+    return out.tokens;
+  };
+  const std::vector<int32_t> first = run(prompt.tokens);
+  std::vector<int32_t> relabelled = prompt.tokens;
+  const PromptImage& rows = prompt.images[0];
+  for (uint32_t i = 0; i < rows.n_rows; i++) relabelled[rows.first + i] = first[i % first.size()];
+  CHECK(run(relabelled) == first);
 }

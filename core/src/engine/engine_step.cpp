@@ -222,8 +222,9 @@ void Engine::sample_and_advance(const SchedulerDecision& decision) {
     seq.request.sampling.params.n_top_logprobs = seq.request.n_logprobs;
     row.params = &seq.request.sampling.params;
     row.state = seq.sampler_state;
-    row.history = seq.tokens.data();
-    row.n_history = static_cast<uint32_t>(seq.tokens.size());
+    const std::span<const int32_t> history = seq.penalty_history();
+    row.history = history.data();
+    row.n_history = static_cast<uint32_t>(history.size());
     row.logits = logits;
     if (seq.request.n_logprobs > 0) {
       row.top_tokens = top_tokens_.data() + rows_.size() * max_top;

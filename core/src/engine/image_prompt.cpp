@@ -1,5 +1,9 @@
 #include "engine/image_prompt.h"
 
+#include <cstdio>
+#include <random>
+#include <string>
+
 #include "common/error.h"
 #include "tokenizer/tokenizer.h"
 
@@ -17,12 +21,23 @@ std::vector<int32_t> image_placeholder_tokens(uint64_t image_hash, uint32_t n_ro
   return ids;
 }
 
+std::string_view private_image_marker() {
+  static const std::string marker = [] {
+    std::random_device device;
+    const uint64_t tag = (uint64_t(device()) << 32) ^ device();
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "<__media_%016llx__>", static_cast<unsigned long long>(tag));
+    return std::string(buf);
+  }();
+  return marker;
+}
+
 ImagePrompt build_image_prompt(const Tokenizer& tokenizer, std::string_view text, const std::vector<EncodedImage>& images,
-                               const ImagePromptFormat& format) {
+                               const ImagePromptFormat& format, std::string_view marker_text) {
   ImagePrompt out;
   size_t next_image = 0, at = 0;
   while (true) {
-    const size_t marker = text.find(kImageMarker, at);
+    const size_t marker = text.find(marker_text, at);
     const std::string_view piece = text.substr(at, marker == std::string_view::npos ? std::string_view::npos : marker - at);
     const std::vector<int32_t> tokens = tokenizer.encode(piece, false, true);
     out.tokens.insert(out.tokens.end(), tokens.begin(), tokens.end());
@@ -40,7 +55,7 @@ ImagePrompt build_image_prompt(const Tokenizer& tokenizer, std::string_view text
     out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
     out.images.push_back(std::move(placed));
     if (format.end_token >= 0) out.tokens.push_back(format.end_token);
-    at = marker + kImageMarker.size();
+    at = marker + marker_text.size();
   }
   if (next_image != images.size())
     throw Error(std::to_string(images.size()) + " images were sent but the prompt places " + std::to_string(next_image) +

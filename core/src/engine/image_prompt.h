@@ -15,7 +15,12 @@ namespace loom {
 
 class Tokenizer;
 
+// mtmd's marker, for prompt text Loom writes itself (tests, `loom bench --image`).
 inline constexpr std::string_view kImageMarker = "<__media__>";
+// A marker no user's text holds: mtmd's with a random per-process tag inside. Chat messages put it
+// where an image part goes, so a user who writes "<__media__>" gets those characters as text, not an
+// image slot (nor a "more markers than images" refusal).
+std::string_view private_image_marker();
 
 // An image through the encoder: its rows and the hash of its pixels (the cache's and the prefix
 // cache's key).
@@ -41,10 +46,10 @@ struct ImagePrompt {
 // images give different ids (the prefix cache keys blocks by ids); the model never reads them.
 std::vector<int32_t> image_placeholder_tokens(uint64_t image_hash, uint32_t n_rows, int32_t n_vocab);
 
-// `text` split at each kImageMarker; each piece tokenized with special tokens parsed (and BOS first when
+// `text` split at each `marker`; each piece tokenized with special tokens parsed (and BOS first when
 // the tokenizer adds one and the text does not start with it), each marker replaced by the next image.
 // loom::Error when the markers and the images differ in number.
 ImagePrompt build_image_prompt(const Tokenizer& tokenizer, std::string_view text, const std::vector<EncodedImage>& images,
-                               const ImagePromptFormat& format);
+                               const ImagePromptFormat& format, std::string_view marker = kImageMarker);
 
 }  // namespace loom

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,22 @@ struct Sequence {
   std::vector<int32_t> draft;
   std::vector<float> draft_probs;  // [draft.size(), n_vocab] or empty (one-hot proposals)
   std::mt19937_64 spec_rng;
+  std::vector<int32_t> text_history;  // penalty_history's buffer
+
+  // What the sampler's penalties read: `tokens`, or for a prompt holding images its tokens without the
+  // image rows. Their placeholder ids are hashes, not text: counting them would push random words of
+  // the vocabulary down (llama-server leaves media positions out of its penalties the same way).
+  std::span<const int32_t> penalty_history() {
+    if (request.images.empty()) return tokens;
+    text_history.clear();
+    size_t at = 0;
+    for (const PromptImage& image : request.images) {
+      text_history.insert(text_history.end(), tokens.begin() + static_cast<std::ptrdiff_t>(at), tokens.begin() + image.first);
+      at = size_t(image.first) + image.n_rows;
+    }
+    text_history.insert(text_history.end(), tokens.begin() + static_cast<std::ptrdiff_t>(at), tokens.end());
+    return text_history;
+  }
 
   uint32_t n_generated() const { return static_cast<uint32_t>(tokens.size()) - n_prompt; }
   // Tokens that still need a forward pass before the next token can be sampled.

@@ -82,7 +82,8 @@ void Engine::verify_drafts(Sequence& seq, size_t first_logit_row) {
 
   // The target's final distribution at every row, each seeing the history that row continues
   // (penalties depend on it). DISTRIBUTION_ONLY leaves the sampler's random stream untouched.
-  spec_history_.assign(seq.tokens.begin(), seq.tokens.end());
+  const std::span<const int32_t> history = seq.penalty_history();
+  spec_history_.assign(history.begin(), history.end());
   spec_history_.insert(spec_history_.end(), seq.draft.begin(), seq.draft.end());
   spec_probs_.resize(n_rows * v);
   // Structured output: row j continues the drafts before it, so it is masked by the grammar after
@@ -124,7 +125,7 @@ void Engine::verify_drafts(Sequence& seq, size_t first_logit_row) {
     row.params = &seq.request.sampling.params;
     row.state = seq.sampler_state;
     row.history = spec_history_.data();
-    row.n_history = static_cast<uint32_t>(seq.tokens.size()) + j;
+    row.n_history = static_cast<uint32_t>(history.size()) + j;
     row.logits = logits_.data() + (first_logit_row + j) * v;
     row.out_probs = spec_probs_.data() + j * v;
     if (n_top > 0) {
