@@ -46,6 +46,20 @@ CASES = [
         "image": "tests/data/vision/shapes-150x100.png",
         "prompt": "describe <__media__> in one word",
     },
+    {
+        # Pixtral's shape (Mistral Small 3.1's patch merger, merge 2) on a llama text model with
+        # [IMG_BREAK] and [IMG_END]: any image size (150x100 becomes 144x96, 18x12 patches, 9x6 merged
+        # cells and 5 break rows), 2-D RoPE, RMS norms, a SiLU-gated FFN.
+        "name": "pixtral-synth",
+        "text": ["--arch", "llama", "--layers", "4", "--dim", "128", "--heads", "4", "--kv-heads", "2",
+                 "--head-dim", "32", "--ff", "256", "--vocab", "512", "--ctx", "512", "--seed", "59",
+                 "--type", "F16", "--control-tokens", "[IMG_BREAK],[IMG_END]"],
+        "mmproj": ["--projector", "pixtral", "--image-size", "512", "--patch", "8", "--dim", "64", "--heads", "4",
+                   "--layers", "3", "--ff", "128", "--text-dim", "128", "--proj-hidden", "96", "--merge", "2",
+                   "--type", "F16", "--seed", "62"],
+        "image": "tests/data/vision/shapes-150x100.png",
+        "prompt": "describe <__media__> in one word",
+    },
 ]
 
 

@@ -53,12 +53,13 @@ constexpr const char* kSynthHelp =
     "  --expert-type T   qwen3moe, gpt-oss: the experts' type, --type, F32 or MXFP4 (default --type)\n"
     "  --vocab-from FILE copy the tokenizer.* metadata (and vocabulary size) from this GGUF\n"
     "  --image-markers   end the synthetic vocabulary with <start_of_image> and <end_of_image> (Gemma 3 vision)\n"
+    "  --control-tokens A,B  end it with these control tokens (e.g. Pixtral's [IMG_BREAK],[IMG_END])\n"
     "  -o, --out OUT     output path (required)\n";
 
 constexpr const char* kSynthMmprojHelp =
     "usage: loom gguf synth-mmproj [options] -o OUT\n\n"
     "Write a synthetic vision projector (llama.cpp's mmproj layout) with seeded random weights.\n"
-    "  --projector P     gemma3 (default) or mlp (CLIP with LLaVA 1.5's projector)\n"
+    "  --projector P     gemma3 (default), mlp (CLIP with LLaVA 1.5's projector) or pixtral (any image size)\n"
     "  --image-size N    the encoder's square input in pixels (default 224)\n"
     "  --patch N         patch size (default 14)\n"
     "  --dim D           the vision transformer's width (default 64)\n"
@@ -66,7 +67,7 @@ constexpr const char* kSynthMmprojHelp =
     "  --layers N        blocks (default 2)\n"
     "  --ff F            feed-forward width (default 128)\n"
     "  --text-dim T      width of the text model the rows feed (default 128)\n"
-    "  --merge K         gemma3: average-pooling kernel (default 4)\n"
+    "  --merge K         gemma3: average-pooling kernel (default 4); pixtral: the patch merger's (1: none)\n"
     "  --proj-hidden N   mlp: the projector's inner width (default: --text-dim)\n"
     "  --type T          matrix type: F32, F16, Q8_0 (default F16)\n"
     "  --seed S          random seed (default 1)\n"
@@ -192,6 +193,13 @@ int run_synth(const CommandArgs& args) {
     }
     const std::string& value = args[++i];
     if (flag == "--arch") spec.arch = value;
+    else if (flag == "--control-tokens") {
+      for (size_t at = 0; at <= value.size();) {
+        const size_t comma = std::min(value.find(',', at), value.size());
+        if (comma > at) spec.control_tokens.push_back(value.substr(at, comma - at));
+        at = comma + 1;
+      }
+    }
     else if (flag == "--layers") spec.n_layers = parse_int(flag, value);
     else if (flag == "--dim") spec.dim = parse_int(flag, value);
     else if (flag == "--heads") spec.n_heads = parse_int(flag, value);

@@ -24,6 +24,7 @@ bool capture_pixels(ggml_tensor* t, bool ask, void*) {
   if (t->op != GGML_OP_IM2COL) return false;
   if (ask) return true;
   const ggml_tensor* image = t->src[1];
+  if (image->ne[2] != 3) return true;  // a later im2col (pixtral's patch merger unfolds its rows)
   g_pixels.resize(size_t(ggml_nelements(image)));
   ggml_backend_tensor_get(image, g_pixels.data(), 0, ggml_nbytes(image));
   return true;

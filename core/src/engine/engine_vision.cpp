@@ -92,12 +92,16 @@ void Engine::load_vision(const Config& config, const std::filesystem::path& mmpr
     if (image_format_.begin_token < 0 || image_format_.end_token < 0)
       throw Error(where + "a gemma3 projector needs the text model's <start_of_image> and <end_of_image> tokens");
     image_format_.non_causal = true;
+  } else if (v.projector == vision::ProjectorType::pixtral) {
+    image_format_.end_token = tokenizer_->find_token("[IMG_END]");  // mtmd's layout: the rows, then [IMG_END]
+    if (image_format_.end_token < 0) throw Error(where + "a pixtral projector needs the text model's [IMG_END] token");
   }
   if (image_format_.non_causal && !model_->supports_non_causal())
     throw Error(where + "the " + std::string(vision::projector_type_name(v.projector)) + " projector's images are decoded non-causally, which backend '" +
                 backend_->name() + "' cannot do (ABI 1.9 LOOM_SEQ_NON_CAUSAL)");
-  // An image's rows go in one chunk: the scheduler must be able to take them at once.
-  const auto rows = static_cast<uint64_t>(v.n_image_tokens());
+  // An image's rows go in one chunk: the scheduler must be able to take them at once. (Projectors of
+  // any size are checked for their largest square image; a longer one is refused per request.)
+  const auto rows = static_cast<uint64_t>(v.square_image_rows());
   if (rows > static_cast<uint64_t>(config.scheduler.max_batched_tokens))
     throw Error(where + "an image is " + std::to_string(rows) + " rows, more than [scheduler] max_batched_tokens = " +
                 std::to_string(config.scheduler.max_batched_tokens) + "; raise it to at least " + std::to_string(rows));
@@ -131,8 +135,8 @@ EncodedImage Engine::encode_image(const vision::RgbImage& image, bool use_cache)
   const auto start = std::chrono::steady_clock::now();
   EncodedImage encoded;
   encoded.hash = hash;
-  encoded.n_rows = static_cast<uint32_t>(vision_->info().n_image_tokens());
   encoded.rows = std::make_shared<const std::vector<float>>(vision_->encode(image));
+  encoded.n_rows = static_cast<uint32_t>(encoded.rows->size() / static_cast<size_t>(vision_->info().n_embd_text));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   image_cache_.push_front(encoded);
   image_cache_bytes_ += encoded.rows->size() * sizeof(float);

@@ -6,9 +6,10 @@
 namespace loom::gguf {
 
 void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::path& out) {
-  const bool mlp = spec.projector == "mlp";
-  if (spec.projector != "gemma3" && !mlp) throw Error("synthetic mmproj: projector '" + spec.projector + "' is not supported (gemma3, mlp)");
-  const int merge = mlp ? 1 : spec.merge;
+  const bool mlp = spec.projector == "mlp", pixtral = spec.projector == "pixtral";
+  if (spec.projector != "gemma3" && !mlp && !pixtral)
+    throw Error("synthetic mmproj: projector '" + spec.projector + "' is not supported (gemma3, mlp, pixtral)");
+  const int merge = mlp || pixtral ? 1 : spec.merge;  // pixtral merges patches, but any image size is a multiple
   if (spec.patch_size <= 0 || spec.image_size % spec.patch_size != 0 || merge <= 0 || (spec.image_size / spec.patch_size) % merge != 0)
     throw Error("synthetic mmproj: image_size must be a multiple of patch_size * merge");
   if (spec.n_heads <= 0 || spec.dim % spec.n_heads != 0) throw Error("synthetic mmproj: dim must be a multiple of n_heads");
@@ -18,8 +19,10 @@ void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::
   writer.set_bool("clip.has_vision_encoder", true);
   writer.set_bool("clip.has_text_encoder", false);
   writer.set_string("clip.projector_type", spec.projector);
-  // CLIP (mlp) runs quick GELU, which clip.cpp picks when use_gelu is false; SigLIP runs GELU.
-  writer.set_bool("clip.use_gelu", !mlp);
+  // CLIP (mlp) runs quick GELU, which clip.cpp picks when use_gelu is false; SigLIP runs GELU; Pixtral
+  // a SiLU-gated FFN.
+  writer.set_bool("clip.use_gelu", !mlp && !pixtral);
+  if (pixtral) writer.set_bool("clip.use_silu", true);
   if (mlp) writer.set_bool("clip.has_llava_projector", true);
   writer.set_uint32("clip.vision.image_size", uint32_t(spec.image_size));
   writer.set_uint32("clip.vision.patch_size", uint32_t(spec.patch_size));
@@ -28,11 +31,12 @@ void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::
   writer.set_uint32("clip.vision.block_count", uint32_t(spec.n_layers));
   writer.set_uint32("clip.vision.attention.head_count", uint32_t(spec.n_heads));
   writer.set_uint32("clip.vision.projection_dim", uint32_t(spec.n_embd_text));
-  writer.set_float32("clip.vision.attention.layer_norm_epsilon", 1e-6f);
-  if (mlp) {  // OpenAI CLIP's normalisation
+  writer.set_float32("clip.vision.attention.layer_norm_epsilon", pixtral ? 1e-5f : 1e-6f);
+  if (pixtral) writer.set_uint32("clip.vision.spatial_merge_size", uint32_t(spec.merge));
+  if (mlp || pixtral) {  // OpenAI CLIP's normalisation
     writer.set_float32_array("clip.vision.image_mean", {0.48145466f, 0.4578275f, 0.40821073f});
     writer.set_float32_array("clip.vision.image_std", {0.26862954f, 0.26130258f, 0.27577711f});
-  } else {
+  } else {  // SigLIP's
     writer.set_float32_array("clip.vision.image_mean", {0.5f, 0.5f, 0.5f});
     writer.set_float32_array("clip.vision.image_std", {0.5f, 0.5f, 0.5f});
     writer.set_uint32("clip.vision.projector.scale_factor", uint32_t(spec.merge));
@@ -45,31 +49,44 @@ void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::
   const int64_t c = spec.dim, p = spec.patch_size, ff = spec.ff_dim, grid = spec.image_size / spec.patch_size;
   const float in_scale = 1.0f / std::sqrt(float(c));
   b.matrix_of(LOOM_DTYPE_F32, "v.patch_embd.weight", {p, p, 3, c}, 1.0f / std::sqrt(float(p * p * 3)));
-  b.vector("v.patch_embd.bias", c, 0.0f, 0.1f);
+  if (!pixtral) b.vector("v.patch_embd.bias", c, 0.0f, 0.1f);
   if (mlp) b.vector("v.class_embd", c, 0.0f, 0.5f);
-  b.matrix_of(LOOM_DTYPE_F32, "v.position_embd.weight", {c, grid * grid + (mlp ? 1 : 0)}, 0.2f);
-  if (mlp) {
-    b.vector("v.pre_ln.weight", c, 1.0f, 0.1f);
-    b.vector("v.pre_ln.bias", c, 0.0f, 0.1f);
-  }
+  // Pixtral has no position table: its positions are the 2-D RoPE's.
+  if (!pixtral) b.matrix_of(LOOM_DTYPE_F32, "v.position_embd.weight", {c, grid * grid + (mlp ? 1 : 0)}, 0.2f);
+  if (mlp || pixtral) b.vector("v.pre_ln.weight", c, 1.0f, 0.1f);
+  if (mlp) b.vector("v.pre_ln.bias", c, 0.0f, 0.1f);
   for (int il = 0; il < spec.n_layers; il++) {
     const std::string n = "v.blk." + std::to_string(il) + ".";
+    // Pixtral: RMS norms and linears without biases, a gated FFN.
     b.vector(n + "ln1.weight", c, 1.0f, 0.1f);
-    b.vector(n + "ln1.bias", c, 0.0f, 0.1f);
+    if (!pixtral) b.vector(n + "ln1.bias", c, 0.0f, 0.1f);
     for (const char* w : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
       // q and k larger than the rest, so the attention is far from uniform and a wrong mask shows.
       const bool qk = std::string(w) == "attn_q" || std::string(w) == "attn_k";
       b.matrix(n + w + ".weight", c, c, qk ? 2.0f * in_scale : in_scale);
-      b.vector(n + w + ".bias", c, 0.0f, 0.1f);
+      if (!pixtral) b.vector(n + w + ".bias", c, 0.0f, 0.1f);
     }
     b.vector(n + "ln2.weight", c, 1.0f, 0.1f);
-    b.vector(n + "ln2.bias", c, 0.0f, 0.1f);
+    if (!pixtral) b.vector(n + "ln2.bias", c, 0.0f, 0.1f);
+    if (pixtral) b.matrix(n + "ffn_gate.weight", c, ff, in_scale);
     b.matrix(n + "ffn_up.weight", c, ff, in_scale);
-    b.vector(n + "ffn_up.bias", ff, 0.0f, 0.1f);
+    if (!pixtral) b.vector(n + "ffn_up.bias", ff, 0.0f, 0.1f);
     b.matrix(n + "ffn_down.weight", ff, c, 1.0f / std::sqrt(float(ff)));
-    b.vector(n + "ffn_down.bias", c, 0.0f, 0.1f);
+    if (!pixtral) b.vector(n + "ffn_down.bias", c, 0.0f, 0.1f);
   }
-  if (mlp) {
+  if (pixtral) {
+    // Mistral Small 3.1's patch merger (with a merge factor above 1), the projector, the break row.
+    const int64_t hidden = spec.proj_hidden > 0 ? spec.proj_hidden : spec.n_embd_text, m = spec.merge;
+    if (m > 1) {
+      b.vector("mm.input_norm.weight", c, 1.0f, 0.1f);
+      b.matrix("mm.patch_merger.weight", c * m * m, c, 1.0f / std::sqrt(float(c * m * m)));
+    }
+    b.matrix("mm.1.weight", c, hidden, in_scale);
+    b.vector("mm.1.bias", hidden, 0.0f, 0.1f);
+    b.matrix("mm.2.weight", hidden, spec.n_embd_text, 1.0f / std::sqrt(float(hidden)));
+    b.vector("mm.2.bias", spec.n_embd_text, 0.0f, 0.1f);
+    b.vector("v.token_embd.img_break", spec.n_embd_text, 0.0f, 1.0f);
+  } else if (mlp) {
     // LLaVA's converter drops CLIP's post-layernorm (the feature layer is the second-to-last).
     const int64_t hidden = spec.proj_hidden > 0 ? spec.proj_hidden : spec.n_embd_text;
     b.matrix("mm.0.weight", c, hidden, in_scale);

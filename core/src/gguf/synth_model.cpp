@@ -235,7 +235,7 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
     }
   }
   if (spec.vocab_from.empty()) {
-    add_synthetic_vocab(writer, spec.n_vocab, spec.image_markers);
+    add_synthetic_vocab(writer, spec.n_vocab, spec.image_markers, spec.control_tokens);
   } else {
     copy_vocab(spec.vocab_from, writer, spec.n_vocab);
   }

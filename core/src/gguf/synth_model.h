@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "loom/dtype.h"
 
@@ -27,6 +28,7 @@ struct SynthSpec {
   uint64_t seed = 1;
   std::filesystem::path vocab_from;  // optional: copy every tokenizer.* key from this GGUF
   bool image_markers = false;        // the synthetic vocabulary ends with <start_of_image> and <end_of_image> (control)
+  std::vector<std::string> control_tokens;  // and then these control tokens (e.g. Pixtral's [IMG_BREAK], [IMG_END])
   float rms_eps = 0.0f;              // 0: the arch's usual value (1e-6 gemma3, 1e-5 llama, 1e-6 qwen2)
   float rope_freq_base = 0.0f;       // 0: the arch's usual value (10000 llama, 1e6 qwen2 and gemma3)
   int sliding_window = 0;            // gemma2 and gemma3 only; 0: 512
@@ -53,7 +55,8 @@ void write_synthetic_model(const SynthSpec& spec, const std::filesystem::path& o
 
 // The tiny SentencePiece ("llama") vocabulary used when no vocab_from is given: <unk>, <s>, </s>,
 // the 256 byte tokens, then word pieces, n_vocab tokens in all (>= 300).
-// With image_markers, its last two tokens are Gemma 3's <start_of_image> and <end_of_image>.
-void add_synthetic_vocab(GgufWriter& writer, int n_vocab, bool image_markers = false);
+// With image_markers, it ends with Gemma 3's <start_of_image> and <end_of_image>, then `control_tokens`
+// (the last ids, so the other tokens keep theirs).
+void add_synthetic_vocab(GgufWriter& writer, int n_vocab, bool image_markers = false, const std::vector<std::string>& control_tokens = {});
 
 }  // namespace loom::gguf

@@ -55,14 +55,14 @@ class VocabBuilder {
 
 }  // namespace
 
-void add_synthetic_vocab(GgufWriter& writer, int n_vocab, bool image_markers) {
+void add_synthetic_vocab(GgufWriter& writer, int n_vocab, bool image_markers, const std::vector<std::string>& control_tokens) {
   if (n_vocab < kMinVocab) {
     throw Error("synthetic vocabulary: n_vocab " + std::to_string(n_vocab) + " is too small (at least " +
                 std::to_string(kMinVocab) + ": 3 specials, 256 byte tokens and some pieces)");
   }
   VocabBuilder vocab;
-  // Gemma 3's image markers take the last two ids, so the other tokens keep theirs.
-  const size_t n_markers = image_markers ? 2 : 0;
+  // Gemma 3's image markers and the extra control tokens take the last ids, so the other tokens keep theirs.
+  const size_t n_markers = (image_markers ? 2 : 0) + control_tokens.size();
   vocab.limit = static_cast<size_t>(n_vocab) - n_markers;
   vocab.add("<unk>", 0.0f, kTypeUnknown);
   vocab.add("<s>", 0.0f, kTypeControl);
@@ -92,10 +92,13 @@ void add_synthetic_vocab(GgufWriter& writer, int n_vocab, bool image_markers) {
       }
     }
   }
-  if (image_markers && vocab.tokens.size() == vocab.limit) {
-    vocab.add("<start_of_image>", 0.0f, kTypeControl);
-    vocab.add("<end_of_image>", 0.0f, kTypeControl);
+  if (n_markers > 0 && vocab.tokens.size() == vocab.limit) {
     vocab.limit += n_markers;
+    if (image_markers) {
+      vocab.add("<start_of_image>", 0.0f, kTypeControl);
+      vocab.add("<end_of_image>", 0.0f, kTypeControl);
+    }
+    for (const std::string& token : control_tokens) vocab.add(token, 0.0f, kTypeControl);
   }
   if (vocab.tokens.size() != vocab.limit) {
     throw Error("synthetic vocabulary: n_vocab " + std::to_string(n_vocab) + " is larger than the " +

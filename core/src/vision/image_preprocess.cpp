@@ -93,40 +93,73 @@ RgbImage resize_like_pillow(const RgbImage& src, uint32_t width, uint32_t height
   return out;
 }
 
-Letterbox letterbox_for(uint32_t src_width, uint32_t src_height, uint32_t size) {
+Letterbox letterbox_for(uint32_t src_width, uint32_t src_height, uint32_t size) { return letterbox_for(src_width, src_height, size, size); }
+
+Letterbox letterbox_for(uint32_t src_width, uint32_t src_height, uint32_t target_width, uint32_t target_height) {
   // float32 arithmetic and ceil, as mtmd's img_tool::resize (PAD_CEIL): 488 * 1.4f lands just above
   // 683.2, so a 640x488 image becomes 896x684.
-  const float scale = std::min(float(size) / float(src_width), float(size) / float(src_height));
+  const float scale = std::min(float(target_width) / float(src_width), float(target_height) / float(src_height));
   Letterbox box;
-  box.width = std::min(uint32_t(std::ceil(float(src_width) * scale)), size);
-  box.height = std::min(uint32_t(std::ceil(float(src_height) * scale)), size);
-  box.offset_x = (size - box.width) / 2;
-  box.offset_y = (size - box.height) / 2;
+  box.width = std::min(uint32_t(std::ceil(float(src_width) * scale)), target_width);
+  box.height = std::min(uint32_t(std::ceil(float(src_height) * scale)), target_height);
+  box.offset_x = (target_width - box.width) / 2;
+  box.offset_y = (target_height - box.height) / 2;
   return box;
 }
 
-std::vector<float> preprocess_image(const RgbImage& image, const PreprocessSpec& spec) {
-  const uint32_t size = spec.size;
-  if (size == 0) throw Error("image preprocessing: the encoder's image size is 0");
-  RgbImage square;
-  if (image.width == size && image.height == size) {
-    square = image;
+ImageSize target_size(const PreprocessSpec& spec, uint32_t src_width, uint32_t src_height) {
+  if (spec.align == 0) return {spec.size, spec.size};
+  // mtmd's calc_size_preserved_ratio, float for float: round to the alignment, then scale down to
+  // max_pixels (floor) or up to min_pixels (ceil).
+  const int f = int(spec.align), width = int(src_width), height = int(src_height);
+  auto round_by = [f](float x) { return int(std::round(x / float(f))) * f; };
+  auto ceil_by = [f](float x) { return int(std::ceil(x / float(f))) * f; };
+  auto floor_by = [f](float x) { return int(std::floor(x / float(f))) * f; };
+  int w = std::max(f, round_by(float(width))), h = std::max(f, round_by(float(height)));
+  if (spec.max_pixels > 0 && uint64_t(h) * uint64_t(w) > spec.max_pixels) {
+    const float beta = std::sqrt(float(height) * float(width) / float(spec.max_pixels));
+    h = std::max(f, floor_by(float(height) / beta));
+    w = std::max(f, floor_by(float(width) / beta));
+  } else if (spec.min_pixels > 0 && uint64_t(h) * uint64_t(w) < spec.min_pixels) {
+    const float beta = std::sqrt(float(spec.min_pixels) / (float(height) * float(width)));
+    h = ceil_by(float(height) * beta);
+    w = ceil_by(float(width) * beta);
+  }
+  return {uint32_t(w), uint32_t(h)};
+}
+
+PreprocessedImage preprocess(const RgbImage& image, const PreprocessSpec& spec) {
+  const ImageSize target = target_size(spec, image.width, image.height);
+  if (target.width == 0 || target.height == 0) throw Error("image preprocessing: the encoder's image size is 0");
+  const uint32_t tw = target.width, th = target.height;
+  RgbImage boxed;
+  if (image.width == tw && image.height == th) {
+    boxed = image;
   } else {
-    const Letterbox box = letterbox_for(image.width, image.height, size);
+    const Letterbox box = letterbox_for(image.width, image.height, tw, th);
     const RgbImage resized = resize_like_pillow(image, box.width, box.height, spec.filter);
-    square.width = square.height = size;
-    square.pixels.resize(size_t(size) * size * 3);
-    for (size_t i = 0; i < square.pixels.size(); i++) square.pixels[i] = spec.pad_color[i % 3];
+    boxed.width = tw;
+    boxed.height = th;
+    boxed.pixels.resize(size_t(tw) * th * 3);
+    for (size_t i = 0; i < boxed.pixels.size(); i++) boxed.pixels[i] = spec.pad_color[i % 3];
     for (uint32_t y = 0; y < box.height; y++)
       std::copy_n(&resized.pixels[size_t(y) * box.width * 3], size_t(box.width) * 3,
-                  &square.pixels[((size_t(box.offset_y) + y) * size + box.offset_x) * 3]);
+                  &boxed.pixels[((size_t(box.offset_y) + y) * tw + box.offset_x) * 3]);
   }
-  std::vector<float> planar(size_t(3) * size * size);
-  const size_t plane = size_t(size) * size;
+  PreprocessedImage out;
+  out.width = tw;
+  out.height = th;
+  out.pixels.resize(size_t(3) * tw * th);
+  const size_t plane = size_t(tw) * th;
   for (size_t p = 0; p < plane; p++)
     for (size_t c = 0; c < 3; c++)
-      planar[c * plane + p] = (float(square.pixels[p * 3 + c]) / 255.0f - spec.mean[c]) / spec.std[c];
-  return planar;
+      out.pixels[c * plane + p] = (float(boxed.pixels[p * 3 + c]) / 255.0f - spec.mean[c]) / spec.std[c];
+  return out;
+}
+
+std::vector<float> preprocess_image(const RgbImage& image, const PreprocessSpec& spec) {
+  if (spec.size == 0) throw Error("image preprocessing: the encoder's image size is 0");
+  return preprocess(image, spec).pixels;
 }
 
 }  // namespace loom::vision

@@ -19,7 +19,11 @@ enum class ResizeFilter { bilinear, bicubic };
 RgbImage resize_like_pillow(const RgbImage& src, uint32_t width, uint32_t height, ResizeFilter filter);
 
 struct PreprocessSpec {
-  uint32_t size = 0;  // the encoder's square input, in pixels
+  uint32_t size = 0;  // the encoder's square input, in pixels (fixed-size projectors)
+  // Dynamic resolution (pixtral): a target that keeps the image's aspect ratio, sides multiples of
+  // `align`, area within [min_pixels, max_pixels] (mtmd's calc_size_preserved_ratio). 0: the square.
+  uint32_t align = 0;
+  uint64_t min_pixels = 0, max_pixels = 0;
   ResizeFilter filter = ResizeFilter::bilinear;
   std::array<uint8_t, 3> pad_color{0, 0, 0};
   std::array<float, 3> mean{0.5f, 0.5f, 0.5f};
@@ -32,8 +36,21 @@ struct Letterbox {
   uint32_t offset_x = 0, offset_y = 0;  // of its top-left corner
 };
 Letterbox letterbox_for(uint32_t src_width, uint32_t src_height, uint32_t size);
+Letterbox letterbox_for(uint32_t src_width, uint32_t src_height, uint32_t target_width, uint32_t target_height);
 
-// The encoder's input: planar float [3][size][size] (x fastest), (pixel / 255 - mean) / std.
+struct ImageSize {
+  uint32_t width = 0, height = 0;
+};
+// The encoder's input size for an image of this size: the square, or the dynamic target.
+ImageSize target_size(const PreprocessSpec& spec, uint32_t src_width, uint32_t src_height);
+
+struct PreprocessedImage {
+  uint32_t width = 0, height = 0;
+  std::vector<float> pixels;  // planar [3][height][width] (x fastest)
+};
+// The encoder's input: the image letterboxed into target_size, (pixel / 255 - mean) / std.
+PreprocessedImage preprocess(const RgbImage& image, const PreprocessSpec& spec);
+// The same for a fixed-size projector: planar [3][size][size].
 std::vector<float> preprocess_image(const RgbImage& image, const PreprocessSpec& spec);
 
 }  // namespace loom::vision

@@ -1,5 +1,7 @@
 #include "vision/mmproj_info.h"
 
+#include <cmath>
+
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 
@@ -9,6 +11,7 @@ const char* projector_type_name(ProjectorType type) {
   switch (type) {
     case ProjectorType::gemma3: return "gemma3";
     case ProjectorType::mlp: return "mlp";
+    case ProjectorType::pixtral: return "pixtral";
   }
   return "?";
 }
@@ -23,6 +26,12 @@ uint64_t required_uint(const gguf::GgufFile& file, const std::string& key) {
 
 }  // namespace
 
+int64_t MmprojInfo::square_image_rows() const {
+  if (!dynamic()) return n_image_tokens();
+  const auto side = uint32_t(std::sqrt(double(preprocess.max_pixels)) / preprocess.align) * preprocess.align;
+  return rows_for(side, side);
+}
+
 MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
   const std::string& label = file.label();
   if (!file.get_bool("clip.has_vision_encoder").value_or(false))
@@ -34,8 +43,10 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
     info.projector = ProjectorType::gemma3;
   } else if (type == "mlp") {
     info.projector = ProjectorType::mlp;
+  } else if (type == "pixtral") {
+    info.projector = ProjectorType::pixtral;
   } else {
-    throw Error(label + ": projector type '" + type + "' is not supported (Loom runs: gemma3, mlp)");
+    throw Error(label + ": projector type '" + type + "' is not supported (Loom runs: gemma3, mlp, pixtral)");
   }
   info.dim = int64_t(required_uint(file, "clip.vision.embedding_length"));
   info.n_heads = int64_t(required_uint(file, "clip.vision.attention.head_count"));
@@ -55,8 +66,11 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
     throw Error(label + ": image_size " + std::to_string(info.image_size) + " is not a positive multiple of patch_size " +
                 std::to_string(info.patch_size) + " (at most 8192)");
   // clip.cpp's FFN activation: GELU (tanh) with use_gelu, SiLU with use_silu, CLIP's quick GELU otherwise.
-  if (file.get_bool("clip.use_silu").value_or(false)) throw Error(label + ": clip.use_silu is set; Loom's vision encoders run GELU or quick GELU only");
-  info.gelu_quick = !file.get_bool("clip.use_gelu").value_or(false);
+  const bool use_gelu = file.get_bool("clip.use_gelu").value_or(false), use_silu = file.get_bool("clip.use_silu").value_or(false);
+  if (use_gelu && use_silu) throw Error(label + ": both clip.use_gelu and clip.use_silu are set");
+  info.silu = use_silu;
+  info.gelu_quick = !use_gelu && !use_silu;
+  info.ffn_gated = file.find_tensor("v.blk.0.ffn_gate.weight") != nullptr;
   info.n_layers_run = info.n_layers;
 
   const std::vector<float> mean = file.get_float_array("clip.vision.image_mean"), stdev = file.get_float_array("clip.vision.image_std");
@@ -72,7 +86,8 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
   // width as its input, and swaps them back. Loom does the same, so both read such files alike.
   const gguf::TensorInfo* down = file.find_tensor("v.blk.0.ffn_down.weight");
   if (down == nullptr || down->dims.size() != 2) throw Error(label + ": tensor 'v.blk.0.ffn_down.weight' is missing or not a matrix");
-  info.ffn_swapped = down->dims[0] == info.dim;
+  // (Only for the types clip.cpp checks: a pixtral FFN as wide as its ViT is read as named.)
+  info.ffn_swapped = down->dims[0] == info.dim && info.projector != ProjectorType::pixtral;
   const char* up_name = info.ffn_swapped ? "v.blk.0.ffn_down.weight" : "v.blk.0.ffn_up.weight";
   const gguf::TensorInfo* up = file.find_tensor(up_name);
   if (up == nullptr || up->dims.size() != 2) throw Error(label + ": tensor '" + up_name + "' is missing or not a matrix");
@@ -107,7 +122,33 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
     if (mm2 == nullptr || mm2->dims.size() != 2 || mm2->dims[0] != info.proj_hidden)
       throw Error(label + ": tensor 'mm.2.weight' is missing or not [" + std::to_string(info.proj_hidden) + ", n_embd_text]");
     info.n_embd_text = mm2->dims[1];
+  } else if (info.projector == ProjectorType::pixtral) {
+    // Any size: the image keeps its aspect ratio, its sides multiples of patch x merge, between 8 and
+    // 1024 merged patches (clip.cpp's limits for pixtral), bicubic, letterboxed on black.
+    info.merge = uint32_t(file.get_uint("clip.vision.spatial_merge_size").value_or(1));
+    if (info.merge == 0 || info.merge > 8) throw Error(label + ": clip.vision.spatial_merge_size must be 1..8");
+    const uint64_t cell = uint64_t(info.patch_size) * info.merge;
+    info.preprocess.align = uint32_t(cell);
+    info.preprocess.min_pixels = 8 * cell * cell;
+    info.preprocess.max_pixels = 1024 * cell * cell;
+    info.preprocess.filter = ResizeFilter::bicubic;
+    info.preprocess.pad_color = {0, 0, 0};
+    info.rms_norm = true;
+    info.rope_theta = 10000.0f;
+    if (info.head_dim % 4 != 0) throw Error(label + ": pixtral's 2-D RoPE needs a head size that is a multiple of 4");
+    info.patch_merger = file.find_tensor("mm.patch_merger.weight") != nullptr;
+    if (info.merge > 1 && !info.patch_merger) throw Error(label + ": spatial_merge_size > 1 needs tensor 'mm.patch_merger.weight'");
+    info.img_break = file.find_tensor("v.token_embd.img_break") != nullptr;
+    const gguf::TensorInfo* mm1 = file.find_tensor("mm.1.weight");
+    const gguf::TensorInfo* mm2 = file.find_tensor("mm.2.weight");
+    if (mm1 == nullptr || mm1->dims.size() != 2 || mm1->dims[0] != info.dim)
+      throw Error(label + ": tensor 'mm.1.weight' is missing or not [" + std::to_string(info.dim) + ", hidden]");
+    info.proj_hidden = mm1->dims[1];
+    if (mm2 == nullptr || mm2->dims.size() != 2 || mm2->dims[0] != info.proj_hidden)
+      throw Error(label + ": tensor 'mm.2.weight' is missing or not [" + std::to_string(info.proj_hidden) + ", n_embd_text]");
+    info.n_embd_text = mm2->dims[1];
   }
+  if (info.silu && !info.ffn_gated) throw Error(label + ": clip.use_silu without v.blk.0.ffn_gate.weight is not supported");
   return info;
 }
 

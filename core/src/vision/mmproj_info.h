@@ -18,6 +18,7 @@ namespace vision {
 enum class ProjectorType {
   gemma3,  // SigLIP, average-pooled k x k, RMS-normed, projected (Gemma 3 4B and up)
   mlp,     // CLIP, second-to-last layer's patch rows through a two-layer MLP (LLaVA 1.5 style)
+  pixtral, // Pixtral / Mistral Small 3.x: any size, 2-D RoPE, RMS norms, SiLU-gated FFN, patch merger, [IMG_BREAK] rows
 };
 const char* projector_type_name(ProjectorType type);
 
@@ -34,15 +35,30 @@ struct MmprojInfo {
   int64_t n_embd_text = 0;  // width of the rows the text model receives
   uint32_t merge = 1;       // gemma3: the pooling kernel
   int64_t n_layers_run = 0; // layers the encoder runs (mlp: all but the last, as LLaVA's feature layer -2)
-  bool gelu_quick = false;  // the ViT's FFN activation: CLIP's quick GELU, else GELU (tanh)
+  bool gelu_quick = false;  // the ViT's FFN activation: CLIP's quick GELU, SiLU, else GELU (tanh)
+  bool silu = false;
   bool class_embedding = false;  // mlp: a CLS row (v.class_embd) joins the patches
   bool ffn_swapped = false;      // old converters named up and down the other way round (clip.cpp swaps them back)
   int64_t proj_hidden = 0;       // mlp: the width between the projector's two layers
+  bool rms_norm = false;         // the ViT's norms are RMS norms (with weights), not layer norms
+  bool ffn_gated = false;        // the ViT's FFN is down(silu(gate(x)) * up(x))
+  float rope_theta = 0.0f;       // > 0: 2-D RoPE on q and k (first half of a head by row, second by column)
+  bool patch_merger = false;     // pixtral: merge x merge neighbouring patches concatenated and projected
+  bool img_break = false;        // pixtral: an [IMG_BREAK] row after each row of the grid but the last
   PreprocessSpec preprocess;
 
   int64_t grid() const { return image_size / patch_size; }            // patches per side
   int64_t n_patches() const { return grid() * grid(); }
   int64_t n_positions() const { return n_patches() + (class_embedding ? 1 : 0); }  // rows through the ViT
+  bool dynamic() const { return preprocess.align != 0; }
+  // Rows an image preprocessed to width x height becomes (the merged grid, [IMG_BREAK] rows included).
+  int64_t rows_for(uint32_t width, uint32_t height) const {
+    const int64_t gx = width / patch_size / merge, gy = height / patch_size / merge;
+    return gx * gy + (img_break ? gy - 1 : 0);
+  }
+  // The rows of the largest square image: what the engine sizes its prefill chunk for at load. (A very
+  // long thin image may need more, up to twice the grid; it is refused per request if it does not fit.)
+  int64_t square_image_rows() const;
   int64_t n_image_tokens() const { return n_patches() / (int64_t(merge) * merge); }  // rows per image
 };
 

@@ -11,6 +11,13 @@
 //   mlp (CLIP, LLaVA 1.5): x = patches(image)·Wpatch + b, then the CLS row (after the patches, as
 //                     clip.cpp lays it out), + pos; pre_ln; the layers but the last (quick GELU);
 //                     rows = the n_patches rows after the first through Linear, GELU, Linear
+//   pixtral (Pixtral, Mistral Small 3.x): any size (the grid gx x gy follows the image); RMS norms;
+//                     2-D RoPE on q and k (row, then column); SiLU-gated FFN; then, with a patch merger,
+//                     rms_norm and each merge x merge block of patches concatenated and projected;
+//                     Linear, GELU, Linear; an [IMG_BREAK] row after each row of the grid but the last
+//
+// The op list is built for one grid and rebuilt when an image of another grid arrives (dynamic sizes);
+// buffers are sized at load for the largest.
 //
 // Not thread-safe: one encode at a time.
 #pragma once
@@ -43,34 +50,44 @@ class VisionEncoder {
   const MmprojInfo& info() const { return info_; }
   uint64_t weight_bytes() const { return weights_.size(); }
 
-  // The embedding rows of one image, [n_image_tokens][n_embd_text] row-major.
+  // The embedding rows of one image, [rows][n_embd_text] row-major (rows: info().rows_for its size).
   std::vector<float> encode(const RgbImage& image);
-  // The same from preprocessed pixels (preprocess_image: planar [3][size][size]).
-  std::vector<float> encode_pixels(std::span<const float> pixels);
+  // The same from preprocessed pixels (preprocess: planar [3][height][width]; fixed-size projectors:
+  // the square).
+  std::vector<float> encode_pixels(std::span<const float> pixels, uint32_t width, uint32_t height);
+  std::vector<float> encode_pixels(std::span<const float> pixels) { return encode_pixels(pixels, info_.image_size, info_.image_size); }
 
  private:
   struct LayerWeights {
-    loom_tensor ln1_w, ln1_b, wq, bq, wk, bk, wv, bv, wo, bo, ln2_w, ln2_b, up, up_b, down, down_b;
+    loom_tensor ln1_w, ln1_b, wq, bq, wk, bk, wv, bv, wo, bo, ln2_w, ln2_b, gate, gate_b, up, up_b, down, down_b;
   };
   VisionEncoder(MmprojInfo info, Backend& backend);
   void load_weights(const gguf::GgufFile& file);
-  void build_ops();
+  void allocate_scratch();
+  void build_ops(int64_t gx, int64_t gy);  // vision_encoder_ops.cpp
 
   MmprojInfo info_;
   Backend& backend_;
   Buffer weights_, compute_;
   loom_tensor patch_w_{}, patch_b_{}, pos_{}, class_{}, pre_ln_w_{}, pre_ln_b_{}, post_ln_w_{}, post_ln_b_{};
   loom_tensor proj_{}, soft_norm_{};          // gemma3
-  loom_tensor mm0_w_{}, mm0_b_{}, mm2_w_{}, mm2_b_{};  // mlp
+  loom_tensor mm0_w_{}, mm0_b_{}, mm2_w_{}, mm2_b_{};  // mlp (mm.0, mm.2); pixtral (mm.1, mm.2)
+  loom_tensor merger_norm_{}, merger_{}, img_break_{};  // pixtral
   std::vector<LayerWeights> layers_;
   std::vector<loom_op> ops_;
-  uint64_t off_image_ = 0, off_out_ = 0;
+  int64_t ops_gx_ = 0, ops_gy_ = 0;  // the grid ops_ is built for
+  // Scratch offsets (bytes into compute_), sized for the largest image.
+  struct Scratch {
+    uint64_t image, positions, x, h, q, k, v, a, wide, wide2, merged, pool, hidden, pre_out, out;
+  } at_{};
+  int64_t max_patches_ = 0, max_cells_ = 0, max_rows_ = 0;
   // Params live here: ops borrow them.
   loom_norm_params norm_{};
   loom_encoder_attention_params attn_{};
   loom_patch_params patch_{};
   loom_pool_params pool_{};
   loom_glu_params ffn_act_{}, gelu_{};
+  loom_rope_params rope_rows_{}, rope_cols_{};
 };
 
 }  // namespace vision

@@ -1,0 +1,196 @@
+// VisionEncoder's op list: the ViT and each projector type as ABI ops over scratch rows (see
+// vision_encoder.h for the graphs), built for one patch grid at a time.
+#include <algorithm>
+#include <cmath>
+
+#include "vision/vision_encoder.h"
+
+namespace loom::vision {
+
+namespace {
+
+uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+// A view of `t`'s buffer at byte `offset` with shape [ne0, ne1, ne2] and the given row strides: a
+// column range of each row, or every k-th row.
+loom_tensor strided(const loom_tensor& t, uint64_t offset, int64_t ne0, int64_t ne1, uint64_t nb1, int64_t ne2, uint64_t nb2) {
+  loom_tensor v = t;
+  v.offset = offset;
+  v.ne[0] = ne0, v.ne[1] = ne1, v.ne[2] = ne2, v.ne[3] = 1;
+  v.nb[1] = nb1, v.nb[2] = nb2, v.nb[3] = nb2 * uint64_t(ne2);
+  return v;
+}
+
+}  // namespace
+
+void VisionEncoder::allocate_scratch() {
+  const MmprojInfo& m = info_;
+  const int64_t p = m.patch_size;
+  if (m.dynamic()) {
+    max_patches_ = int64_t(m.preprocess.max_pixels / uint64_t(p * p));
+    max_cells_ = max_patches_ / (int64_t(m.merge) * m.merge);
+    max_rows_ = m.img_break ? 2 * max_cells_ : max_cells_;  // a grid one cell wide has a break per cell
+  } else {
+    max_patches_ = m.n_patches();
+    max_cells_ = max_rows_ = m.n_image_tokens();
+  }
+  const auto c = uint64_t(m.dim), n = uint64_t(max_patches_ + (m.class_embedding ? 1 : 0)), cells = uint64_t(max_cells_);
+  const uint64_t pixels = m.dynamic() ? m.preprocess.max_pixels : uint64_t(m.image_size) * m.image_size;
+  const auto widest = uint64_t(std::max<int64_t>({m.dim, m.ff_dim, p * p * 3}));
+  uint64_t offset = 0;
+  auto reserve = [&](uint64_t floats) {
+    const uint64_t at = offset;
+    offset = align_up(offset + floats * 4, 256);
+    return at;
+  };
+  at_.image = reserve(3 * pixels);
+  at_.positions = reserve(m.rope_theta > 0.0f ? 2 * n : 0);
+  at_.x = reserve(c * n), at_.h = reserve(c * n), at_.q = reserve(c * n), at_.k = reserve(c * n), at_.v = reserve(c * n);
+  at_.a = reserve(c * n);
+  at_.wide = reserve(widest * n);
+  at_.wide2 = reserve(m.ffn_gated ? uint64_t(m.ff_dim) * n : 0);
+  at_.merged = reserve(m.patch_merger ? c * n : 0);
+  at_.pool = reserve(c * cells);
+  at_.hidden = reserve(uint64_t(m.proj_hidden) * cells);
+  at_.pre_out = reserve(m.img_break ? uint64_t(m.n_embd_text) * cells : 0);
+  at_.out = reserve(uint64_t(m.n_embd_text) * uint64_t(max_rows_));
+  compute_ = backend_.alloc(offset, LOOM_BUFFER_USAGE_COMPUTE);
+}
+
+void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
+  const MmprojInfo& m = info_;
+  const int64_t c = m.dim, p = m.patch_size, n_patches = gx * gy, n = n_patches + (m.class_embedding ? 1 : 0);
+  const int64_t d = m.head_dim, k = m.merge, cx = gx / k, cy = gy / k, cells = cx * cy;
+  norm_ = {sizeof(loom_norm_params), m.eps};
+  attn_ = {sizeof(loom_encoder_attention_params), 1.0f / std::sqrt(float(d)), 0, 0};
+  patch_ = {sizeof(loom_patch_params), m.patch_size};
+  pool_ = {sizeof(loom_pool_params), m.merge};
+  const loom_activation act = m.silu ? LOOM_ACTIVATION_SILU : m.gelu_quick ? LOOM_ACTIVATION_GELU_QUICK : LOOM_ACTIVATION_GELU_TANH;
+  ffn_act_ = {sizeof(loom_glu_params), act};
+  gelu_ = {sizeof(loom_glu_params), LOOM_ACTIVATION_GELU_TANH};
+  // 2-D RoPE as clip.cpp's build_rope_2d: the first half of a head rotated by the patch's row with the
+  // even frequencies, the second half by its column with the odd ones (a frequency scale of theta^(-2/d)).
+  rope_rows_ = {sizeof(loom_rope_params), LOOM_ROPE_NORMAL, uint32_t(d / 2), m.rope_theta, 1.0f, 0.0f, {0.0f, 0.0f}};
+  rope_cols_ = rope_rows_;
+  rope_cols_.freq_scale = std::pow(m.rope_theta, -2.0f / float(d));
+
+  auto f32 = [&](uint64_t off, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) { return tensor_view(compute_, off, LOOM_DTYPE_F32, ne0, ne1, ne2); };
+  ops_.clear();
+  auto op = [&](loom_op_type type, const loom_tensor& dst, std::initializer_list<loom_tensor> srcs, const void* params = nullptr) {
+    ops_.push_back(make_op(type, dst, srcs, params));
+  };
+  auto add_bias = [&](const loom_tensor& x, const loom_tensor& bias) {
+    if (bias.buffer != nullptr) op(LOOM_OP_ADD, x, {x, bias});
+  };
+  auto linear = [&](const loom_tensor& dst, const loom_tensor& w, const loom_tensor& bias, const loom_tensor& x) {
+    op(LOOM_OP_MATMUL, dst, {w, x});
+    add_bias(dst, bias);
+  };
+  auto norm = [&](const loom_tensor& dst, const loom_tensor& x, const loom_tensor& w, const loom_tensor& b) {
+    if (!m.rms_norm) {
+      op(LOOM_OP_LAYER_NORM, dst, {x, w, b}, &norm_);
+      return;
+    }
+    op(LOOM_OP_RMS_NORM, dst, {x, w}, &norm_);
+    add_bias(dst, b);
+  };
+  auto rope_2d = [&](const loom_tensor& t) {
+    const loom_tensor heads = reshape(t, d, m.n_heads, n);
+    const loom_tensor pos_rows = tensor_view(compute_, at_.positions, LOOM_DTYPE_I32, n);
+    const loom_tensor pos_cols = tensor_view(compute_, at_.positions + uint64_t(n) * 4, LOOM_DTYPE_I32, n);
+    op(LOOM_OP_ROPE, heads, {heads, pos_rows}, &rope_rows_);
+    const loom_tensor second = strided(heads, heads.offset + uint64_t(d / 2) * 4, d / 2, m.n_heads, heads.nb[1], n, heads.nb[2]);
+    op(LOOM_OP_ROPE, second, {second, pos_cols}, &rope_cols_);
+  };
+
+  const loom_tensor x = f32(at_.x, c, n), h = f32(at_.h, c, n), q = f32(at_.q, c, n), kk = f32(at_.k, c, n), v = f32(at_.v, c, n);
+  const loom_tensor a = f32(at_.a, c, n), patches = f32(at_.wide, p * p * 3, n_patches);
+  const loom_tensor ffn = f32(at_.wide, m.ff_dim, n), ffn_up = f32(at_.wide2, m.ff_dim, n);
+  op(LOOM_OP_PATCHES, patches, {f32(at_.image, gx * p, gy * p, 3)}, &patch_);
+  linear(f32(at_.x, c, n_patches), patch_w_, patch_b_, patches);
+  if (class_.buffer != nullptr) op(LOOM_OP_COPY, f32(at_.x + uint64_t(c * n_patches) * 4, c), {class_});
+  if (pos_.buffer != nullptr) op(LOOM_OP_ADD, x, {x, pos_});
+  if (pre_ln_w_.buffer != nullptr || pre_ln_b_.buffer != nullptr) norm(x, x, pre_ln_w_, pre_ln_b_);
+  for (const LayerWeights& l : layers_) {
+    norm(h, x, l.ln1_w, l.ln1_b);
+    linear(q, l.wq, l.bq, h);
+    linear(kk, l.wk, l.bk, h);
+    linear(v, l.wv, l.bv, h);
+    if (m.rope_theta > 0.0f) {
+      rope_2d(q);
+      rope_2d(kk);
+    }
+    auto heads = [&](const loom_tensor& t) { return reshape(t, d, m.n_heads, n); };
+    op(LOOM_OP_ATTENTION, heads(a), {heads(q), heads(kk), heads(v)}, &attn_);
+    linear(h, l.wo, l.bo, a);
+    op(LOOM_OP_ADD, x, {x, h});
+    norm(h, x, l.ln2_w, l.ln2_b);
+    if (m.ffn_gated) {
+      linear(ffn, l.gate, l.gate_b, h);
+      linear(ffn_up, l.up, l.up_b, h);
+      op(LOOM_OP_GLU, ffn, {ffn, ffn_up}, &ffn_act_);
+    } else {
+      linear(ffn, l.up, l.up_b, h);
+      op(LOOM_OP_UNARY, ffn, {ffn}, &ffn_act_);
+    }
+    linear(h, l.down, l.down_b, ffn);
+    op(LOOM_OP_ADD, x, {x, h});
+  }
+  if (post_ln_w_.buffer != nullptr || post_ln_b_.buffer != nullptr) norm(x, x, post_ln_w_, post_ln_b_);
+
+  const loom_tensor out = f32(at_.out, m.n_embd_text, cells);
+  switch (m.projector) {
+    case ProjectorType::gemma3: {
+      // The patch grid (row-major, x fastest) pooled merge x merge, then normalised and projected.
+      const loom_tensor pooled = f32(at_.pool, c, cells);
+      op(LOOM_OP_POOL_2D, f32(at_.pool, c, cx, cy), {reshape(x, c, gx, gy)}, &pool_);
+      op(LOOM_OP_RMS_NORM, pooled, {pooled, soft_norm_}, &norm_);
+      op(LOOM_OP_MATMUL, out, {proj_, pooled});
+      break;
+    }
+    case ProjectorType::mlp: {
+      // clip.cpp takes rows 1..n_patches: with a CLS row (placed last) that drops the first patch and
+      // keeps the CLS row. Loom takes the same rows, so its images read as mtmd's do.
+      const int64_t first = m.class_embedding ? 1 : 0;
+      const loom_tensor selected = f32(at_.x + uint64_t(c * first) * 4, c, cells), hidden = f32(at_.hidden, m.proj_hidden, cells);
+      linear(hidden, mm0_w_, mm0_b_, selected);
+      op(LOOM_OP_UNARY, hidden, {hidden}, &gelu_);
+      linear(out, mm2_w_, mm2_b_, hidden);
+      break;
+    }
+    case ProjectorType::pixtral: {
+      loom_tensor merged = x;
+      if (m.patch_merger) {
+        // Each merge x merge block of patches becomes one row: the block's patch rows side by side
+        // (the merger's input was reordered at load to take them so, as unfold's (channel, ky, kx)).
+        op(LOOM_OP_RMS_NORM, h, {x, merger_norm_}, &norm_);
+        const uint64_t row = uint64_t(c) * 4;
+        for (int64_t ky = 0; ky < k; ky++)
+          for (int64_t kx = 0; kx < k; kx++) {
+            const loom_tensor from = strided(h, at_.h + uint64_t(ky * gx + kx) * row, c, cx, uint64_t(k) * row, cy, uint64_t(k * gx) * row);
+            const loom_tensor to = strided(h, at_.merged + uint64_t(ky * k + kx) * row, c, cx, uint64_t(k * k) * row, cy,
+                                           uint64_t(cx * k * k) * row);
+            op(LOOM_OP_COPY, to, {from});
+          }
+        merged = f32(at_.a, c, cells);
+        op(LOOM_OP_MATMUL, merged, {merger_, f32(at_.merged, c * k * k, cells)});
+      }
+      const loom_tensor hidden = f32(at_.hidden, m.proj_hidden, cells);
+      const loom_tensor projected = m.img_break ? f32(at_.pre_out, m.n_embd_text, cells) : out;
+      linear(hidden, mm0_w_, mm0_b_, merged);
+      op(LOOM_OP_UNARY, hidden, {hidden}, &gelu_);
+      linear(projected, mm2_w_, mm2_b_, hidden);
+      if (m.img_break) {
+        // Each grid row's cells, then an [IMG_BREAK] row (none after the last grid row).
+        const uint64_t row = uint64_t(m.n_embd_text) * 4;
+        op(LOOM_OP_COPY, strided(out, at_.out, m.n_embd_text, cx, row, cy, uint64_t(cx + 1) * row), {reshape(projected, m.n_embd_text, cx, cy)});
+        for (int64_t y = 0; y + 1 < cy; y++) op(LOOM_OP_COPY, f32(at_.out + uint64_t(y * (cx + 1) + cx) * row, m.n_embd_text), {img_break_});
+      }
+      break;
+    }
+  }
+  ops_gx_ = gx;
+  ops_gy_ = gy;
+}
+
+}  // namespace loom::vision
