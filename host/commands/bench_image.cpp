@@ -69,8 +69,10 @@ int run_image_bench(Config config, const std::filesystem::path& model_path, cons
   const vision::MmprojInfo& v = engine.vision_encoder()->info();
   const double encode_ms = 1e3 * median(encode_s), ttft_ms = 1e3 * median(ttft_s);
   std::cout << std::fixed << std::setprecision(1);
-  std::cout << "image      " << image_path << " " << image.width << "x" << image.height << " -> " << v.image_size << "x"
-            << v.image_size << ", " << v.n_patches() << " patches, " << encoded.n_rows << " rows ("
+  const vision::ImageSize input = vision::target_size(v.preprocess, image.width, image.height);
+  const uint64_t patches = uint64_t(input.width / v.patch_size) * (input.height / v.patch_size);
+  std::cout << "image      " << image_path << " " << image.width << "x" << image.height << " -> " << input.width << "x"
+            << input.height << ", " << patches << " patches, " << encoded.n_rows << " rows ("
             << vision::projector_type_name(v.projector) << ", " << v.n_layers << " layers of " << v.dim << ")\n";
   std::cout << "encode     " << encode_ms << " ms per image (median of " << rounds << ")\n";
   std::cout << "prefill    " << ttft_ms << " ms to the first token of the " << prompt.tokens.size()
