@@ -42,7 +42,7 @@ def mtmd_encode_ms(args, mmproj):
     out = subprocess.run([os.path.join(args.llama_cpp_bin, "llama-mtmd-cli"), "-m", args.model, "--mmproj", mmproj,
                           "--image", args.image, "-p", "Describe this image.", "-n", "1", "-t", str(args.threads),
                           "--temp", "0", "--no-repack", "--chat-template", "gemma"],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True, errors="replace", check=True)
     match = re.search(r"batch encoding done in (\d+) ms", out.stdout + out.stderr) or \
         re.search(r"image slice encoded in (\d+) ms", out.stdout + out.stderr)
     if not match:
