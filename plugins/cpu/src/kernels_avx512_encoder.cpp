@@ -2,9 +2,10 @@
 // patches to 4096, so the dot products are long in keys and short in the head (72 values). The tiled
 // prefill pass reduces over the head with a horizontal sum per 9 FMAs; here keys lie across the
 // vector lanes instead. Scores: the keys held transposed, for 4 query rows and 32 keys at a time each
-// head value is a broadcast and 8 FMAs into registers, no sums across lanes. Values: per key, 4
-// broadcast probabilities times the value row's vectors into up to 4 x 6 accumulators. The softmax runs
-// online over tiles of 256 keys.
+// head value is a broadcast and 8 FMAs into registers, no sums across lanes (and the row maxima taken
+// there too). Values: per key, 4 broadcast probabilities times the value row's vectors into up to 4 x 6
+// accumulators. The softmax runs online over tiles of 256 keys, 8 query rows at a time, with a 16-lane
+// exponential.
 #include "kernels_avx512_encoder.h"
 
 #if defined(__AVX512F__)
@@ -29,9 +30,13 @@ constexpr int kScoreRows = 8;   // and of the scores (16 accumulators: 10 loads 
 constexpr int kMaxVectors = 8;  // head_dim <= 128
 
 // scores[r][j] = q_r . k_j for R rows and the tile's keys [0, width) (width rounded up to 32; the
-// transposed keys are zero-padded there).
+// transposed keys are zero-padded there), and each row's largest score, taken while the sums are in
+// registers.
 template <int R>
-inline void score_rows(const float* const* q, const float* kt, int64_t kt_stride, int64_t head_dim, int64_t width, float* const* scores) {
+inline void score_rows(const float* const* q, const float* kt, int64_t kt_stride, int64_t head_dim, int64_t width, float* const* scores,
+                       float* row_max) {
+  __m512 mx[R];
+  for (int r = 0; r < R; r++) mx[r] = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int64_t j = 0; j < width; j += 32) {
     __m512 acc[R][2];
     for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -46,8 +51,44 @@ inline void score_rows(const float* const* q, const float* kt, int64_t kt_stride
     for (int r = 0; r < R; r++) {
       _mm512_storeu_ps(scores[r] + j, acc[r][0]);
       _mm512_storeu_ps(scores[r] + j + 16, acc[r][1]);
+      mx[r] = _mm512_max_ps(mx[r], _mm512_max_ps(acc[r][0], acc[r][1]));
     }
   }
+  for (int r = 0; r < R; r++) row_max[r] = _mm512_reduce_max_ps(mx[r]);
+}
+
+// exp(x - shift) in 16 lanes: the AVX2 kernel's range reduction and degree-6 polynomial (exp_ps in
+// activation_avx2.cpp), so both tables' softmaxes agree to rounding.
+inline __m512 exp512(__m512 x) {
+  const __mmask16 overflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.7f), _CMP_GT_OQ);
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.7f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i ni = _mm512_cvtps_epi32(n), half_n = _mm512_srai_epi32(ni, 1);
+  const __m512 scale_a = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(half_n, _mm512_set1_epi32(127)), 23));
+  const __m512 scale_b = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(ni, half_n), _mm512_set1_epi32(127)), 23));
+  return _mm512_mask_blend_ps(overflow, _mm512_mul_ps(_mm512_mul_ps(p, scale_a), scale_b), _mm512_set1_ps(__builtin_huge_valf()));
+}
+
+// x[j] = exp(x[j] - shift) over n (a multiple of 16), -inf giving 0; returns their sum.
+inline float exp_shifted_512(float* x, int64_t n, float shift) {
+  const __m512 m = _mm512_set1_ps(shift), minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __m512 v = _mm512_loadu_ps(x + j);
+    const __m512 e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, minus_inf, _CMP_NEQ_OQ), exp512(_mm512_sub_ps(v, m)));
+    _mm512_storeu_ps(x + j, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  return _mm512_reduce_add_ps(sum);
 }
 
 // acc[r] += sum_j p[r][j] * v_j over keys [0, n), for R rows and C vectors of the head (the last one
@@ -84,78 +125,80 @@ void weigh_dispatch(int c, const float* const* p, const float* v, int64_t v_stri
   }
 }
 
-bool encoder_attention(const EncoderAttentionBlock& b, float (*exp_shifted)(float* x, int64_t n, float shift)) {
+// Per tile of 256 keys and block of 8 query rows: the scores (8 KiB, in L1), their online softmax and
+// the weighted values, before the next block, so the scores are written once and read twice from L1.
+// The queries are scaled once up front, so the scores need no pass of their own.
+bool encoder_attention(const EncoderAttentionBlock& b, float (*)(float* x, int64_t n, float shift)) {
   const int vectors = int((b.head_dim + 15) / 16);
-  if (b.head_dim < 1 || vectors > kMaxVectors || exp_shifted == nullptr) return false;
+  if (b.head_dim < 1 || vectors > kMaxVectors) return false;
   const __mmask16 last = b.head_dim % 16 == 0 ? __mmask16(0xffff) : __mmask16((1u << (b.head_dim % 16)) - 1);
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-  static thread_local std::vector<float> scores, acc, row_max, row_sum;
+  static thread_local std::vector<float> queries, scores, acc, row_max, row_sum;
   const int64_t stride = 16 * vectors;
-  scores.resize(size_t(b.n_q * kTileKeys));
+  queries.resize(size_t(b.n_q * b.head_dim));
+  for (int64_t i = 0; i < b.n_q; i++)
+    for (int64_t d = 0; d < b.head_dim; d++) queries[size_t(i * b.head_dim + d)] = b.q[i * b.q_stride + d] * b.scale;
+  scores.resize(size_t(kScoreRows * kTileKeys));
   acc.assign(size_t(b.n_q * stride), 0.0f);
   row_max.assign(size_t(b.n_q), kMinusInf);
   row_sum.assign(size_t(b.n_q), 0.0f);
   const int64_t last_key = b.causal ? std::min(b.n_keys, b.q_pos0 + b.n_q) : b.n_keys;  // keys any row sees
   for (int64_t k0 = 0; k0 < last_key; k0 += kTileKeys) {
     const int64_t width = std::min(kTileKeys, last_key - k0), padded = (width + 31) / 32 * 32;
+    const float* kt = b.kt + k0;
+    const float* v = b.v + k0 * b.v_stride;
     for (int64_t i0 = 0; i0 < b.n_q; i0 += kScoreRows) {
       const int rows = int(std::min<int64_t>(kScoreRows, b.n_q - i0));
       const float* q[kScoreRows];
       float* s[kScoreRows];
-      for (int r = 0; r < rows; r++) q[r] = b.q + (i0 + r) * b.q_stride, s[r] = scores.data() + (i0 + r) * kTileKeys;
-      const float* kt = b.kt + k0;
+      float tile_max[kScoreRows];
+      for (int r = 0; r < rows; r++) q[r] = queries.data() + (i0 + r) * b.head_dim, s[r] = scores.data() + r * kTileKeys;
       for (int r0 = 0; r0 < rows;) {  // 8 rows, then what is left in fours and ones
         const int n = rows - r0 >= 8 ? 8 : rows - r0 >= 4 ? 4 : 1;
-        if (n == 8) score_rows<8>(q + r0, kt, b.kt_stride, b.head_dim, padded, s + r0);
-        else if (n == 4) score_rows<4>(q + r0, kt, b.kt_stride, b.head_dim, padded, s + r0);
-        else score_rows<1>(q + r0, kt, b.kt_stride, b.head_dim, padded, s + r0);
+        if (n == 8) score_rows<8>(q + r0, kt, b.kt_stride, b.head_dim, padded, s + r0, tile_max + r0);
+        else if (n == 4) score_rows<4>(q + r0, kt, b.kt_stride, b.head_dim, padded, s + r0, tile_max + r0);
+        else score_rows<1>(q + r0, kt, b.kt_stride, b.head_dim, padded, s + r0, tile_max + r0);
         r0 += n;
       }
-    }
-    // Online softmax: each row's scaled scores, its visible keys only (-inf past them, 0 once exponentiated).
-    for (int64_t i = 0; i < b.n_q; i++) {
-      float* s = scores.data() + i * kTileKeys;
-      const int64_t visible = b.causal ? std::clamp<int64_t>(b.q_pos0 + i + 1 - k0, 0, width) : width;
-      __m512 vmax = _mm512_set1_ps(kMinusInf);
-      const __m512 vscale = _mm512_set1_ps(b.scale), minus_inf = _mm512_set1_ps(kMinusInf);
-      for (int64_t j = 0; j < padded; j += 16) {
-        const int64_t seen = std::clamp<int64_t>(visible - j, 0, 16);
-        const __mmask16 keep = seen == 16 ? __mmask16(0xffff) : __mmask16((1u << seen) - 1);
-        const __m512 x = _mm512_mask_mul_ps(minus_inf, keep, _mm512_loadu_ps(s + j), vscale);
-        _mm512_storeu_ps(s + j, x);
-        vmax = _mm512_max_ps(vmax, x);
-      }
-      const float tile_max = _mm512_reduce_max_ps(vmax);
-      const float m = std::max(row_max[size_t(i)], tile_max);
-      if (m == kMinusInf) {
-        std::fill(s, s + padded, 0.0f);
-        continue;
-      }
-      const float rescale = std::exp(row_max[size_t(i)] - m);
-      row_sum[size_t(i)] = row_sum[size_t(i)] * rescale + exp_shifted(s, padded, m);
-      row_max[size_t(i)] = m;
-      if (rescale != 1.0f)
-        for (int64_t d = 0; d < stride; d++) acc[size_t(i * stride + d)] *= rescale;
-    }
-    for (int64_t i0 = 0; i0 < b.n_q; i0 += kRows) {
-      const int rows = int(std::min<int64_t>(kRows, b.n_q - i0));
-      const float* p[kRows];
-      float* a[kRows];
-      for (int r = 0; r < rows; r++) p[r] = scores.data() + (i0 + r) * kTileKeys, a[r] = acc.data() + (i0 + r) * stride;
-      const float* v = b.v + k0 * b.v_stride;
-      // Many value vectors leave no registers for four rows: two at a time then.
-      if (vectors > 6) {
-        for (int r = 0; r < rows; r += 2) {
-          if (r + 1 < rows) weigh_dispatch<2>(vectors, p + r, v, b.v_stride, width, last, a + r);
-          else weigh_dispatch<1>(vectors, p + r, v, b.v_stride, width, last, a + r);
+      // Online softmax. Keys a row does not see (past the tile, or after it when causal) become -inf,
+      // and its maximum is taken again over the keys it sees.
+      for (int r = 0; r < rows; r++) {
+        const int64_t i = i0 + r;
+        const int64_t visible = b.causal ? std::clamp<int64_t>(b.q_pos0 + i + 1 - k0, 0, width) : width;
+        if (visible < padded) {
+          std::fill(s[r] + visible, s[r] + padded, kMinusInf);
+          tile_max[r] = visible > 0 ? *std::max_element(s[r], s[r] + visible) : kMinusInf;
         }
-        continue;
+        const float m = std::max(row_max[size_t(i)], tile_max[r]);
+        if (m == kMinusInf) {
+          std::fill(s[r], s[r] + padded, 0.0f);
+          continue;
+        }
+        const float rescale = std::exp(row_max[size_t(i)] - m);
+        row_sum[size_t(i)] = row_sum[size_t(i)] * rescale + exp_shifted_512(s[r], padded, m);
+        row_max[size_t(i)] = m;
+        if (rescale != 1.0f)
+          for (int64_t d = 0; d < stride; d++) acc[size_t(i * stride + d)] *= rescale;
       }
-      switch (rows) {
-        case 4: weigh_dispatch<4>(vectors, p, v, b.v_stride, width, last, a); break;
-        case 3: weigh_dispatch<3>(vectors, p, v, b.v_stride, width, last, a); break;
-        case 2: weigh_dispatch<2>(vectors, p, v, b.v_stride, width, last, a); break;
-        default: weigh_dispatch<1>(vectors, p, v, b.v_stride, width, last, a); break;
+      for (int r0 = 0; r0 < rows; r0 += kRows) {
+        const int n = std::min(kRows, rows - r0);
+        const float* p[kRows];
+        float* a[kRows];
+        for (int r = 0; r < n; r++) p[r] = s[r0 + r], a[r] = acc.data() + (i0 + r0 + r) * stride;
+        // Many value vectors leave no registers for four rows: two at a time then.
+        if (vectors > 6) {
+          for (int r = 0; r < n; r += 2) {
+            if (r + 1 < n) weigh_dispatch<2>(vectors, p + r, v, b.v_stride, width, last, a + r);
+            else weigh_dispatch<1>(vectors, p + r, v, b.v_stride, width, last, a + r);
+          }
+          continue;
+        }
+        switch (n) {
+          case 4: weigh_dispatch<4>(vectors, p, v, b.v_stride, width, last, a); break;
+          case 3: weigh_dispatch<3>(vectors, p, v, b.v_stride, width, last, a); break;
+          case 2: weigh_dispatch<2>(vectors, p, v, b.v_stride, width, last, a); break;
+          default: weigh_dispatch<1>(vectors, p, v, b.v_stride, width, last, a); break;
+        }
       }
     }
   }
