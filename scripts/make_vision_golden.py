@@ -60,6 +60,23 @@ CASES = [
         "image": "tests/data/vision/shapes-150x100.png",
         "prompt": "describe <__media__> in one word",
     },
+    {
+        # SmolVLM's shape (idefics3) on a llama text model with its layout tokens: the image stretched to
+        # the longest edge (128, Lanczos), then to whole 64-pixel tiles (2 x 2), each tile and an overview
+        # through a 2-layer SigLIP, pixel-shuffled 2 x 2 and projected: 5 parts of 16 rows, with
+        # <fake_token_around_image><row_Y_col_X> before each tile, "\n" between rows of tiles, and
+        # "\n\n<fake_token_around_image><global-img>" ... "<fake_token_around_image>" around the overview.
+        "name": "idefics3-synth",
+        "text": ["--arch", "llama", "--layers", "4", "--dim", "128", "--heads", "4", "--kv-heads", "2",
+                 "--head-dim", "32", "--ff", "256", "--vocab", "512", "--ctx", "512", "--seed", "59",
+                 "--type", "F16", "--control-tokens",
+                 "\n\n,<fake_token_around_image>,<global-img>,<row_1_col_1>,<row_1_col_2>,<row_2_col_1>,<row_2_col_2>"],
+        "mmproj": ["--projector", "idefics3", "--image-size", "64", "--patch", "8", "--dim", "64", "--heads", "4",
+                   "--layers", "2", "--ff", "128", "--text-dim", "128", "--merge", "2", "--longest-edge", "128",
+                   "--type", "F16", "--seed", "72"],
+        "image": "tests/data/vision/shapes-150x100.png",
+        "prompt": "describe <__media__> in one word",
+    },
 ]
 
 

@@ -59,7 +59,8 @@ constexpr const char* kSynthHelp =
 constexpr const char* kSynthMmprojHelp =
     "usage: loom gguf synth-mmproj [options] -o OUT\n\n"
     "Write a synthetic vision projector (llama.cpp's mmproj layout) with seeded random weights.\n"
-    "  --projector P     gemma3 (default), mlp (CLIP with LLaVA 1.5's projector) or pixtral (any image size)\n"
+    "  --projector P     gemma3 (default), mlp (CLIP with LLaVA 1.5's projector), pixtral (any image size)\n"
+    "                    or idefics3 (SmolVLM: tiles, pixel shuffle)\n"
     "  --image-size N    the encoder's square input in pixels (default 224)\n"
     "  --patch N         patch size (default 14)\n"
     "  --dim D           the vision transformer's width (default 64)\n"
@@ -67,8 +68,10 @@ constexpr const char* kSynthMmprojHelp =
     "  --layers N        blocks (default 2)\n"
     "  --ff F            feed-forward width (default 128)\n"
     "  --text-dim T      width of the text model the rows feed (default 128)\n"
-    "  --merge K         gemma3: average-pooling kernel (default 4); pixtral: the patch merger's (1: none)\n"
+    "  --merge K         gemma3: average-pooling kernel (default 4); pixtral: the patch merger's (1: none);\n"
+    "                    idefics3: the pixel shuffle's\n"
     "  --proj-hidden N   mlp: the projector's inner width (default: --text-dim)\n"
+    "  --longest-edge N  idefics3: the image's longest side before tiling (default: 2 x --image-size)\n"
     "  --type T          matrix type: F32, F16, Q8_0 (default F16)\n"
     "  --seed S          random seed (default 1)\n"
     "  -o, --out OUT     output path (required)\n";
@@ -267,6 +270,7 @@ int run_synth_mmproj(const CommandArgs& args) {
     else if (flag == "--text-dim") spec.n_embd_text = parse_int(flag, value);
     else if (flag == "--merge") spec.merge = parse_int(flag, value);
     else if (flag == "--proj-hidden") spec.proj_hidden = parse_int(flag, value);
+    else if (flag == "--longest-edge") spec.longest_edge = parse_int(flag, value);
     else if (flag == "--seed") spec.seed = static_cast<uint64_t>(parse_int(flag, value));
     else if (flag == "-o" || flag == "--out") out = value;
     else if (flag == "--type") {

@@ -18,15 +18,19 @@
 
 namespace {
 
-std::vector<float> g_pixels;  // the patch convolution's input, captured from the encoder's graph
+// The patch convolution's input of every encoder pass while g_capture is set (a tiled image's tiles,
+// then its overview, as mtmd encodes them), captured from the encoder's graph.
+std::vector<float> g_pixels;
+bool g_capture = true;
 
 bool capture_pixels(ggml_tensor* t, bool ask, void*) {
   if (t->op != GGML_OP_IM2COL) return false;
   if (ask) return true;
   const ggml_tensor* image = t->src[1];
-  if (image->ne[2] != 3) return true;  // a later im2col (pixtral's patch merger unfolds its rows)
-  g_pixels.resize(size_t(ggml_nelements(image)));
-  ggml_backend_tensor_get(image, g_pixels.data(), 0, ggml_nbytes(image));
+  if (!g_capture || image->ne[2] != 3) return true;  // later passes, or a later im2col (pixtral's patch merger)
+  const size_t at = g_pixels.size();
+  g_pixels.resize(at + size_t(ggml_nelements(image)));
+  ggml_backend_tensor_get(image, g_pixels.data() + at, 0, ggml_nbytes(image));
   return true;
 }
 
@@ -94,10 +98,11 @@ int main(int argc, char** argv) {
       if (mtmd_encode_chunk(vctx, chunk) != 0) return 1;
       const int n_embd = llama_model_n_embd_inp(model);
       const float* embd = mtmd_get_output_embd(vctx);
-      rows.assign(embd, embd + n * size_t(n_embd));
+      rows.insert(rows.end(), embd, embd + n * size_t(n_embd));  // every image chunk's rows, in order
       std::printf("%s{\"image\": %zu}", i ? ", " : "", n);
     }
   }
+  g_capture = false;
   std::printf("], ");
   print_floats("pixels", g_pixels.data(), g_pixels.size());
   std::printf(", ");

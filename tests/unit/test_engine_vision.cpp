@@ -43,7 +43,9 @@ TEST_CASE("engine: an image prompt answers as mtmd does, in any chunking, and is
   };
   // Pixtral (59 rows for this image, [IMG_END] after): the step budget must hold its largest square
   // image (1055 rows), so both budgets take the whole prompt.
-  for (const Case& c : {Case{"gemma3-synth", 16, {64, 20}}, Case{"llava-mlp-synth", 64, {128, 66}}, Case{"pixtral-synth", 1055, {1055, 2048}}})
+  // SmolVLM (idefics3): 5 parts of 16 rows with text between them; a budget of 20 splits between parts.
+  for (const Case& c : {Case{"gemma3-synth", 16, {64, 20}}, Case{"llava-mlp-synth", 64, {128, 66}}, Case{"pixtral-synth", 1055, {1055, 2048}},
+                        Case{"idefics3-synth", 80, {128, 20}}})
   for (const int64_t max_batched : c.max_batched) {
     DYNAMIC_SECTION(c.golden << ", max_batched_tokens " << max_batched) {
       const test::VisionGolden g = test::load_vision_golden(c.golden);
@@ -60,9 +62,12 @@ TEST_CASE("engine: an image prompt answers as mtmd does, in any chunking, and is
       // Token for token mtmd's layout: BOS, the text, (Gemma 3: <start_of_image>) the rows, (<end_of_image>) the text.
       const std::vector<int32_t> layout = golden_layout(g);
       REQUIRE(prompt.tokens.size() == layout.size());
-      REQUIRE(prompt.images.size() == 1);
+      size_t image_chunks = 0;
+      for (const auto& chunk : g.json.at("chunks")) image_chunks += chunk.contains("image") ? 1 : 0;
+      REQUIRE(prompt.images.size() == image_chunks);
       for (size_t i = 0; i < layout.size(); i++) {
-        const bool row = i >= prompt.images[0].first && i < prompt.images[0].first + prompt.images[0].n_rows;
+        bool row = false;
+        for (const PromptImage& part : prompt.images) row = row || (i >= part.first && i < part.first + part.n_rows);
         CHECK(row == (layout[i] == -1));
         if (!row) CHECK(prompt.tokens[i] == layout[i]);
       }

@@ -95,13 +95,30 @@ void Engine::load_vision(const Config& config, const std::filesystem::path& mmpr
   } else if (v.projector == vision::ProjectorType::pixtral) {
     image_format_.end_token = tokenizer_->find_token("[IMG_END]");  // mtmd's layout: the rows, then [IMG_END]
     if (image_format_.end_token < 0) throw Error(where + "a pixtral projector needs the text model's [IMG_END] token");
+  } else if (v.projector == vision::ProjectorType::idefics3) {
+    // mtmd's idefics3 layout (transformers' Idefics3Processor): tiles after "<fake_token_around_image>
+    // <row_Y_col_X>", "\n" between rows of tiles, then "\n\n<fake_token_around_image><global-img>", the
+    // overview and "<fake_token_around_image>". mtmd looks the single tokens up by their text.
+    auto by_piece = [&](const std::string& text) {
+      for (int32_t id = 0; id < tokenizer_->n_vocab(); ++id)
+        if (tokenizer_->token_to_piece(id, true) == text) return id;
+      std::string shown;
+      for (const char ch : text) shown += ch == '\n' ? std::string("\\n") : std::string(1, ch);
+      throw Error(where + "an idefics3 projector needs a token '" + shown + "' in the text model's vocabulary");
+    };
+    const int32_t around = by_piece("<fake_token_around_image>");
+    image_format_.tile_prefix = "<fake_token_around_image><row_%d_col_%d>";
+    image_format_.row_end = {by_piece("\n")};
+    image_format_.overview_begin = {by_piece("\n\n"), around, by_piece("<global-img>")};
+    image_format_.overview_end = {around};
   }
   if (image_format_.non_causal && !model_->supports_non_causal())
     throw Error(where + "the " + std::string(vision::projector_type_name(v.projector)) + " projector's images are decoded non-causally, which backend '" +
                 backend_->name() + "' cannot do (ABI 1.9 LOOM_SEQ_NON_CAUSAL)");
-  // An image's rows go in one chunk: the scheduler must be able to take them at once. (Projectors of
-  // any size are checked for their largest square image; a longer one is refused per request.)
-  const auto rows = static_cast<uint64_t>(v.square_image_rows());
+  // An image's rows go in one chunk (a tiled image's, each tile's): the scheduler must be able to take
+  // them at once. (Projectors of any size are checked for their largest square image; a longer one is
+  // refused per request.)
+  const auto rows = static_cast<uint64_t>(v.largest_part_rows());
   if (rows > static_cast<uint64_t>(config.scheduler.max_batched_tokens))
     throw Error(where + "an image is " + std::to_string(rows) + " rows, more than [scheduler] max_batched_tokens = " +
                 std::to_string(config.scheduler.max_batched_tokens) + "; raise it to at least " + std::to_string(rows));
@@ -109,7 +126,7 @@ void Engine::load_vision(const Config& config, const std::filesystem::path& mmpr
     throw Error(where + "an image is " + std::to_string(rows) + " rows, more than a sliding-window ring lets one sequence run per step (" +
                 std::to_string(window_rows_) + "); raise [kv] window_chunk_tokens");
   info_.mmproj_path = mmproj.string();
-  info_.image_rows = static_cast<uint32_t>(rows);
+  info_.image_rows = static_cast<uint32_t>(v.square_image_rows());
   projector_hash_ = projector_fingerprint(mmproj);
 }
 
@@ -137,6 +154,9 @@ EncodedImage Engine::encode_image(const vision::RgbImage& image, bool use_cache)
   encoded.hash = hash;
   encoded.rows = std::make_shared<const std::vector<float>>(vision_->encode(image));
   encoded.n_rows = static_cast<uint32_t>(encoded.rows->size() / static_cast<size_t>(vision_->info().n_embd_text));
+  const vision::TileGrid tiles = vision::tile_grid(vision_->info().preprocess, image.width, image.height);
+  encoded.tile_columns = tiles.columns;
+  encoded.tile_rows = tiles.rows;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   image_cache_.push_front(encoded);
   image_cache_bytes_ += encoded.rows->size() * sizeof(float);

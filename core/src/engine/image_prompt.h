@@ -28,13 +28,20 @@ struct EncodedImage {
   uint64_t hash = 0;
   std::shared_ptr<const std::vector<float>> rows;  // [n_rows][n_embd_text]
   uint32_t n_rows = 0;
+  // A tiled image (idefics3): columns x rows tiles of equal rows, row by row, then the overview's.
+  uint32_t tile_columns = 0, tile_rows = 0;
 };
 
 // Where an image's rows go: the wrapper tokens (-1: none) and whether they are decoded non-causally.
+// Tiled images (idefics3, mtmd's layout): before each tile the text `tile_prefix` with its 1-based row
+// and column in place of its two "%d" (special tokens parsed), `row_end` after each row of tiles but the
+// last, then `overview_begin`, the overview's rows and `overview_end`.
 struct ImagePromptFormat {
   int32_t begin_token = -1;
   int32_t end_token = -1;
   bool non_causal = false;
+  std::string tile_prefix;
+  std::vector<int32_t> row_end, overview_begin, overview_end;
 };
 
 struct ImagePrompt {

@@ -6,9 +6,9 @@
 namespace loom::gguf {
 
 void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::path& out) {
-  const bool mlp = spec.projector == "mlp", pixtral = spec.projector == "pixtral";
-  if (spec.projector != "gemma3" && !mlp && !pixtral)
-    throw Error("synthetic mmproj: projector '" + spec.projector + "' is not supported (gemma3, mlp, pixtral)");
+  const bool mlp = spec.projector == "mlp", pixtral = spec.projector == "pixtral", idefics3 = spec.projector == "idefics3";
+  if (spec.projector != "gemma3" && !mlp && !pixtral && !idefics3)
+    throw Error("synthetic mmproj: projector '" + spec.projector + "' is not supported (gemma3, mlp, pixtral, idefics3)");
   const int merge = mlp || pixtral ? 1 : spec.merge;  // pixtral merges patches, but any image size is a multiple
   if (spec.patch_size <= 0 || spec.image_size % spec.patch_size != 0 || merge <= 0 || (spec.image_size / spec.patch_size) % merge != 0)
     throw Error("synthetic mmproj: image_size must be a multiple of patch_size * merge");
@@ -40,6 +40,7 @@ void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::
     writer.set_float32_array("clip.vision.image_mean", {0.5f, 0.5f, 0.5f});
     writer.set_float32_array("clip.vision.image_std", {0.5f, 0.5f, 0.5f});
     writer.set_uint32("clip.vision.projector.scale_factor", uint32_t(spec.merge));
+    if (idefics3) writer.set_uint32("clip.vision.preproc_image_size", uint32_t(spec.longest_edge > 0 ? spec.longest_edge : 2 * spec.image_size));
   }
 
   SynthSpec weights;  // the builder's seed and matrix type
@@ -96,9 +97,14 @@ void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::
   } else {
     b.vector("v.post_ln.weight", c, 1.0f, 0.1f);
     b.vector("v.post_ln.bias", c, 0.0f, 0.1f);
-    // The converter forces the projection to F16 and stores it as [n_embd_text, dim]; the norm holds 1 + w.
-    b.matrix_of(LOOM_DTYPE_F16, "mm.input_projection.weight", {int64_t(spec.n_embd_text), c}, in_scale);
-    b.vector("mm.soft_emb_norm.weight", c, 1.0f, 0.1f);
+    if (idefics3) {  // SmolVLM's connector: one linear over merge x merge pixel-shuffled patches
+      const int64_t merged = c * spec.merge * spec.merge;
+      b.matrix("mm.model.fc.weight", merged, spec.n_embd_text, 1.0f / std::sqrt(float(merged)));
+    } else {
+      // The converter forces the projection to F16 and stores it as [n_embd_text, dim]; the norm holds 1 + w.
+      b.matrix_of(LOOM_DTYPE_F16, "mm.input_projection.weight", {int64_t(spec.n_embd_text), c}, in_scale);
+      b.vector("mm.soft_emb_norm.weight", c, 1.0f, 0.1f);
+    }
   }
   writer.write(out);
 }

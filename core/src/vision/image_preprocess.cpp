@@ -24,6 +24,25 @@ double bicubic_filter(double x) {
   return 0.0;
 }
 
+double lanczos_filter(double x) {  // Pillow's lanczos: sinc(x) sinc(x / 3) on [-3, 3)
+  if (!(-3.0 <= x && x < 3.0)) return 0.0;
+  auto sinc = [](double v) {
+    if (v == 0.0) return 1.0;
+    const double pi_v = v * 3.141592653589793238462643383279502884;
+    return std::sin(pi_v) / pi_v;
+  };
+  return sinc(x) * sinc(x / 3.0);
+}
+
+double filter_value(ResizeFilter filter, double x) {
+  switch (filter) {
+    case ResizeFilter::bilinear: return bilinear_filter(x);
+    case ResizeFilter::bicubic: return bicubic_filter(x);
+    case ResizeFilter::lanczos: return lanczos_filter(x);
+  }
+  return 0.0;
+}
+
 // One output sample's window of input samples and their fixed-point weights.
 struct Tap {
   int first = 0;
@@ -32,7 +51,7 @@ struct Tap {
 
 // Pillow's precompute_coeffs + normalize_coeffs_8bpc, for one dimension.
 std::vector<Tap> resample_taps(int in_size, int out_size, ResizeFilter filter) {
-  const double support_base = filter == ResizeFilter::bilinear ? 1.0 : 2.0;
+  const double support_base = filter == ResizeFilter::bilinear ? 1.0 : filter == ResizeFilter::bicubic ? 2.0 : 3.0;
   const double scale = double(in_size) / double(out_size);
   const double filter_scale = std::max(scale, 1.0);
   const double support = support_base * filter_scale;
@@ -47,7 +66,7 @@ std::vector<Tap> resample_taps(int in_size, int out_size, ResizeFilter filter) {
     double total = 0.0;
     for (size_t x = 0; x < w.size(); x++) {
       const double t = (double(x) + xmin - center + 0.5) * ss;
-      total += w[x] = filter == ResizeFilter::bilinear ? bilinear_filter(t) : bicubic_filter(t);
+      total += w[x] = filter_value(filter, t);
     }
     Tap& tap = taps[static_cast<size_t>(xx)];
     tap.first = xmin;
@@ -154,6 +173,70 @@ PreprocessedImage preprocess(const RgbImage& image, const PreprocessSpec& spec) 
   for (size_t p = 0; p < plane; p++)
     for (size_t c = 0; c < 3; c++)
       out.pixels[c * plane + p] = (float(boxed.pixels[p * 3 + c]) / 255.0f - spec.mean[c]) / spec.std[c];
+  return out;
+}
+
+namespace {
+
+// mtmd's idefics3 first step: the longest side to longest_edge, the other in proportion (truncated,
+// then made even).
+ImageSize longest_edge_size(uint32_t longest, uint32_t src_width, uint32_t src_height) {
+  const double aspect = double(src_width) / double(src_height);
+  ImageSize size;
+  if (src_width >= src_height) {
+    size.width = longest;
+    size.height = uint32_t(int(double(longest) / aspect));
+    size.height += size.height % 2;
+  } else {
+    size.height = longest;
+    size.width = uint32_t(int(double(longest) * aspect));
+    size.width += size.width % 2;
+  }
+  return size;
+}
+
+RgbImage resize_exact(const RgbImage& image, uint32_t width, uint32_t height, ResizeFilter filter) {
+  if (image.width == width && image.height == height) return image;
+  return resize_like_pillow(image, width, height, filter);
+}
+
+std::vector<float> planar(const RgbImage& image, const PreprocessSpec& spec) {
+  const size_t plane = size_t(image.width) * image.height;
+  std::vector<float> out(3 * plane);
+  for (size_t p = 0; p < plane; p++)
+    for (size_t c = 0; c < 3; c++) out[c * plane + p] = (float(image.pixels[p * 3 + c]) / 255.0f - spec.mean[c]) / spec.std[c];
+  return out;
+}
+
+}  // namespace
+
+TileGrid tile_grid(const PreprocessSpec& spec, uint32_t src_width, uint32_t src_height) {
+  if (spec.longest_edge == 0 || spec.size == 0) return {};
+  const ImageSize resized = longest_edge_size(spec.longest_edge, src_width, src_height);
+  return {(resized.width + spec.size - 1) / spec.size, (resized.height + spec.size - 1) / spec.size};
+}
+
+std::vector<std::vector<float>> preprocess_tiles(const RgbImage& image, const PreprocessSpec& spec) {
+  if (spec.longest_edge == 0 || spec.size == 0) throw Error("image preprocessing: the projector does not tile images");
+  const uint32_t tile = spec.size;
+  const ImageSize resized_size = longest_edge_size(spec.longest_edge, image.width, image.height);
+  if (resized_size.width == 0 || resized_size.height == 0) throw Error("image preprocessing: the image is too thin to tile");
+  const TileGrid grid = tile_grid(spec, image.width, image.height);
+  // Stretched, not letterboxed: to the longest edge, then up to whole tiles, then the overview from that.
+  const RgbImage resized = resize_exact(image, resized_size.width, resized_size.height, spec.filter);
+  const RgbImage refined = resize_exact(resized, grid.columns * tile, grid.rows * tile, spec.filter);
+  std::vector<std::vector<float>> out;
+  for (uint32_t ty = 0; ty < grid.rows; ty++)
+    for (uint32_t tx = 0; tx < grid.columns; tx++) {
+      RgbImage crop;
+      crop.width = crop.height = tile;
+      crop.pixels.resize(size_t(tile) * tile * 3);
+      for (uint32_t y = 0; y < tile; y++)
+        std::copy_n(&refined.pixels[((size_t(ty) * tile + y) * refined.width + size_t(tx) * tile) * 3], size_t(tile) * 3,
+                    &crop.pixels[size_t(y) * tile * 3]);
+      out.push_back(planar(crop, spec));
+    }
+  out.push_back(planar(resize_exact(refined, tile, tile, spec.filter), spec));
   return out;
 }
 

@@ -13,9 +13,9 @@
 
 namespace loom::vision {
 
-enum class ResizeFilter { bilinear, bicubic };
+enum class ResizeFilter { bilinear, bicubic, lanczos };
 
-// Pillow's Image.resize((width, height), BILINEAR | BICUBIC) on 8-bit RGB.
+// Pillow's Image.resize((width, height), BILINEAR | BICUBIC | LANCZOS) on 8-bit RGB.
 RgbImage resize_like_pillow(const RgbImage& src, uint32_t width, uint32_t height, ResizeFilter filter);
 
 struct PreprocessSpec {
@@ -24,6 +24,9 @@ struct PreprocessSpec {
   // `align`, area within [min_pixels, max_pixels] (mtmd's calc_size_preserved_ratio). 0: the square.
   uint32_t align = 0;
   uint64_t min_pixels = 0, max_pixels = 0;
+  // Tiled images (idefics3): the image is resized so its longest side is this long, then to whole
+  // tiles of `size`; each tile and an overview of the whole go through the encoder. 0: not tiled.
+  uint32_t longest_edge = 0;
   ResizeFilter filter = ResizeFilter::bilinear;
   std::array<uint8_t, 3> pad_color{0, 0, 0};
   std::array<float, 3> mean{0.5f, 0.5f, 0.5f};
@@ -50,6 +53,13 @@ struct PreprocessedImage {
 };
 // The encoder's input: the image letterboxed into target_size, (pixel / 255 - mean) / std.
 PreprocessedImage preprocess(const RgbImage& image, const PreprocessSpec& spec);
+// Tiled preprocessing (spec.longest_edge), as mtmd's idefics3 preprocessor: the tiles row by row, then
+// the overview, each planar [3][size][size].
+struct TileGrid {
+  uint32_t columns = 0, rows = 0;
+};
+TileGrid tile_grid(const PreprocessSpec& spec, uint32_t src_width, uint32_t src_height);
+std::vector<std::vector<float>> preprocess_tiles(const RgbImage& image, const PreprocessSpec& spec);
 // The same for a fixed-size projector: planar [3][size][size].
 std::vector<float> preprocess_image(const RgbImage& image, const PreprocessSpec& spec);
 

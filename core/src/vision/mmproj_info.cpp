@@ -12,6 +12,7 @@ const char* projector_type_name(ProjectorType type) {
     case ProjectorType::gemma3: return "gemma3";
     case ProjectorType::mlp: return "mlp";
     case ProjectorType::pixtral: return "pixtral";
+    case ProjectorType::idefics3: return "idefics3";
   }
   return "?";
 }
@@ -26,7 +27,19 @@ uint64_t required_uint(const gguf::GgufFile& file, const std::string& key) {
 
 }  // namespace
 
+namespace {
+
+int64_t info_tiles_per_side(const MmprojInfo& m) {
+  return m.tiled() ? (int64_t(m.preprocess.longest_edge) + m.image_size - 1) / m.image_size : 0;
+}
+
+}  // namespace
+
 int64_t MmprojInfo::square_image_rows() const {
+  if (tiled()) {  // the tiles of a square image at the longest edge, and the overview
+    const int64_t side = info_tiles_per_side(*this);
+    return (side * side + 1) * n_image_tokens();
+  }
   if (!dynamic()) return n_image_tokens();
   const auto side = uint32_t(std::sqrt(double(preprocess.max_pixels)) / preprocess.align) * preprocess.align;
   return rows_for(side, side);
@@ -45,8 +58,10 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
     info.projector = ProjectorType::mlp;
   } else if (type == "pixtral") {
     info.projector = ProjectorType::pixtral;
+  } else if (type == "idefics3") {
+    info.projector = ProjectorType::idefics3;
   } else {
-    throw Error(label + ": projector type '" + type + "' is not supported (Loom runs: gemma3, mlp, pixtral)");
+    throw Error(label + ": projector type '" + type + "' is not supported (Loom runs: gemma3, mlp, pixtral, idefics3)");
   }
   info.dim = int64_t(required_uint(file, "clip.vision.embedding_length"));
   info.n_heads = int64_t(required_uint(file, "clip.vision.attention.head_count"));
@@ -147,6 +162,24 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
     if (mm2 == nullptr || mm2->dims.size() != 2 || mm2->dims[0] != info.proj_hidden)
       throw Error(label + ": tensor 'mm.2.weight' is missing or not [" + std::to_string(info.proj_hidden) + ", n_embd_text]");
     info.n_embd_text = mm2->dims[1];
+  }
+  if (info.projector == ProjectorType::idefics3) {
+    // SmolVLM: tiles of image_size after a resize to the longest edge (Lanczos, stretched), an overview,
+    // each a SigLIP pass whose patch grid is pixel-shuffled merge x merge and projected by one linear.
+    info.merge = uint32_t(file.get_uint("clip.vision.projector.scale_factor").value_or(0));
+    if (info.merge < 2 || info.grid() % info.merge != 0)
+      throw Error(label + ": clip.vision.projector.scale_factor must be at least 2 and divide the " + std::to_string(info.grid()) +
+                  " patches per side");
+    const uint64_t longest = file.get_uint("clip.vision.preproc_image_size").value_or(0);
+    if (longest == 0 || longest > 16384)
+      throw Error(label + ": clip.vision.preproc_image_size (the longest edge before tiling) is missing or out of range; Loom tiles idefics3 images by it");
+    info.preprocess.longest_edge = uint32_t(longest);
+    info.preprocess.filter = ResizeFilter::lanczos;
+    const gguf::TensorInfo* fc = file.find_tensor("mm.model.fc.weight");
+    const int64_t merged = info.dim * info.merge * info.merge;
+    if (fc == nullptr || fc->dims.size() != 2 || fc->dims[0] != merged)
+      throw Error(label + ": tensor 'mm.model.fc.weight' is missing or not [" + std::to_string(merged) + ", n_embd_text]");
+    info.n_embd_text = fc->dims[1];
   }
   if (info.silu && !info.ffn_gated) throw Error(label + ": clip.use_silu without v.blk.0.ffn_gate.weight is not supported");
   return info;

@@ -19,6 +19,7 @@ enum class ProjectorType {
   gemma3,  // SigLIP, average-pooled k x k, RMS-normed, projected (Gemma 3 4B and up)
   mlp,     // CLIP, second-to-last layer's patch rows through a two-layer MLP (LLaVA 1.5 style)
   pixtral, // Pixtral / Mistral Small 3.x: any size, 2-D RoPE, RMS norms, SiLU-gated FFN, patch merger, [IMG_BREAK] rows
+  idefics3,  // SmolVLM: SigLIP over tiles and an overview, pixel shuffle, one linear
 };
 const char* projector_type_name(ProjectorType type);
 
@@ -51,6 +52,7 @@ struct MmprojInfo {
   int64_t n_patches() const { return grid() * grid(); }
   int64_t n_positions() const { return n_patches() + (class_embedding ? 1 : 0); }  // rows through the ViT
   bool dynamic() const { return preprocess.align != 0; }
+  bool tiled() const { return preprocess.longest_edge != 0; }
   // Rows an image preprocessed to width x height becomes (the merged grid, [IMG_BREAK] rows included).
   int64_t rows_for(uint32_t width, uint32_t height) const {
     const int64_t gx = width / patch_size / merge, gy = height / patch_size / merge;
@@ -59,6 +61,9 @@ struct MmprojInfo {
   // The rows of the largest square image: what the engine sizes its prefill chunk for at load. (A very
   // long thin image may need more, up to twice the grid; it is refused per request if it does not fit.)
   int64_t square_image_rows() const;
+  // The most rows one image puts in one piece of the prompt (a tile's, where images are tiled): what
+  // one prefill chunk must hold.
+  int64_t largest_part_rows() const { return tiled() ? n_image_tokens() : square_image_rows(); }
   int64_t n_image_tokens() const { return n_patches() / (int64_t(merge) * merge); }  // rows per image
 };
 

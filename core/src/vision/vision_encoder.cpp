@@ -152,6 +152,9 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
       add("mm.2.bias", {m.n_embd_text}, &mm2_b_, Form::f32, true);
       if (m.img_break) add("v.token_embd.img_break", {m.n_embd_text}, &img_break_, Form::f32);
       break;
+    case ProjectorType::idefics3:
+      add("mm.model.fc.weight", {c * m.merge * m.merge, m.n_embd_text}, &fc_, Form::weight);
+      break;
   }
 
   weights_ = backend_.alloc(total, LOOM_BUFFER_USAGE_WEIGHTS);
@@ -197,6 +200,14 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
 }
 
 std::vector<float> VisionEncoder::encode(const RgbImage& image) {
+  if (info_.tiled()) {  // each tile, then the overview, through the encoder
+    std::vector<float> rows;
+    for (const std::vector<float>& tile : preprocess_tiles(image, info_.preprocess)) {
+      const std::vector<float> part = encode_pixels(tile);
+      rows.insert(rows.end(), part.begin(), part.end());
+    }
+    return rows;
+  }
   const PreprocessedImage pixels = preprocess(image, info_.preprocess);
   return encode_pixels(pixels.pixels, pixels.width, pixels.height);
 }

@@ -15,6 +15,8 @@
 //                     2-D RoPE on q and k (row, then column); SiLU-gated FFN; then, with a patch merger,
 //                     rms_norm and each merge x merge block of patches concatenated and projected;
 //                     Linear, GELU, Linear; an [IMG_BREAK] row after each row of the grid but the last
+//   idefics3 (SmolVLM): the image in tiles and an overview (tile_grid), each through SigLIP as gemma3's;
+//                     then merge x merge patches side by side (pixel shuffle) and one linear
 //
 // The op list is built for one grid and rebuilt when an image of another grid arrives (dynamic sizes);
 // buffers are sized at load for the largest.
@@ -50,7 +52,8 @@ class VisionEncoder {
   const MmprojInfo& info() const { return info_; }
   uint64_t weight_bytes() const { return weights_.size(); }
 
-  // The embedding rows of one image, [rows][n_embd_text] row-major (rows: info().rows_for its size).
+  // The embedding rows of one image, [rows][n_embd_text] row-major (rows: info().rows_for its size; a
+  // tiled projector's: each tile's rows, row by row, then the overview's).
   std::vector<float> encode(const RgbImage& image);
   // The same from preprocessed pixels (preprocess: planar [3][height][width]; fixed-size projectors:
   // the square).
@@ -73,6 +76,7 @@ class VisionEncoder {
   loom_tensor proj_{}, soft_norm_{};          // gemma3
   loom_tensor mm0_w_{}, mm0_b_{}, mm2_w_{}, mm2_b_{};  // mlp (mm.0, mm.2); pixtral (mm.1, mm.2)
   loom_tensor merger_norm_{}, merger_{}, img_break_{};  // pixtral
+  loom_tensor fc_{};                                   // idefics3
   std::vector<LayerWeights> layers_;
   std::vector<loom_op> ops_;
   int64_t ops_gx_ = 0, ops_gy_ = 0;  // the grid ops_ is built for

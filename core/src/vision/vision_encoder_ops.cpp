@@ -49,7 +49,7 @@ void VisionEncoder::allocate_scratch() {
   at_.a = reserve(c * n);
   at_.wide = reserve(widest * n);
   at_.wide2 = reserve(m.ffn_gated ? uint64_t(m.ff_dim) * n : 0);
-  at_.merged = reserve(m.patch_merger ? c * n : 0);
+  at_.merged = reserve(m.patch_merger || m.projector == ProjectorType::idefics3 ? c * n : 0);
   at_.pool = reserve(c * cells);
   at_.hidden = reserve(uint64_t(m.proj_hidden) * cells);
   at_.pre_out = reserve(m.img_break ? uint64_t(m.n_embd_text) * cells : 0);
@@ -139,6 +139,18 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
   if (post_ln_w_.buffer != nullptr || post_ln_b_.buffer != nullptr) norm(x, x, post_ln_w_, post_ln_b_);
 
   const loom_tensor out = f32(at_.out, m.n_embd_text, cells);
+  // Each merge x merge block of patch rows of `src` side by side, one row per block (block rows in
+  // (ky, kx) order), into the merged scratch: pixtral's unfold and idefics3's pixel shuffle.
+  auto merge_blocks = [&](uint64_t src) {
+    const uint64_t row = uint64_t(c) * 4;
+    for (int64_t ky = 0; ky < k; ky++)
+      for (int64_t kx = 0; kx < k; kx++) {
+        const loom_tensor from = strided(h, src + uint64_t(ky * gx + kx) * row, c, cx, uint64_t(k) * row, cy, uint64_t(k * gx) * row);
+        const loom_tensor to = strided(h, at_.merged + uint64_t(ky * k + kx) * row, c, cx, uint64_t(k * k) * row, cy, uint64_t(cx * k * k) * row);
+        op(LOOM_OP_COPY, to, {from});
+      }
+    return f32(at_.merged, c * k * k, cells);
+  };
   switch (m.projector) {
     case ProjectorType::gemma3: {
       // The patch grid (row-major, x fastest) pooled merge x merge, then normalised and projected.
@@ -164,16 +176,9 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
         // Each merge x merge block of patches becomes one row: the block's patch rows side by side
         // (the merger's input was reordered at load to take them so, as unfold's (channel, ky, kx)).
         op(LOOM_OP_RMS_NORM, h, {x, merger_norm_}, &norm_);
-        const uint64_t row = uint64_t(c) * 4;
-        for (int64_t ky = 0; ky < k; ky++)
-          for (int64_t kx = 0; kx < k; kx++) {
-            const loom_tensor from = strided(h, at_.h + uint64_t(ky * gx + kx) * row, c, cx, uint64_t(k) * row, cy, uint64_t(k * gx) * row);
-            const loom_tensor to = strided(h, at_.merged + uint64_t(ky * k + kx) * row, c, cx, uint64_t(k * k) * row, cy,
-                                           uint64_t(cx * k * k) * row);
-            op(LOOM_OP_COPY, to, {from});
-          }
+        const loom_tensor blocks = merge_blocks(at_.h);
         merged = f32(at_.a, c, cells);
-        op(LOOM_OP_MATMUL, merged, {merger_, f32(at_.merged, c * k * k, cells)});
+        op(LOOM_OP_MATMUL, merged, {merger_, blocks});
       }
       const loom_tensor hidden = f32(at_.hidden, m.proj_hidden, cells);
       const loom_tensor projected = m.img_break ? f32(at_.pre_out, m.n_embd_text, cells) : out;
@@ -188,6 +193,10 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
       }
       break;
     }
+    case ProjectorType::idefics3:
+      // Pixel shuffle: transformers' Idefics3 order is clip.cpp's, the block's rows (ky, kx) side by side.
+      op(LOOM_OP_MATMUL, out, {fc_, merge_blocks(at_.x)});
+      break;
   }
   ops_gx_ = gx;
   ops_gy_ = gy;
