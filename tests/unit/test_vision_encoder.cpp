@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 
 #include "gguf/gguf_file.h"
@@ -95,6 +96,23 @@ TEST_CASE("vision encoder refuses what it cannot run, naming it", "[vision]") {
   SECTION("a text model is not an mmproj") {
     const test::VisionGolden g = test::load_vision_golden("gemma3-synth");
     CHECK_THROWS_WITH(vision::VisionEncoder::load(g.text_model, *backend), Catch::Contains("not a vision projector"));
+  }
+  SECTION("an image too long and thin for a projector of any size, before it is resized") {
+    const test::VisionGolden g = test::load_vision_golden("pixtral-synth");
+    auto encoder = vision::VisionEncoder::load(g.mmproj, *backend);
+    vision::RgbImage thin;
+    thin.width = 1;
+    thin.height = 20000;  // its width rises to one 16-pixel cell: 2 x 9050 patches, the most is 4096
+    thin.pixels.assign(size_t(thin.width) * thin.height * 3, 128);
+    CHECK_THROWS_WITH(encoder->encode(thin), Catch::Contains("too long and thin") && Catch::Contains("4096"));
+  }
+  SECTION("idefics3: tiles per side are bounded") {
+    const auto mmproj = dir / "idefics3-huge.gguf";
+    const std::string line = test::loom_binary().string() +
+                             " gguf synth-mmproj --projector idefics3 --image-size 64 --patch 8 --dim 64 --heads 4 --layers 1 --ff 128"
+                             " --text-dim 128 --merge 2 --longest-edge 4096 -o '" + mmproj.string() + "' > /dev/null";
+    REQUIRE(std::system(line.c_str()) == 0);
+    CHECK_THROWS_WITH(vision::VisionEncoder::load(mmproj, *backend), Catch::Contains("more than 16 tiles"));
   }
 }
 

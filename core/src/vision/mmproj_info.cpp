@@ -73,6 +73,10 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
   info.eps = float(*eps);
   const uint64_t head_dim = file.get_uint("clip.vision.attention.head_dim").value_or(0);
   if (info.n_heads <= 0 || info.dim <= 0 || info.n_layers <= 0) throw Error(label + ": the vision encoder's width, heads and layers must be positive");
+  // Bounds far above any real encoder, so a corrupt header is an error here, not an allocation failure.
+  if (info.n_layers > 512 || info.dim > 65536 || info.n_heads > 1024)
+    throw Error(label + ": the vision encoder's " + std::to_string(info.n_layers) + " layers, width " + std::to_string(info.dim) + " or " +
+                std::to_string(info.n_heads) + " heads are out of range (at most 512, 65536, 1024)");
   info.head_dim = head_dim != 0 ? int64_t(head_dim) : info.dim / info.n_heads;
   if (info.head_dim * info.n_heads != info.dim)
     throw Error(label + ": the vision encoder's heads (" + std::to_string(info.n_heads) + " x " + std::to_string(info.head_dim) +
@@ -174,6 +178,9 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
     if (longest == 0 || longest > 16384)
       throw Error(label + ": clip.vision.preproc_image_size (the longest edge before tiling) is missing or out of range; Loom tiles idefics3 images by it");
     info.preprocess.longest_edge = uint32_t(longest);
+    if ((longest + info.image_size - 1) / info.image_size > 16)
+      throw Error(label + ": preproc_image_size " + std::to_string(longest) + " makes more than 16 tiles of " + std::to_string(info.image_size) +
+                  " per side");
     info.preprocess.filter = ResizeFilter::lanczos;
     const gguf::TensorInfo* fc = file.find_tensor("mm.model.fc.weight");
     const int64_t merged = info.dim * info.merge * info.merge;

@@ -208,6 +208,15 @@ std::vector<float> VisionEncoder::encode(const RgbImage& image) {
     }
     return rows;
   }
+  // A very long thin image can round to more patches than the projector allows (its short side is
+  // raised to one cell): refused before any pixel is resized.
+  const ImageSize target = target_size(info_.preprocess, image.width, image.height);
+  const uint64_t patches = uint64_t(target.width / info_.patch_size) * (target.height / info_.patch_size);
+  if (info_.dynamic() && patches > uint64_t(max_patches_))
+    throw Error("vision encoder: a " + std::to_string(image.width) + "x" + std::to_string(image.height) + " image becomes " +
+                std::to_string(target.width) + "x" + std::to_string(target.height) + ", " + std::to_string(patches) +
+                " patches, more than the " + std::to_string(max_patches_) + " this " + projector_type_name(info_.projector) +
+                " projector takes (too long and thin)");
   const PreprocessedImage pixels = preprocess(image, info_.preprocess);
   return encode_pixels(pixels.pixels, pixels.width, pixels.height);
 }
