@@ -128,6 +128,8 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
       throw Error(label + ": image_grid_pinpoints (LLaVA 1.6's tiled images) is not supported; Loom's mlp projector takes one fixed-size image");
     if (file.find("clip.vision.feature_layer") != nullptr)
       throw Error(label + ": clip.vision.feature_layer (several stacked feature layers) is not supported by Loom's mlp projector");
+    if (file.find_tensor("mm.3.weight") != nullptr)
+      throw Error(label + ": an mlp projector with mm.3 (Yi-VL's normed projector, clip.cpp's mlp_norm) is not supported");
     info.preprocess.filter = ResizeFilter::bicubic;
     info.preprocess.pad_color = {122, 116, 104};
     info.class_embedding = file.find_tensor("v.class_embd") != nullptr;
