@@ -27,6 +27,7 @@ nlohmann::json disk_cache_state(const EngineStats& s) {
 nlohmann::json vision_state(const EngineStats& s, const EngineInfo& info) {
   if (info.mmproj_path.empty()) return nullptr;
   return {{"mmproj", info.mmproj_path},
+          {"projector", info.projector},
           {"image_rows", info.image_rows},
           {"images_encoded", s.images_encoded},
           {"cache_hits", s.image_cache_hits},

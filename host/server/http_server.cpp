@@ -159,6 +159,7 @@ json model_card(const ServerState& state, const std::string& name) {
           {"loom", {{"chat_template", chat_template_card(state.template_origin)},
                     {"kv", kv_card(state.engine.info())},
                     {"vision", state.engine.takes_images() ? json{{"mmproj", state.engine.info().mmproj_path},
+                                                                  {"projector", state.engine.info().projector},
                                                                   {"image_rows", state.engine.info().image_rows},
                                                                   {"max_images_per_request", state.settings.max_images_per_request}}
                                                            : json(nullptr)}}}};

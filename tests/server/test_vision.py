@@ -94,6 +94,7 @@ class VisionServerTest(unittest.TestCase):
         card = self.client.models.list().data[0]
         self.assertIn("vision", card.model_extra["capabilities"])
         self.assertEqual(card.model_extra["loom"]["vision"]["image_rows"], 16)
+        self.assertEqual(card.model_extra["loom"]["vision"]["projector"], "gemma3")
 
     def test_2_image_answered_then_cached_in_the_next_turn(self):
         parts = [{"type": "text", "text": "hello "}, image_part(data_url(self.png)), {"type": "text", "text": " the quick brown fox"}]

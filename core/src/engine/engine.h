@@ -63,7 +63,8 @@ struct EngineInfo {
   int64_t n_ctx_requested = 0;  // [model] n_ctx, else the model's own context, before it was fitted to the pool
   uint64_t weight_bytes = 0;  // as held by the backend (after any load-time repacking)
   std::string mmproj_path;    // the vision projector in use; empty: the model takes no images
-  uint32_t image_rows = 0;    // prompt rows one image becomes
+  uint32_t image_rows = 0;    // prompt rows one image becomes (a large square one where the size varies)
+  std::string projector;      // the projector's type: gemma3, mlp, pixtral, idefics3
 };
 
 namespace vision {

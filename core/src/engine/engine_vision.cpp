@@ -73,6 +73,7 @@ void Engine::open_vision(const Config& config, const std::filesystem::path& mode
     image_format_ = {};
     info_.mmproj_path.clear();
     info_.image_rows = 0;
+    info_.projector.clear();
     std::fprintf(stderr, "loom: warning: not using %s found beside the model (it takes no images): %s\n", mmproj.string().c_str(), e.what());
   }
 }
@@ -127,6 +128,7 @@ void Engine::load_vision(const Config& config, const std::filesystem::path& mmpr
                 std::to_string(window_rows_) + "); raise [kv] window_chunk_tokens");
   info_.mmproj_path = mmproj.string();
   info_.image_rows = static_cast<uint32_t>(v.square_image_rows());
+  info_.projector = vision::projector_type_name(v.projector);
   projector_hash_ = projector_fingerprint(mmproj);
 }
 
