@@ -280,3 +280,45 @@ TEST_CASE("engine: image prompts keep speculative decoding exact and structured 
     }
   }
 }
+
+// Image prompts preempted when the pool runs out are recomputed, rows included, and answer as they do
+// alone: four LLaVA prompts with different images, 84 tokens each plus 40 generated, in a pool of 16
+// blocks of 16 (each request alone needs 8).
+TEST_CASE("engine: preempted image prompts are recomputed with their rows and change no output", "[engine][vision]") {
+  const test::VisionGolden g = test::load_vision_golden("llava-mlp-synth");
+  Config config = test::engine_config(0, 256);
+  config.kv.dtype = "f16";
+  config.kv.block_size = 16;
+  config.kv.memory_bytes = 16 * 16 * 1024;  // 4 layers x K and V x 2 heads x 32 values x 2 bytes = 1 KiB a token
+  config.kv.prefix_caching = false;         // a preempted prompt is recomputed, not found again
+  Engine engine(config, g.text_model);
+  REQUIRE(engine.info().kv_blocks == 16);
+  std::vector<ImagePrompt> prompts;
+  for (uint8_t shade : {0, 60, 120, 180}) {
+    vision::RgbImage image = golden_image(g);
+    for (size_t i = 0; i < image.pixels.size() / 2; i++) image.pixels[i] = uint8_t(image.pixels[i] ^ shade);  // a different top half
+    prompts.push_back(build_image_prompt(engine.tokenizer(), g.json.at("prompt").get<std::string>(), {engine.encode_image(image)},
+                                         engine.image_format()));
+  }
+  auto request = [&](const ImagePrompt& prompt, test::Outcome* out) {
+    Request r = test::greedy_request(prompt.tokens, 40, out, engine);
+    r.images = prompt.images;
+    return r;
+  };
+  std::vector<test::Outcome> alone(prompts.size()), together(prompts.size());
+  for (size_t i = 0; i < prompts.size(); i++) {
+    engine.submit(request(prompts[i], &alone[i]));
+    test::run_until_done(engine);
+  }
+  const uint64_t preemptions_before = engine.stats().preemptions;
+  for (size_t i = 0; i < prompts.size(); i++) engine.submit(request(prompts[i], &together[i]));
+  test::run_until_done(engine);
+  CHECK(engine.stats().preemptions > preemptions_before);
+  for (size_t i = 0; i < prompts.size(); i++) {
+    INFO("request " << i);
+    CHECK(together[i].finish == FinishReason::length);
+    CHECK(together[i].tokens == alone[i].tokens);
+  }
+  CHECK(alone[0].tokens != alone[1].tokens);  // the images differ, and so do the answers
+  CHECK(engine.stats().kv_blocks_used == 0);
+}
