@@ -326,25 +326,36 @@ class RawHttpTest(unittest.TestCase):
         self.assertGreater(m['loom_http_requests_total{route="/v1/completions",code="200"}'], 0)
 
     def test_disconnect_mid_stream_frees_blocks(self):
-        before = SERVER.metrics()['loom_requests_total{outcome="cancelled"}']
-        sock = socket.create_connection((SERVER.host, SERVER.port), timeout=30)
-        body = json.dumps({"prompt": "a long story", "max_tokens": 200, "stream": True, "ignore_eos": True,
-                           "temperature": 0})
-        sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
-        received = b""
-        while received.count(b"data: {") < 3:
-            chunk = sock.recv(4096)
-            self.assertTrue(chunk, "the server closed the stream early")
-            received += chunk
-        self.assertIn(b"text/event-stream", received)
-        self.assertGreater(SERVER.metrics()["loom_kv_blocks_used"], 0)
-        sock.close()
-        m = SERVER.wait_kv_free()
-        self.assertEqual(m["loom_kv_blocks_used"], 0)
-        self.assertEqual(m['loom_requests_total{outcome="cancelled"}'], before + 1)
-        status, resp = SERVER.json("GET", "/health")
-        self.assertEqual(status, 200)
+        # A server of its own on the default model with room for a long answer: the tiny model wrote its
+        # whole 200-token answer before the client had closed (seen in CI), leaving nothing to cancel.
+        record = os.path.expanduser("~/.cache/loom/default-model.txt")
+        if not os.path.exists(record):
+            self.skipTest("the default model is not installed (scripts/setup.sh installs it)")
+        with open(record) as f:
+            default_model = f.read().strip()
+        server = LoomServer(write_config("disconnect.toml", f'model_name = "{MODEL_NAME}"', kv_memory="64MiB"), model=default_model)
+        try:
+            before = server.metrics()['loom_requests_total{outcome="cancelled"}']
+            sock = socket.create_connection((server.host, server.port), timeout=30)
+            body = json.dumps({"prompt": "a long story", "max_tokens": 2000, "stream": True, "ignore_eos": True,
+                               "temperature": 0})
+            sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+            received = b""
+            while received.count(b"data: {") < 3:
+                chunk = sock.recv(4096)
+                self.assertTrue(chunk, "the server closed the stream early: " + repr(received[-600:]))
+                received += chunk
+            self.assertIn(b"text/event-stream", received)
+            self.assertGreater(server.metrics()["loom_kv_blocks_used"], 0)
+            sock.close()
+            m = server.wait_kv_free()
+            self.assertEqual(m["loom_kv_blocks_used"], 0)
+            self.assertEqual(m['loom_requests_total{outcome="cancelled"}'], before + 1)
+            status, resp = server.json("GET", "/health")
+            self.assertEqual(status, 200)
+        finally:
+            server.terminate()
 
 
 class QueueTest(unittest.TestCase):
