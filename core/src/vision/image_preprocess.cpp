@@ -126,6 +126,19 @@ Letterbox letterbox_for(uint32_t src_width, uint32_t src_height, uint32_t target
   return box;
 }
 
+namespace {
+
+// The encoder's planar input [3][height][width] of an 8-bit image: (pixel / 255 - mean) / std.
+std::vector<float> planar(const RgbImage& image, const PreprocessSpec& spec) {
+  const size_t plane = size_t(image.width) * image.height;
+  std::vector<float> out(3 * plane);
+  for (size_t p = 0; p < plane; p++)
+    for (size_t c = 0; c < 3; c++) out[c * plane + p] = (float(image.pixels[p * 3 + c]) / 255.0f - spec.mean[c]) / spec.std[c];
+  return out;
+}
+
+}  // namespace
+
 ImageSize target_size(const PreprocessSpec& spec, uint32_t src_width, uint32_t src_height) {
   if (spec.align == 0) return {spec.size, spec.size};
   // mtmd's calc_size_preserved_ratio, float for float: round to the alignment, then scale down to
@@ -165,15 +178,7 @@ PreprocessedImage preprocess(const RgbImage& image, const PreprocessSpec& spec) 
       std::copy_n(&resized.pixels[size_t(y) * box.width * 3], size_t(box.width) * 3,
                   &boxed.pixels[((size_t(box.offset_y) + y) * tw + box.offset_x) * 3]);
   }
-  PreprocessedImage out;
-  out.width = tw;
-  out.height = th;
-  out.pixels.resize(size_t(3) * tw * th);
-  const size_t plane = size_t(tw) * th;
-  for (size_t p = 0; p < plane; p++)
-    for (size_t c = 0; c < 3; c++)
-      out.pixels[c * plane + p] = (float(boxed.pixels[p * 3 + c]) / 255.0f - spec.mean[c]) / spec.std[c];
-  return out;
+  return {tw, th, planar(boxed, spec)};
 }
 
 namespace {
@@ -200,13 +205,6 @@ RgbImage resize_exact(const RgbImage& image, uint32_t width, uint32_t height, Re
   return resize_like_pillow(image, width, height, filter);
 }
 
-std::vector<float> planar(const RgbImage& image, const PreprocessSpec& spec) {
-  const size_t plane = size_t(image.width) * image.height;
-  std::vector<float> out(3 * plane);
-  for (size_t p = 0; p < plane; p++)
-    for (size_t c = 0; c < 3; c++) out[c * plane + p] = (float(image.pixels[p * 3 + c]) / 255.0f - spec.mean[c]) / spec.std[c];
-  return out;
-}
 
 }  // namespace
 

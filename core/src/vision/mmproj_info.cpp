@@ -29,6 +29,19 @@ uint64_t required_uint(const gguf::GgufFile& file, const std::string& key) {
 
 namespace {
 
+// LLaVA's and Pixtral's projector, Linear-GELU-Linear: `first` [dim, hidden] then mm.2 [hidden, n_embd_text].
+void read_two_layer_projector(const gguf::GgufFile& file, const std::string& first, MmprojInfo& info) {
+  const std::string& label = file.label();
+  const gguf::TensorInfo* in = file.find_tensor(first + ".weight");
+  const gguf::TensorInfo* out = file.find_tensor("mm.2.weight");
+  if (in == nullptr || in->dims.size() != 2 || in->dims[0] != info.dim)
+    throw Error(label + ": tensor '" + first + ".weight' is missing or not [" + std::to_string(info.dim) + ", hidden]");
+  info.proj_hidden = in->dims[1];
+  if (out == nullptr || out->dims.size() != 2 || out->dims[0] != info.proj_hidden)
+    throw Error(label + ": tensor 'mm.2.weight' is missing or not [" + std::to_string(info.proj_hidden) + ", n_embd_text]");
+  info.n_embd_text = out->dims[1];
+}
+
 int64_t info_tiles_per_side(const MmprojInfo& m) {
   return m.tiled() ? (int64_t(m.preprocess.longest_edge) + m.image_size - 1) / m.image_size : 0;
 }
@@ -135,14 +148,7 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
     info.class_embedding = file.find_tensor("v.class_embd") != nullptr;
     // LLaVA takes the second-to-last layer's output, so the last layer is never run.
     info.n_layers_run = info.n_layers - 1;
-    const gguf::TensorInfo* mm0 = file.find_tensor("mm.0.weight");
-    const gguf::TensorInfo* mm2 = file.find_tensor("mm.2.weight");
-    if (mm0 == nullptr || mm0->dims.size() != 2 || mm0->dims[0] != info.dim)
-      throw Error(label + ": tensor 'mm.0.weight' is missing or not [" + std::to_string(info.dim) + ", hidden]");
-    info.proj_hidden = mm0->dims[1];
-    if (mm2 == nullptr || mm2->dims.size() != 2 || mm2->dims[0] != info.proj_hidden)
-      throw Error(label + ": tensor 'mm.2.weight' is missing or not [" + std::to_string(info.proj_hidden) + ", n_embd_text]");
-    info.n_embd_text = mm2->dims[1];
+    read_two_layer_projector(file, "mm.0", info);
   } else if (info.projector == ProjectorType::pixtral) {
     // Any size: the image keeps its aspect ratio, its sides multiples of patch x merge, between 8 and
     // 1024 merged patches (clip.cpp's limits for pixtral), bicubic, letterboxed on black.
@@ -160,14 +166,7 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
     info.patch_merger = file.find_tensor("mm.patch_merger.weight") != nullptr;
     if (info.merge > 1 && !info.patch_merger) throw Error(label + ": spatial_merge_size > 1 needs tensor 'mm.patch_merger.weight'");
     info.img_break = file.find_tensor("v.token_embd.img_break") != nullptr;
-    const gguf::TensorInfo* mm1 = file.find_tensor("mm.1.weight");
-    const gguf::TensorInfo* mm2 = file.find_tensor("mm.2.weight");
-    if (mm1 == nullptr || mm1->dims.size() != 2 || mm1->dims[0] != info.dim)
-      throw Error(label + ": tensor 'mm.1.weight' is missing or not [" + std::to_string(info.dim) + ", hidden]");
-    info.proj_hidden = mm1->dims[1];
-    if (mm2 == nullptr || mm2->dims.size() != 2 || mm2->dims[0] != info.proj_hidden)
-      throw Error(label + ": tensor 'mm.2.weight' is missing or not [" + std::to_string(info.proj_hidden) + ", n_embd_text]");
-    info.n_embd_text = mm2->dims[1];
+    read_two_layer_projector(file, "mm.1", info);
   }
   if (info.projector == ProjectorType::idefics3) {
     // SmolVLM: tiles of image_size after a resize to the longest edge (Lanczos, stretched), an overview,
