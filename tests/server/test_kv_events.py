@@ -158,6 +158,11 @@ topic = "loom"
         assert int.from_bytes(seq, "big") == 0 and DECODER.decode(payload).events == [AllBlocksCleared()], payload
         dealer0.close(0)
         sub.drain(settle=0.3)  # the same batch, live (when the subscription was in time)
+        if sub.last_seq == -1:
+            # PUB/SUB drops what is sent before a subscription lands (a slow start under load): batch
+            # 0 was checked through the replay socket instead, so the live stream continues from 1.
+            sub.last_seq = 0
+            sub.batches.append((0, payload))
         print("startup: batch 0 is AllBlocksCleared")
 
         prompt_a = " ".join(f"alpha{i}" for i in range(40))
