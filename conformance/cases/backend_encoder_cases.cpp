@@ -1,8 +1,9 @@
 // Conformance cases for the encoder ops (ABI 1.9): LAYER_NORM, ATTENTION over plain tensors, PATCHES
-// and POOL_2D, each against its definition in backend.h written out here in double precision. Shapes
+// and POOL_2D, and CLAMP (ABI 1.11), each against its definition in backend.h written out here in double precision. Shapes
 // are a vision encoder's in miniature: head size 72 (SigLIP's), grouped heads, several sequences in one
 // batch, a grid that is not square. A backend without the ops answers UNSUPPORTED and the cases report
 // not-supported.
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -142,6 +143,29 @@ void case_pool_2d(CaseContext& ctx, int64_t channels, int64_t width, int64_t hei
   require_close(dst.floats(), want, 1e-6, "POOL_2D");
 }
 
+// CLAMP (ABI 1.11): exact, bounds included; infinities are clamped too. A minimum above the maximum
+// is INVALID_ARGUMENT.
+void case_clamp(CaseContext& ctx, bool inverted) {
+  std::mt19937 rng(85);
+  const int64_t n = 70, rows = 3;
+  std::vector<float> xs = random_floats(rng, size_t(n * rows));
+  for (float& v : xs) v *= 3.0f;
+  xs[0] = -0.5f, xs[1] = 1.25f, xs[2] = INFINITY, xs[3] = -INFINITY;
+  HostTensor x = f32_tensor(xs, n, rows), dst = zero_tensor(LOOM_DTYPE_F32, n, rows);
+  const loom_clamp_params params{sizeof(loom_clamp_params), inverted ? 2.0f : -0.5f, inverted ? 1.0f : 1.25f};
+  auto dut = device_under_test(ctx);
+  if (inverted) {
+    const loom_status st = dut->run(LOOM_OP_CLAMP, {&x}, &dst, &params, /*ask_supports=*/false);
+    if (st == LOOM_STATUS_UNSUPPORTED) not_supported("CLAMP (ABI 1.11): " + dut->last_error());
+    require(st == LOOM_STATUS_INVALID_ARGUMENT, "CLAMP with min 2 above max 1 must fail with INVALID_ARGUMENT, got " + std::to_string(st));
+    return;
+  }
+  run_or_fail(*dut, LOOM_OP_CLAMP, {&x}, &dst, &params, "CLAMP");
+  std::vector<float> want(xs.size());
+  for (size_t i = 0; i < xs.size(); i++) want[i] = std::min(std::max(xs[i], -0.5f), 1.25f);
+  require_close(dst.floats(), want, 0.0, "CLAMP (exact)");
+}
+
 // Malformed encoder ops are INVALID_ARGUMENT, never a crash or a silent partial result.
 void case_bad_encoder_op(CaseContext& ctx, bool bad_grid) {
   auto dut = device_under_test(ctx);
@@ -181,6 +205,8 @@ std::vector<Case> backend_encoder_cases() {
       backend_case("backend.patches.one_channel", [](CaseContext& ctx) { case_patches(ctx, 16, 16, 1, 4); }),
       backend_case("backend.pool_2d.k2", [](CaseContext& ctx) { case_pool_2d(ctx, 5, 8, 6, 2); }),
       backend_case("backend.pool_2d.k4", [](CaseContext& ctx) { case_pool_2d(ctx, 33, 16, 8, 4); }),
+      backend_case("backend.clamp.rows", [](CaseContext& ctx) { case_clamp(ctx, false); }),
+      backend_case("backend.clamp.inverted_bounds_is_an_error", [](CaseContext& ctx) { case_clamp(ctx, true); }),
       backend_case("backend.patches.grid_not_a_multiple_is_an_error", [](CaseContext& ctx) { case_bad_encoder_op(ctx, true); }),
       backend_case("backend.attention.sequence_out_of_range_is_an_error", [](CaseContext& ctx) { case_bad_encoder_op(ctx, false); }),
   };

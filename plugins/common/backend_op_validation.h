@@ -50,6 +50,7 @@ inline const char* op_type_name(loom_op_type type) {
     case LOOM_OP_ATTENTION: return "ATTENTION";
     case LOOM_OP_PATCHES: return "PATCHES";
     case LOOM_OP_POOL_2D: return "POOL_2D";
+    case LOOM_OP_CLAMP: return "CLAMP";
     default: return nullptr;
   }
 }
@@ -87,6 +88,8 @@ struct BaseOpRules {
   // also has OpParams::seq_flags.
   static constexpr bool kSeqFlags = false;
   static constexpr bool kGeluQuick = false;  // LOOM_ACTIVATION_GELU_QUICK (ABI 1.10)
+  // CLAMP (ABI 1.11); a backend that implements it also has OpParams::clamp_min and clamp_max.
+  static constexpr bool kClamp = false;
 
   // After the common shape and stride checks of one operand (offset and strides not yet bounded).
   template <typename Checker, typename Tensor>
@@ -668,6 +671,24 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
         resolve_encoder_op(c, op, a, need_src, has);
       } else {
         c.unsupported(std::string("the encoder ops (ABI 1.9) are not implemented by the ") + Rules::kBackendName + " backend");
+      }
+      break;
+    }
+    case LOOM_OP_CLAMP: {
+      if constexpr (Rules::kClamp) {
+        need_src(1);
+        a.src[0] = c.tensor(op.src[0], "src0");
+        a.dst = c.tensor(op.dst, "dst");
+        c.expect_dtype(a.src[0], LOOM_DTYPE_F32, "src0");
+        c.expect_dtype(a.dst, LOOM_DTYPE_F32, "dst");
+        c.expect_shape(a.dst, a.src[0].ne, "dst");
+        if (!has(offsetof(loom_clamp_params, max) + 4)) c.invalid("needs loom_clamp_params");
+        const auto* p = params_of<loom_clamp_params>(op);
+        if (!(p->min <= p->max)) c.invalid("min must not exceed max (and neither may be NaN)");
+        a.params.clamp_min = p->min;
+        a.params.clamp_max = p->max;
+      } else {
+        c.unsupported(std::string("CLAMP (ABI 1.11) is not implemented by the ") + Rules::kBackendName + " backend");
       }
       break;
     }

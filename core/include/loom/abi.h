@@ -39,8 +39,9 @@ extern "C" {
  * LOOM_DTYPE_F8_E4M3 (dtype.h), an FP8 KV cache type; 1.9 added the encoder ops LOOM_OP_LAYER_NORM,
  * LOOM_OP_ATTENTION, LOOM_OP_PATCHES and LOOM_OP_POOL_2D (backend.h: vision encoders) and non-causal
  * sequences in PAGED_ATTENTION (loom_attention_params.flags, LOOM_ATTENTION_SEQ_FLAGS); 1.10 added
- * LOOM_ACTIVATION_GELU_QUICK (backend.h: CLIP's quick GELU in LLaVA-style vision encoders). */
-#define LOOM_ABI_MINOR 10
+ * LOOM_ACTIVATION_GELU_QUICK (backend.h: CLIP's quick GELU in LLaVA-style vision encoders); 1.11
+ * added LOOM_OP_CLAMP (backend.h: Gemma 4's clippable linears in its vision encoder). */
+#define LOOM_ABI_MINOR 11
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"
 

@@ -153,6 +153,9 @@ typedef int32_t loom_op_type;
  * height / k], dst[:, i, j] = the mean of src0[:, k*i .. k*i+k-1, k*j .. k*j+k-1] (width and height are
  * multiples of k). params: loom_pool_params. */
 #define LOOM_OP_POOL_2D 22
+/* (ABI 1.11) dst = min(max(src0, params.min), params.max), element-wise, F32: the input and output
+ * bounds of Gemma 4's clippable linears (its vision encoder). params: loom_clamp_params. */
+#define LOOM_OP_CLAMP 23
 
 #define LOOM_OP_MAX_SRC 6
 
@@ -172,6 +175,12 @@ typedef struct loom_pool_params { /* (ABI 1.9) LOOM_OP_POOL_2D */
   uint32_t struct_size;
   uint32_t kernel; /* window and stride */
 } loom_pool_params;
+
+typedef struct loom_clamp_params { /* (ABI 1.11) LOOM_OP_CLAMP */
+  uint32_t struct_size;
+  float min;
+  float max;
+} loom_clamp_params;
 
 typedef int32_t loom_activation;
 #define LOOM_ACTIVATION_SILU 1

@@ -118,4 +118,14 @@ void pool_2d(const OpArgs& a, const TaskRunner& run) {
   });
 }
 
+// As ggml_clamp: below min is min, above max is max (a NaN passes through).
+void clamp(const OpArgs& a, const TaskRunner& run) {
+  const float lo = a.params.clamp_min, hi = a.params.clamp_max;
+  run(a.src[0].n_rows(), [&](int64_t r) {
+    const float* x = a.src[0].frow(r);
+    float* out = a.dst.frow(r);
+    for (int64_t i = 0; i < a.src[0].ne[0]; i++) out[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+  });
+}
+
 }  // namespace loom::cpu

@@ -1,5 +1,5 @@
 // Encoder ops (ABI 1.9): layer norm, attention over plain tensors, image patches and 2-D average
-// pooling, what a vision encoder needs beyond the decoder ops. As with the recurrent ops, one
+// pooling, what a vision encoder needs beyond the decoder ops, and CLAMP (ABI 1.11). As with the recurrent ops, one
 // implementation serves both layers: the reference runs its tasks in order with in-order dot products,
 // the fast layer spreads them over the pool and takes its kernel table's SIMD dot product and axpy.
 #pragma once
@@ -29,5 +29,6 @@ void layer_norm(const OpArgs& a, const TaskRunner& run);
 void encoder_attention(const OpArgs& a, const TaskRunner& run, const EncoderKernels& kernels = {});
 void image_patches(const OpArgs& a, const TaskRunner& run);
 void pool_2d(const OpArgs& a, const TaskRunner& run);
+void clamp(const OpArgs& a, const TaskRunner& run);
 
 }  // namespace loom::cpu

@@ -300,6 +300,7 @@ void FastOps::run(const OpArgs& a) {
     case LOOM_OP_ATTENTION: return fast_encoder_attention(a, pool, *kernels_);
     case LOOM_OP_PATCHES: return image_patches(a, on_pool(pool));
     case LOOM_OP_POOL_2D: return pool_2d(a, on_pool(pool));
+    case LOOM_OP_CLAMP: return clamp(a, on_pool(pool));
     default: unsupported("op " + std::to_string(a.type) + " has no fast implementation");
   }
 }

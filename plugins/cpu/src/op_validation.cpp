@@ -22,6 +22,7 @@ struct CpuOpRules : plugin_support::BaseOpRules {
   static constexpr bool kSoftplus = true;
   static constexpr bool kEncoder = true;
   static constexpr bool kGeluQuick = true;
+  static constexpr bool kClamp = true;
   static constexpr bool kSeqFlags = true;
   static constexpr uint32_t kBufferMagic = cpu::kBufferMagic;
 

@@ -205,6 +205,7 @@ void run_reference_op(const OpArgs& a) {
     case LOOM_OP_ATTENTION: return encoder_attention(a, in_order);
     case LOOM_OP_PATCHES: return image_patches(a, in_order);
     case LOOM_OP_POOL_2D: return pool_2d(a, in_order);
+    case LOOM_OP_CLAMP: return clamp(a, in_order);
     default: unsupported("op " + std::to_string(a.type) + " has no reference implementation");
   }
 }

@@ -41,6 +41,7 @@ struct VkOpRules : plugin_support::BaseOpRules {
   // non-causal sequence flag in paged_attention.comp.
   static constexpr bool kEncoder = true;
   static constexpr bool kGeluQuick = true;
+  static constexpr bool kClamp = true;
   static constexpr bool kSeqFlags = true;
 
   [[noreturn]] static void invalid(const std::string& message) { vk::invalid(message); }

@@ -463,6 +463,11 @@ void record_op(Context& ctx, Stream& s, const OpArgs& a) {
     case LOOM_OP_ADD: return record_rows(ctx, s, "binary", a.src[0], &a.src[1], a.dst, 0, 0.0f, false);
     case LOOM_OP_MUL: return record_rows(ctx, s, "binary", a.src[0], &a.src[1], a.dst, 1, 0.0f, false);
     case LOOM_OP_SCALE: return record_rows(ctx, s, "scale", a.src[0], nullptr, a.dst, 0, a.params.scale, false);
+    case LOOM_OP_CLAMP: {  // the lower bound travels as the mode word's bits
+      uint32_t lo_bits;
+      std::memcpy(&lo_bits, &a.params.clamp_min, 4);
+      return record_rows(ctx, s, "clamp", a.src[0], nullptr, a.dst, lo_bits, a.params.clamp_max, false);
+    }
     case LOOM_OP_UNARY: return record_rows(ctx, s, "unary", a.src[0], nullptr, a.dst, uint32_t(a.params.activation), 0.0f, false);
     case LOOM_OP_GLU: return record_rows(ctx, s, "glu", a.src[0], &a.src[1], a.dst, uint32_t(a.params.activation), 0.0f, false);
     case LOOM_OP_RMS_NORM: {
