@@ -77,6 +77,22 @@ CASES = [
         "image": "tests/data/vision/shapes-150x100.png",
         "prompt": "describe <__media__> in one word",
     },
+    {
+        # Gemma 4's shape (gemma4v) on a synthetic Gemma 4 text model (per-layer embeddings, which image
+        # rows take from token 0): 150x100 becomes 176x112 (at least 70 pooled cells), 22x14 patches
+        # pooled 2 x 2 into 77 rows between <|image> and <image|>, decoded non-causally (width 128 is
+        # neither E2B's nor E4B's). Position tables, q/k/v norms, NEOX 2-D RoPE, sandwich norms, layer
+        # scalars and clamped linears (bounds that bite, some absent), std_bias / std_scale.
+        "name": "gemma4v-synth",
+        "text": ["--arch", "gemma4", "--layers", "6", "--dim", "128", "--heads", "4", "--kv-heads", "2",
+                 "--head-dim", "32", "--ff", "256", "--vocab", "512", "--ctx", "512", "--seed", "81",
+                 "--type", "F16", "--control-tokens", "<|image>,<image|>"],
+        "mmproj": ["--projector", "gemma4v", "--image-size", "224", "--patch", "8", "--dim", "64", "--heads", "4",
+                   "--layers", "2", "--ff", "128", "--text-dim", "128", "--merge", "2", "--type", "F16",
+                   "--seed", "82"],
+        "image": "tests/data/vision/shapes-150x100.png",
+        "prompt": "describe <__media__> in one word",
+    },
 ]
 
 
@@ -92,6 +108,7 @@ def main():
     ap.add_argument("--llama-cpp", required=True)
     ap.add_argument("--loom", default="build/bin/loom")
     ap.add_argument("--out", default="tests/golden/vision")
+    ap.add_argument("--only", nargs="*", help="the cases to record (default: all)")
     args = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     lcpp = os.path.abspath(args.llama_cpp)
@@ -103,6 +120,8 @@ def main():
                         "-L" + lcpp + "/build/bin", "-lmtmd", "-lllama", "-lggml", "-lggml-base",
                         "-Wl,-rpath," + lcpp + "/build/bin", "-o", helper], check=True)
         for case in CASES:
+            if args.only and case["name"] not in args.only:
+                continue
             text_path, mmproj_path = os.path.join(tmp, "text.gguf"), os.path.join(tmp, "mmproj.gguf")
             subprocess.run([args.loom, "gguf", "synth", *case["text"], "-o", text_path], check=True, stdout=subprocess.DEVNULL)
             subprocess.run([args.loom, "gguf", "synth-mmproj", *case["mmproj"], "-o", mmproj_path], check=True,

@@ -45,8 +45,11 @@ TEST_CASE("engine: an image prompt answers as mtmd does, in any chunking, and is
   // Pixtral (59 rows for this image, [IMG_END] after): the step budget must hold its largest square
   // image (1055 rows), so both budgets take the whole prompt.
   // SmolVLM (idefics3): 5 parts of 16 rows with text between them; a budget of 20 splits between parts.
+  // Gemma 4 (gemma4v, 77 rows here, wrapped, non-causal; per-layer embeddings): the budget must hold its
+  // largest image (1120 rows, any shape within the pixel limit), and the sliding-window rings widen to
+  // take it (the default window_chunk_tokens is 512).
   for (const Case& c : {Case{"gemma3-synth", 16, {64, 20}}, Case{"llava-mlp-synth", 64, {128, 66}}, Case{"pixtral-synth", 1055, {1055, 2048}},
-                        Case{"idefics3-synth", 80, {128, 20}}})
+                        Case{"idefics3-synth", 80, {128, 20}}, Case{"gemma4v-synth", 1089, {1120, 2048}}})
   for (const int64_t max_batched : c.max_batched) {
     DYNAMIC_SECTION(c.golden << ", max_batched_tokens " << max_batched) {
       const test::VisionGolden g = test::load_vision_golden(c.golden);

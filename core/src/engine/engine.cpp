@@ -48,7 +48,12 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
   const auto block_size = static_cast<uint32_t>(config.kv.block_size);
   // Sliding-window layers keep each running sequence's window in a ring (kv_cache.h), sized so one
   // sequence runs [kv] window_chunk_tokens rows per step: prompt chunks of that many less the drafts.
-  const KvPoolRequest request = kv_pool_request(config, model_->info(), static_cast<uint64_t>(model_->n_ctx()), budget);
+  // An image's rows go in one chunk, so a projector's largest image widens the rings where it needs to.
+  Config sized = config;
+  const int64_t image_rows = largest_image_rows(config, model_path);
+  const int64_t image_chunk = image_rows + (config.drafter.kind != "none" ? config.drafter.k : 0);
+  if (image_rows > 0 && image_chunk > sized.kv.window_chunk_tokens) sized.kv.window_chunk_tokens = image_chunk;
+  const KvPoolRequest request = kv_pool_request(sized, model_->info(), static_cast<uint64_t>(model_->n_ctx()), budget);
   const KvPoolLayout layout = plan_kv_pool(kv_layer_groups(model_->info(), kv_dtype), request);
   const uint64_t n_blocks = layout.n_blocks;
   fit_context_to_pool(config, n_blocks * block_size, budget);
@@ -67,7 +72,7 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
   kv_ = std::make_unique<KvManager>(remember(find_plugin(config, LOOM_PLUGIN_KIND_KV, config.kv.allocator)),
                                     static_cast<uint32_t>(n_blocks), block_size, config.kv.prefix_caching, n_state_slots,
                                     n_checkpoints);
-  window_rows_ = layout.ring_blocks > 0 ? std::min<uint32_t>(static_cast<uint32_t>(config.kv.window_chunk_tokens),
+  window_rows_ = layout.ring_blocks > 0 ? std::min<uint32_t>(static_cast<uint32_t>(sized.kv.window_chunk_tokens),
                                                               layout.ring_blocks * block_size + 1 - model_->info().sliding_window)
                                         : 0;
   kv_cache_ = model_->create_kv_cache(static_cast<uint32_t>(n_blocks), block_size, kv_dtype,

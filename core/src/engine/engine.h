@@ -144,6 +144,7 @@ class Engine {
   void limit_rows_for_rings();
   // The prefix cache's disk tier (engine_disk_tier.cpp).
   void open_disk_tier(const Config& config, const std::filesystem::path& model_path);
+  static int64_t largest_image_rows(const Config& config, const std::filesystem::path& model_path);
   void open_vision(const Config& config, const std::filesystem::path& model_path);
   void load_vision(const Config& config, const std::filesystem::path& mmproj);
   uint32_t load_prefix_from_disk(Sequence& seq);

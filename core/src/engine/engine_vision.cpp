@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "common/error.h"
 #include "engine/engine.h"
+#include "gguf/gguf_file.h"
 #include "plugin/plugin_registry.h"
 #include "tokenizer/tokenizer.h"
 #include "vision/vision_encoder.h"
@@ -59,6 +60,18 @@ uint64_t projector_fingerprint(const std::filesystem::path& path) {
 
 }  // namespace
 
+// Read before the KV pool is planned (its rings must take an image at once); 0 without a projector,
+// or with one open_vision will refuse or skip (it says why there).
+int64_t Engine::largest_image_rows(const Config& config, const std::filesystem::path& model_path) {
+  const std::filesystem::path mmproj = find_mmproj(config, model_path);
+  if (mmproj.empty()) return 0;
+  try {
+    return vision::read_mmproj_info(gguf::GgufFile::open(mmproj)).largest_part_rows();
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
 // A projector found beside the model that does not fit it (another model's, a type Loom does not run)
 // is skipped with a warning, and the model serves text as before; one named in the config is an error.
 void Engine::open_vision(const Config& config, const std::filesystem::path& model_path) {
@@ -93,6 +106,13 @@ void Engine::load_vision(const Config& config, const std::filesystem::path& mmpr
     if (image_format_.begin_token < 0 || image_format_.end_token < 0)
       throw Error(where + "a gemma3 projector needs the text model's <start_of_image> and <end_of_image> tokens");
     image_format_.non_causal = true;
+  } else if (v.projector == vision::ProjectorType::gemma4v) {
+    image_format_.begin_token = tokenizer_->find_token("<|image>");
+    image_format_.end_token = tokenizer_->find_token("<image|>");
+    if (image_format_.begin_token < 0 || image_format_.end_token < 0)
+      throw Error(where + "a gemma4v projector needs the text model's <|image> and <image|> tokens");
+    // As mtmd decodes them: all image rows see each other, except in E2B and E4B (widths 1536, 2560).
+    image_format_.non_causal = m.dim != 1536 && m.dim != 2560;
   } else if (v.projector == vision::ProjectorType::pixtral) {
     image_format_.end_token = tokenizer_->find_token("[IMG_END]");  // mtmd's layout: the rows, then [IMG_END]
     if (image_format_.end_token < 0) throw Error(where + "a pixtral projector needs the text model's [IMG_END] token");

@@ -5,11 +5,65 @@
 
 namespace loom::gguf {
 
+namespace {
+
+// Gemma 4's encoder in the layout of llama.cpp's converter (conversion/gemma.py, Gemma4VisionAudioModel):
+// no patch bias, a position table per axis, q/k norms per head, post-attention and post-FFN norms, a
+// layer scalar, clamp bounds beside most linears (some left out, as unbounded), std_bias/std_scale and
+// an input projection [dim, n_embd_text]. Bounds are tight enough that the clamps bite.
+void write_gemma4v(const SynthMmprojSpec& spec, GgufWriter& writer) {
+  SynthSpec weights;
+  weights.seed = spec.seed;
+  weights.weight_type = spec.weight_type;
+  ModelBuilder b(weights, writer);
+  const int64_t c = spec.dim, p = spec.patch_size, ff = spec.ff_dim, d = spec.dim / spec.n_heads;
+  const float in_scale = 1.0f / std::sqrt(float(c));
+  int bounded = 0;  // which linear: every fifth has no bounds, the rest alternate tight and loose ones
+  auto clamped = [&](const std::string& base, int64_t n_in, int64_t n_out, float scale) {
+    b.matrix(base + ".weight", n_in, n_out, scale);
+    const int k = bounded++;
+    if (k % 5 == 4) return;
+    const float in = k % 2 == 0 ? 1.25f : 2.5f, out = k % 2 == 0 ? 0.75f : 1.5f;
+    b.vector(base + ".input_min", 1, -in, 0.0f);
+    b.vector(base + ".input_max", 1, in * 0.8f, 0.0f);
+    b.vector(base + ".output_min", 1, -out * 0.9f, 0.0f);
+    b.vector(base + ".output_max", 1, out, 0.0f);
+  };
+  b.matrix_of(LOOM_DTYPE_F32, "v.patch_embd.weight", {p, p, 3, c}, 1.0f / std::sqrt(float(p * p * 3)));
+  // Enough positions for the largest square image at these sizes (66 patches per side at patch 8, merge 2).
+  b.matrix_of(LOOM_DTYPE_F32, "v.position_embd.weight", {c, 96, 2}, 0.2f);
+  for (int il = 0; il < spec.n_layers; il++) {
+    const std::string n = "v.blk." + std::to_string(il) + ".";
+    b.vector(n + "ln1.weight", c, 1.0f, 0.1f);
+    clamped(n + "attn_q", c, c, 2.0f * in_scale);
+    clamped(n + "attn_k", c, c, 2.0f * in_scale);
+    clamped(n + "attn_v", c, c, in_scale);
+    // Norm weights of 0.5: with the attention at scale 1, weights of 1 make its logits as large as d and
+    // magnify llama.cpp's F16 rounding (its GELU table) fourfold in the rows compared against.
+    b.vector(n + "attn_q_norm.weight", d, 0.5f, 0.1f);
+    b.vector(n + "attn_k_norm.weight", d, 0.5f, 0.1f);
+    clamped(n + "attn_out", c, c, in_scale);
+    b.vector(n + "attn_post_norm.weight", c, 1.0f, 0.1f);
+    b.vector(n + "ln2.weight", c, 1.0f, 0.1f);
+    clamped(n + "ffn_gate", c, ff, in_scale);
+    clamped(n + "ffn_up", c, ff, in_scale);
+    clamped(n + "ffn_down", ff, c, 1.0f / std::sqrt(float(ff)));
+    b.vector(n + "ffn_post_norm.weight", c, 1.0f, 0.1f);
+    b.vector(n + "out_scale.weight", 1, 0.7f + 0.2f * float(il), 0.0f);
+  }
+  b.vector("v.std_bias", c, 0.0f, 0.5f);
+  b.vector("v.std_scale", c, 1.0f, 0.2f);
+  clamped("mm.input_projection", c, spec.n_embd_text, in_scale);
+}
+
+}  // namespace
+
 void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::path& out) {
   const bool mlp = spec.projector == "mlp", pixtral = spec.projector == "pixtral", idefics3 = spec.projector == "idefics3";
-  if (spec.projector != "gemma3" && !mlp && !pixtral && !idefics3)
-    throw Error("synthetic mmproj: projector '" + spec.projector + "' is not supported (gemma3, mlp, pixtral, idefics3)");
-  const int merge = mlp || pixtral ? 1 : spec.merge;  // pixtral merges patches, but any image size is a multiple
+  const bool gemma4v = spec.projector == "gemma4v";
+  if (spec.projector != "gemma3" && !mlp && !pixtral && !idefics3 && !gemma4v)
+    throw Error("synthetic mmproj: projector '" + spec.projector + "' is not supported (gemma3, gemma4v, mlp, pixtral, idefics3)");
+  const int merge = mlp || pixtral || gemma4v ? 1 : spec.merge;  // these take any multiple of their cell
   if (spec.patch_size <= 0 || spec.image_size % spec.patch_size != 0 || merge <= 0 || (spec.image_size / spec.patch_size) % merge != 0)
     throw Error("synthetic mmproj: image_size must be a multiple of patch_size * merge");
   if (spec.n_heads <= 0 || spec.dim % spec.n_heads != 0) throw Error("synthetic mmproj: dim must be a multiple of n_heads");
@@ -20,8 +74,8 @@ void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::
   writer.set_bool("clip.has_text_encoder", false);
   writer.set_string("clip.projector_type", spec.projector);
   // CLIP (mlp) runs quick GELU, which clip.cpp picks when use_gelu is false; SigLIP runs GELU; Pixtral
-  // a SiLU-gated FFN.
-  writer.set_bool("clip.use_gelu", !mlp && !pixtral);
+  // a SiLU-gated FFN. Gemma 4's converter writes neither key (so clip.cpp gates with quick GELU).
+  if (!gemma4v) writer.set_bool("clip.use_gelu", !mlp && !pixtral);
   if (pixtral) writer.set_bool("clip.use_silu", true);
   if (mlp) writer.set_bool("clip.has_llava_projector", true);
   writer.set_uint32("clip.vision.image_size", uint32_t(spec.image_size));
@@ -33,6 +87,14 @@ void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::
   writer.set_uint32("clip.vision.projection_dim", uint32_t(spec.n_embd_text));
   writer.set_float32("clip.vision.attention.layer_norm_epsilon", pixtral ? 1e-5f : 1e-6f);
   if (pixtral) writer.set_uint32("clip.vision.spatial_merge_size", uint32_t(spec.merge));
+  if (gemma4v) {  // pixels in [0, 1]; the encoder takes them as 2x - 1
+    writer.set_float32_array("clip.vision.image_mean", {0.0f, 0.0f, 0.0f});
+    writer.set_float32_array("clip.vision.image_std", {1.0f, 1.0f, 1.0f});
+    writer.set_uint32("clip.vision.projector.scale_factor", uint32_t(spec.merge));
+    write_gemma4v(spec, writer);
+    writer.write(out);
+    return;
+  }
   if (mlp || pixtral) {  // OpenAI CLIP's normalisation
     writer.set_float32_array("clip.vision.image_mean", {0.48145466f, 0.4578275f, 0.40821073f});
     writer.set_float32_array("clip.vision.image_std", {0.26862954f, 0.26130258f, 0.27577711f});

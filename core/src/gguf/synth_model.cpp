@@ -164,7 +164,7 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   if (a == "qwen35" || a == "qwen35moe" || a == "qwen3next") {
     build_qwen35_model(spec, writer);
     if (spec.vocab_from.empty()) {
-      add_synthetic_vocab(writer, spec.n_vocab);
+      add_synthetic_vocab(writer, spec.n_vocab, spec.image_markers, spec.control_tokens);
     } else {
       copy_vocab(spec.vocab_from, writer, spec.n_vocab);
     }
@@ -175,7 +175,7 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   if (a == "gemma4") {
     build_gemma4_model(spec, writer);
     if (spec.vocab_from.empty()) {
-      add_synthetic_vocab(writer, spec.n_vocab);
+      add_synthetic_vocab(writer, spec.n_vocab, spec.image_markers, spec.control_tokens);
     } else {
       copy_vocab(spec.vocab_from, writer, spec.n_vocab);
     }

@@ -13,6 +13,7 @@ const char* projector_type_name(ProjectorType type) {
     case ProjectorType::mlp: return "mlp";
     case ProjectorType::pixtral: return "pixtral";
     case ProjectorType::idefics3: return "idefics3";
+    case ProjectorType::gemma4v: return "gemma4v";
   }
   return "?";
 }
@@ -46,6 +47,32 @@ int64_t info_tiles_per_side(const MmprojInfo& m) {
   return m.tiled() ? (int64_t(m.preprocess.longest_edge) + m.image_size - 1) / m.image_size : 0;
 }
 
+// Gemma 4's encoder: any size (mtmd's limits of 70 to 1120 pooled cells, bicubic), merge x merge average
+// pooling (pooling_kernel_size, 3 unless the file says), the blocks' extra norms and position tables.
+void read_gemma4v(const gguf::GgufFile& file, MmprojInfo& info) {
+  const std::string& label = file.label();
+  info.merge = uint32_t(file.get_uint("clip.vision.projector.scale_factor").value_or(3));
+  if (info.merge == 0 || info.merge > 8) throw Error(label + ": clip.vision.projector.scale_factor must be 1..8");
+  const uint64_t cell = uint64_t(info.patch_size) * info.merge;
+  info.preprocess.align = uint32_t(cell);
+  info.preprocess.min_pixels = 70 * cell * cell;
+  info.preprocess.max_pixels = 1120 * cell * cell;
+  info.preprocess.filter = ResizeFilter::bicubic;
+  info.preprocess.pad_color = {0, 0, 0};
+  info.rms_norm = true;
+  info.gemma4_blocks = true;
+  info.rope_theta = 100.0f;
+  if (info.head_dim % 4 != 0) throw Error(label + ": gemma4v's 2-D RoPE needs a head size that is a multiple of 4");
+  const gguf::TensorInfo* pos = file.find_tensor("v.position_embd.weight");
+  if (pos == nullptr || pos->dims.size() != 3 || pos->dims[0] != info.dim || pos->dims[2] != 2 || pos->dims[1] < 1 || pos->dims[1] > 65536)
+    throw Error(label + ": tensor 'v.position_embd.weight' is missing or not [" + std::to_string(info.dim) + ", positions, 2]");
+  info.pos_table = pos->dims[1];
+  const gguf::TensorInfo* proj = file.find_tensor("mm.input_projection.weight");
+  if (proj == nullptr || proj->dims.size() != 2 || proj->dims[0] != info.dim)
+    throw Error(label + ": tensor 'mm.input_projection.weight' is missing or not [" + std::to_string(info.dim) + ", n_embd_text]");
+  info.n_embd_text = proj->dims[1];
+}
+
 }  // namespace
 
 int64_t MmprojInfo::square_image_rows() const {
@@ -73,8 +100,10 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
     info.projector = ProjectorType::pixtral;
   } else if (type == "idefics3") {
     info.projector = ProjectorType::idefics3;
+  } else if (type == "gemma4v") {
+    info.projector = ProjectorType::gemma4v;
   } else {
-    throw Error(label + ": projector type '" + type + "' is not supported (Loom runs: gemma3, mlp, pixtral, idefics3)");
+    throw Error(label + ": projector type '" + type + "' is not supported (Loom runs: gemma3, gemma4v, mlp, pixtral, idefics3)");
   }
   info.dim = int64_t(required_uint(file, "clip.vision.embedding_length"));
   info.n_heads = int64_t(required_uint(file, "clip.vision.attention.head_count"));
@@ -119,7 +148,7 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
   const gguf::TensorInfo* down = file.find_tensor("v.blk.0.ffn_down.weight");
   if (down == nullptr || down->dims.size() != 2) throw Error(label + ": tensor 'v.blk.0.ffn_down.weight' is missing or not a matrix");
   // (Only for the types clip.cpp checks: a pixtral FFN as wide as its ViT is read as named.)
-  info.ffn_swapped = down->dims[0] == info.dim && info.projector != ProjectorType::pixtral;
+  info.ffn_swapped = down->dims[0] == info.dim && info.projector != ProjectorType::pixtral && info.projector != ProjectorType::gemma4v;
   const char* up_name = info.ffn_swapped ? "v.blk.0.ffn_down.weight" : "v.blk.0.ffn_up.weight";
   const gguf::TensorInfo* up = file.find_tensor(up_name);
   if (up == nullptr || up->dims.size() != 2) throw Error(label + ": tensor '" + up_name + "' is missing or not a matrix");
@@ -189,6 +218,7 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
       throw Error(label + ": tensor 'mm.model.fc.weight' is missing or not [" + std::to_string(merged) + ", n_embd_text]");
     info.n_embd_text = fc->dims[1];
   }
+  if (info.projector == ProjectorType::gemma4v) read_gemma4v(file, info);
   if (info.silu && !info.ffn_gated) throw Error(label + ": clip.use_silu without v.blk.0.ffn_gate.weight is not supported");
   return info;
 }

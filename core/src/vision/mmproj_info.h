@@ -20,6 +20,7 @@ enum class ProjectorType {
   mlp,     // CLIP, second-to-last layer's patch rows through a two-layer MLP (LLaVA 1.5 style)
   pixtral, // Pixtral / Mistral Small 3.x: any size, 2-D RoPE, RMS norms, SiLU-gated FFN, patch merger, [IMG_BREAK] rows
   idefics3,  // SmolVLM: SigLIP over tiles and an overview, pixel shuffle, one linear
+  gemma4v,   // Gemma 4: any size, position tables, 2-D NEOX RoPE, q/k/v norms, sandwich norms, clamped linears, pooled
 };
 const char* projector_type_name(ProjectorType type);
 
@@ -46,6 +47,11 @@ struct MmprojInfo {
   float rope_theta = 0.0f;       // > 0: 2-D RoPE on q and k (first half of a head by row, second by column)
   bool patch_merger = false;     // pixtral: merge x merge neighbouring patches concatenated and projected
   bool img_break = false;        // pixtral: an [IMG_BREAK] row after each row of the grid but the last
+  // gemma4v: a table of learned positions per axis (v.position_embd [dim, pos_table, 2]: columns,
+  // then rows), per-head RMS norms on q and k and a plain one on v, the RoPE in NEOX halves (the first
+  // half by column), RMS norms after attention and FFN, an attention scale of 1, pixels taken as 2x - 1.
+  int64_t pos_table = 0;
+  bool gemma4_blocks = false;
   PreprocessSpec preprocess;
 
   int64_t grid() const { return image_size / patch_size; }            // patches per side
@@ -63,8 +69,13 @@ struct MmprojInfo {
   int64_t square_image_rows() const;
   // The most rows one image puts in one piece of the prompt (a tile's, where images are tiled): what
   // one prefill chunk must hold.
-  int64_t largest_part_rows() const { return tiled() ? n_image_tokens() : square_image_rows(); }
-  int64_t n_image_tokens() const { return n_patches() / (int64_t(merge) * merge); }  // rows per image
+  // (Without break rows, an image within max_pixels has at most max_pixels / align² cells, whatever its shape.)
+  int64_t largest_part_rows() const {
+    if (tiled()) return n_image_tokens();
+    if (dynamic() && !img_break) return int64_t(preprocess.max_pixels / (uint64_t(preprocess.align) * preprocess.align));
+    return square_image_rows();
+  }
+  int64_t n_image_tokens() const { return n_patches() / (int64_t(merge) * merge); }  // rows per image (fixed-size)
 };
 
 // loom::Error naming the file and the key or tensor when the file is not a vision mmproj Loom runs.

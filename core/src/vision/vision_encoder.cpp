@@ -1,8 +1,10 @@
 #include "vision/vision_encoder.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "common/error.h"
 #include "gguf/block_quantize.h"
@@ -19,6 +21,30 @@ std::string shape_text(const std::vector<int64_t>& dims) {
   std::string s;
   for (int64_t d : dims) s += (s.empty() ? "" : ", ") + std::to_string(d);
   return "[" + s + "]";
+}
+
+// A one-value tensor (gemma4v's layer scalars and clamp bounds, as the converter writes them: [1]).
+std::optional<float> scalar_tensor(const gguf::GgufFile& file, const std::string& name) {
+  const gguf::TensorInfo* t = file.find_tensor(name);
+  if (t == nullptr) return std::nullopt;
+  if (t->n_elements != 1) throw Error(file.label() + ": tensor '" + name + "' has shape " + shape_text(t->dims) + ", expected one value");
+  if (dtype_traits(t->type) == nullptr) throw Error(file.label() + ": tensor '" + name + "' has type " + dtype_name(t->type) + ", which Loom cannot read");
+  const float v = dequantize_rows(t->type, file.tensor_data(*t), 1)[0];
+  if (!std::isfinite(v)) throw Error(file.label() + ": tensor '" + name + "' is not a finite number");
+  return v;
+}
+
+// Gemma4ClippableLinear's bounds beside `base`.weight (clip.cpp: an absent bound is unbounded).
+LinearClamp linear_clamp(const gguf::GgufFile& file, const std::string& base) {
+  auto bounds = [&](const char* lo_name, const char* hi_name) {
+    const std::optional<float> lo = scalar_tensor(file, base + lo_name), hi = scalar_tensor(file, base + hi_name);
+    loom_clamp_params p{};
+    if (!lo && !hi) return p;
+    p = {sizeof(loom_clamp_params), lo.value_or(-FLT_MAX), hi.value_or(FLT_MAX)};
+    if (!(p.min <= p.max)) throw Error(file.label() + ": '" + base + lo_name + "' is above '" + base + hi_name + "'");
+    return p;
+  };
+  return {bounds(".input_min", ".input_max"), bounds(".output_min", ".output_max")};
 }
 
 }  // namespace
@@ -59,7 +85,8 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
   // so), matrices in their file type, the projection transposed (the file holds it [n_embd_text, dim]).
   // pixtral's patch merger has its input reordered from (channel, ky, kx) to (ky, kx, channel), so the
   // merged rows are whole patch rows side by side (vision_encoder_ops.cpp).
-  enum class Form { f32, weight, transposed, merger };
+  // gemma4v's std_bias is stored negated, so the ops add it.
+  enum class Form { f32, weight, transposed, merger, negated };
   struct Planned {
     const gguf::TensorInfo* source;
     loom_tensor* target;
@@ -78,9 +105,9 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
     }
     if (t->dims != dims) throw Error(file.label() + ": tensor '" + name + "' has shape " + shape_text(t->dims) + ", expected " + shape_text(dims));
     loom_dtype dtype = t->type;
-    if (form == Form::f32) dtype = LOOM_DTYPE_F32;
+    if (form == Form::f32 || form == Form::negated) dtype = LOOM_DTYPE_F32;
     if (form == Form::transposed || form == Form::merger) dtype = t->type == LOOM_DTYPE_F16 ? LOOM_DTYPE_F16 : LOOM_DTYPE_F32;
-    if (form != Form::f32 && !backend_.supports_weight_dtype(dtype))
+    if (dtype != LOOM_DTYPE_F32 && !backend_.supports_weight_dtype(dtype))
       throw Error(file.label() + ": tensor '" + name + "' has type " + dtype_name(dtype) + ", which backend '" + backend_.name() + "' does not support");
     if (dtype != t->type && dtype_traits(t->type) != nullptr && t->type != LOOM_DTYPE_F32 && t->type != LOOM_DTYPE_F16 &&
         t->type != LOOM_DTYPE_BF16 && t->type != LOOM_DTYPE_Q8_0 && t->type != LOOM_DTYPE_Q4_0)
@@ -99,6 +126,7 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
   add("v.patch_embd.bias", {c}, &patch_b_, Form::f32, /*optional=*/true);
   if (m.class_embedding) add("v.class_embd", {c}, &class_, Form::f32);
   if (!m.dynamic()) add("v.position_embd.weight", {c, m.n_positions()}, &pos_, Form::f32);
+  if (m.pos_table > 0) add("v.position_embd.weight", {c, m.pos_table, 2}, &pos_, Form::f32);  // [c, 2 * pos_table] on the backend
   add("v.pre_ln.weight", {c}, &pre_ln_w_, Form::f32, true);
   add("v.pre_ln.bias", {c}, &pre_ln_b_, Form::f32, true);
   // Only the layers the encoder runs are loaded (LLaVA's last layer is never used).
@@ -117,6 +145,21 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
     add(b + "attn_v.bias", {c}, &l.bv, Form::f32, true);
     add(b + "attn_out.weight", {c, c}, &l.wo, Form::weight);
     add(b + "attn_out.bias", {c}, &l.bo, Form::f32, true);
+    if (m.gemma4_blocks) {
+      add(b + "attn_q_norm.weight", {m.head_dim}, &l.q_norm, Form::f32);
+      add(b + "attn_k_norm.weight", {m.head_dim}, &l.k_norm, Form::f32);
+      add(b + "attn_post_norm.weight", {c}, &l.attn_post_norm, Form::f32);
+      add(b + "ffn_post_norm.weight", {c}, &l.ffn_post_norm, Form::f32);
+      const std::optional<float> out_scale = scalar_tensor(file, b + "out_scale.weight");
+      l.out_scale = {out_scale ? uint32_t(sizeof(loom_scale_params)) : 0u, out_scale.value_or(1.0f)};
+      l.clamp_q = linear_clamp(file, b + "attn_q");
+      l.clamp_k = linear_clamp(file, b + "attn_k");
+      l.clamp_v = linear_clamp(file, b + "attn_v");
+      l.clamp_o = linear_clamp(file, b + "attn_out");
+      l.clamp_gate = linear_clamp(file, b + "ffn_gate");
+      l.clamp_up = linear_clamp(file, b + up);
+      l.clamp_down = linear_clamp(file, b + down);
+    }
     add(b + "ln2.weight", {c}, &l.ln2_w, Form::f32, true);
     add(b + "ln2.bias", {c}, &l.ln2_b, Form::f32, true);
     if (m.ffn_gated) {
@@ -155,6 +198,14 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
     case ProjectorType::idefics3:
       add("mm.model.fc.weight", {c * m.merge * m.merge, m.n_embd_text}, &fc_, Form::weight);
       break;
+    case ProjectorType::gemma4v:
+      add("mm.input_projection.weight", {c, m.n_embd_text}, &proj_, Form::weight);
+      proj_clamp_ = linear_clamp(file, "mm.input_projection");
+      add("v.std_bias", {c}, &std_bias_, Form::negated, true);
+      add("v.std_scale", {c}, &std_scale_, Form::f32, true);
+      if ((std_bias_.buffer == nullptr) != (std_scale_.buffer == nullptr))
+        throw Error(file.label() + ": tensors 'v.std_bias' and 'v.std_scale' come together (one is missing)");
+      break;
   }
 
   weights_ = backend_.alloc(total, LOOM_BUFFER_USAGE_WEIGHTS);
@@ -183,15 +234,17 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
       bytes = converted;
       *t.target = tensor_view(weights_, t.offset, t.dtype, d[0], d[1]);
     } else {
-      if (t.dtype != t.source->type) {
-        const std::vector<float> values = dequantize_rows(t.source->type, data, t.source->n_elements);
+      if (t.dtype != t.source->type || t.form == Form::negated) {
+        std::vector<float> values = dequantize_rows(t.source->type, data, t.source->n_elements);
+        if (t.form == Form::negated)
+          for (float& v : values) v = -v;
         converted.resize(values.size() * 4);
         std::memcpy(converted.data(), values.data(), converted.size());
         bytes = converted;
       }
       // The patch kernel [p, p, 3, dim] is read by MATMUL as [p * p * 3, dim].
       if (t.target == &patch_w_) *t.target = tensor_view(weights_, t.offset, t.dtype, d[0] * d[1] * d[2], d[3]);
-      else *t.target = tensor_view(weights_, t.offset, t.dtype, d[0], d.size() > 1 ? d[1] : 1);
+      else *t.target = tensor_view(weights_, t.offset, t.dtype, d[0], int64_t(t.source->n_elements) / d[0]);
     }
     if (bytes.size() != t.bytes) throw Error(file.label() + ": tensor '" + t.source->name + "' converted to an unexpected size");
     backend_.upload(weights_, t.offset, bytes.data(), t.bytes);
@@ -233,8 +286,18 @@ std::vector<float> VisionEncoder::encode_pixels(std::span<const float> pixels, u
     throw Error("vision encoder: a " + std::to_string(width) + "x" + std::to_string(height) + " input does not fit this " +
                 projector_type_name(m.projector) + " projector");
   const int64_t gx = width / m.patch_size, gy = height / m.patch_size;
+  if (m.pos_table > 0 && (gx > m.pos_table || gy > m.pos_table))
+    throw Error("vision encoder: a " + std::to_string(width) + "x" + std::to_string(height) + " input has " + std::to_string(gx) + "x" +
+                std::to_string(gy) + " patches, more per side than the " + std::to_string(m.pos_table) + " positions of this projector's table");
   if (gx != ops_gx_ || gy != ops_gy_) build_ops(gx, gy);
-  backend_.upload(compute_, at_.image, pixels.data(), expected * 4);
+  if (m.projector == ProjectorType::gemma4v) {  // Gemma 4's encoder takes its normalised pixels as 2x - 1
+    std::vector<float> scaled(pixels.begin(), pixels.end());
+    for (float& v : scaled) v = v * 2.0f - 1.0f;
+    backend_.upload(compute_, at_.image, scaled.data(), expected * 4);
+    backend_.synchronize();
+  } else {
+    backend_.upload(compute_, at_.image, pixels.data(), expected * 4);
+  }
   if (m.rope_theta > 0.0f) {  // the rows' and columns' positions of the 2-D RoPE
     std::vector<int32_t> positions(size_t(2 * gx * gy));
     for (int64_t i = 0; i < gx * gy; i++) {

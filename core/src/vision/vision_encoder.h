@@ -17,6 +17,12 @@
 //                     Linear, GELU, Linear; an [IMG_BREAK] row after each row of the grid but the last
 //   idefics3 (SmolVLM): the image in tiles and an overview (tile_grid), each through SigLIP as gemma3's;
 //                     then merge x merge patches side by side (pixel shuffle) and one linear
+//   gemma4v (Gemma 4): any size; pixels as 2x - 1; x = patches·Wpatch + col_table[col] + row_table[row];
+//                     per layer: q, k RMS-normed per head, 2-D NEOX RoPE (first half by column, second by
+//                     row, theta 100), v RMS-normed, attention at scale 1, an RMS norm after attention
+//                     and after the gated FFN, the layer's output times its scalar; every linear clamps
+//                     its input and output where the file gives bounds (Gemma4ClippableLinear);
+//                     then avg_pool merge x merge, * sqrt(dim), (x - std_bias) * std_scale, rms_norm, Wproj
 //
 // The op list is built for one grid and rebuilt when an image of another grid arrives (dynamic sizes);
 // buffers are sized at load for the largest.
@@ -39,6 +45,11 @@ class GgufFile;
 }
 
 namespace vision {
+
+// A linear's input and output bounds (gemma4v's clippable linears); struct_size 0: unbounded.
+struct LinearClamp {
+  loom_clamp_params input{}, output{};
+};
 
 class VisionEncoder {
  public:
@@ -63,6 +74,9 @@ class VisionEncoder {
  private:
   struct LayerWeights {
     loom_tensor ln1_w, ln1_b, wq, bq, wk, bk, wv, bv, wo, bo, ln2_w, ln2_b, gate, gate_b, up, up_b, down, down_b;
+    loom_tensor q_norm, k_norm, attn_post_norm, ffn_post_norm;  // gemma4v
+    LinearClamp clamp_q, clamp_k, clamp_v, clamp_o, clamp_gate, clamp_up, clamp_down;
+    loom_scale_params out_scale;  // gemma4v's layer scalar; struct_size 0: none
   };
   VisionEncoder(MmprojInfo info, Backend& backend);
   void load_weights(const gguf::GgufFile& file);
@@ -77,6 +91,8 @@ class VisionEncoder {
   loom_tensor mm0_w_{}, mm0_b_{}, mm2_w_{}, mm2_b_{};  // mlp (mm.0, mm.2); pixtral (mm.1, mm.2)
   loom_tensor merger_norm_{}, merger_{}, img_break_{};  // pixtral
   loom_tensor fc_{};                                   // idefics3
+  loom_tensor std_bias_{}, std_scale_{};               // gemma4v (the bias stored negated); proj_ too
+  LinearClamp proj_clamp_{};
   std::vector<LayerWeights> layers_;
   std::vector<loom_op> ops_;
   int64_t ops_gx_ = 0, ops_gy_ = 0;  // the grid ops_ is built for
@@ -92,6 +108,7 @@ class VisionEncoder {
   loom_pool_params pool_{};
   loom_glu_params ffn_act_{}, gelu_{};
   loom_rope_params rope_rows_{}, rope_cols_{};
+  loom_scale_params pooled_scale_{};
 };
 
 }  // namespace vision

@@ -62,7 +62,8 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
   const int64_t c = m.dim, p = m.patch_size, n_patches = gx * gy, n = n_patches + (m.class_embedding ? 1 : 0);
   const int64_t d = m.head_dim, k = m.merge, cx = gx / k, cy = gy / k, cells = cx * cy;
   norm_ = {sizeof(loom_norm_params), m.eps};
-  attn_ = {sizeof(loom_encoder_attention_params), 1.0f / std::sqrt(float(d)), 0, 0};
+  attn_ = {sizeof(loom_encoder_attention_params), m.gemma4_blocks ? 1.0f : 1.0f / std::sqrt(float(d)), 0, 0};
+  pooled_scale_ = {sizeof(loom_scale_params), std::sqrt(float(c))};
   patch_ = {sizeof(loom_patch_params), m.patch_size};
   pool_ = {sizeof(loom_pool_params), m.merge};
   const loom_activation act = m.silu ? LOOM_ACTIVATION_SILU : m.gelu_quick ? LOOM_ACTIVATION_GELU_QUICK : LOOM_ACTIVATION_GELU_TANH;
@@ -73,6 +74,11 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
   rope_rows_ = {sizeof(loom_rope_params), LOOM_ROPE_NORMAL, uint32_t(d / 2), m.rope_theta, 1.0f, 0.0f, {0.0f, 0.0f}};
   rope_cols_ = rope_rows_;
   rope_cols_.freq_scale = std::pow(m.rope_theta, -2.0f / float(d));
+  if (m.gemma4_blocks) {
+    // gemma4v: each half its own NEOX rotation over d / 2 dims (the first by column, the second by row).
+    rope_rows_ = {sizeof(loom_rope_params), LOOM_ROPE_NEOX, uint32_t(d / 2), m.rope_theta, 1.0f, 0.0f, {0.0f, 0.0f}};
+    rope_cols_ = rope_rows_;
+  }
 
   auto f32 = [&](uint64_t off, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) { return tensor_view(compute_, off, LOOM_DTYPE_F32, ne0, ne1, ne2); };
   ops_.clear();
@@ -82,9 +88,13 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
   auto add_bias = [&](const loom_tensor& x, const loom_tensor& bias) {
     if (bias.buffer != nullptr) op(LOOM_OP_ADD, x, {x, bias});
   };
-  auto linear = [&](const loom_tensor& dst, const loom_tensor& w, const loom_tensor& bias, const loom_tensor& x) {
+  auto linear = [&](const loom_tensor& dst, const loom_tensor& w, const loom_tensor& bias, const loom_tensor& x,
+                    const LinearClamp& bounds = {}) {
+    // A bounded input is clamped in place: every input here is scratch the linear's callers no longer need.
+    if (bounds.input.struct_size != 0) op(LOOM_OP_CLAMP, x, {x}, &bounds.input);
     op(LOOM_OP_MATMUL, dst, {w, x});
     add_bias(dst, bias);
+    if (bounds.output.struct_size != 0) op(LOOM_OP_CLAMP, dst, {dst}, &bounds.output);
   };
   auto norm = [&](const loom_tensor& dst, const loom_tensor& x, const loom_tensor& w, const loom_tensor& b) {
     if (!m.rms_norm) {
@@ -94,13 +104,18 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
     op(LOOM_OP_RMS_NORM, dst, {x, w}, &norm_);
     add_bias(dst, b);
   };
+  const loom_tensor pos_rows = tensor_view(compute_, at_.positions, LOOM_DTYPE_I32, n);
+  const loom_tensor pos_cols = tensor_view(compute_, at_.positions + uint64_t(n) * 4, LOOM_DTYPE_I32, n);
   auto rope_2d = [&](const loom_tensor& t) {
     const loom_tensor heads = reshape(t, d, m.n_heads, n);
-    const loom_tensor pos_rows = tensor_view(compute_, at_.positions, LOOM_DTYPE_I32, n);
-    const loom_tensor pos_cols = tensor_view(compute_, at_.positions + uint64_t(n) * 4, LOOM_DTYPE_I32, n);
-    op(LOOM_OP_ROPE, heads, {heads, pos_rows}, &rope_rows_);
+    const loom_tensor first = m.gemma4_blocks ? strided(heads, heads.offset, d / 2, m.n_heads, heads.nb[1], n, heads.nb[2]) : heads;
+    op(LOOM_OP_ROPE, first, {first, m.gemma4_blocks ? pos_cols : pos_rows}, &rope_rows_);
     const loom_tensor second = strided(heads, heads.offset + uint64_t(d / 2) * 4, d / 2, m.n_heads, heads.nb[1], n, heads.nb[2]);
-    op(LOOM_OP_ROPE, second, {second, pos_cols}, &rope_cols_);
+    op(LOOM_OP_ROPE, second, {second, m.gemma4_blocks ? pos_rows : pos_cols}, &rope_cols_);
+  };
+  auto head_norm = [&](const loom_tensor& t, const loom_tensor& w) {  // an RMS norm per head (w: [d] or none)
+    const loom_tensor heads = reshape(t, d, m.n_heads * n);
+    op(LOOM_OP_RMS_NORM, heads, {heads, w}, &norm_);
   };
 
   const loom_tensor x = f32(at_.x, c, n), h = f32(at_.h, c, n), q = f32(at_.q, c, n), kk = f32(at_.k, c, n), v = f32(at_.v, c, n);
@@ -109,32 +124,65 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
   op(LOOM_OP_PATCHES, patches, {f32(at_.image, gx * p, gy * p, 3)}, &patch_);
   linear(f32(at_.x, c, n_patches), patch_w_, patch_b_, patches);
   if (class_.buffer != nullptr) op(LOOM_OP_COPY, f32(at_.x + uint64_t(c * n_patches) * 4, c), {class_});
-  if (pos_.buffer != nullptr) op(LOOM_OP_ADD, x, {x, pos_});
+  if (m.pos_table > 0) {  // learned positions: the column's row of the first table, the row's of the second
+    const loom_tensor by_col = row_range(pos_, 0, m.pos_table), by_row = row_range(pos_, m.pos_table, m.pos_table);
+    op(LOOM_OP_GET_ROWS, h, {by_col, pos_cols});
+    op(LOOM_OP_ADD, x, {x, h});
+    op(LOOM_OP_GET_ROWS, h, {by_row, pos_rows});
+    op(LOOM_OP_ADD, x, {x, h});
+  } else if (pos_.buffer != nullptr) {
+    op(LOOM_OP_ADD, x, {x, pos_});
+  }
   if (pre_ln_w_.buffer != nullptr || pre_ln_b_.buffer != nullptr) norm(x, x, pre_ln_w_, pre_ln_b_);
   for (const LayerWeights& l : layers_) {
     norm(h, x, l.ln1_w, l.ln1_b);
-    linear(q, l.wq, l.bq, h);
-    linear(kk, l.wk, l.bk, h);
-    linear(v, l.wv, l.bv, h);
+    if (l.clamp_q.input.struct_size != 0 || l.clamp_k.input.struct_size != 0 || l.clamp_v.input.struct_size != 0) {
+      // Each projection clamps its own copy of the normed input (the bounds differ): k's in the
+      // attention output's scratch, v's in the FFN's, both free until later in the layer.
+      const loom_tensor for_v = f32(at_.wide, c, n);
+      op(LOOM_OP_COPY, a, {h});
+      op(LOOM_OP_COPY, for_v, {h});
+      linear(q, l.wq, l.bq, h, l.clamp_q);
+      linear(kk, l.wk, l.bk, a, l.clamp_k);
+      linear(v, l.wv, l.bv, for_v, l.clamp_v);
+    } else {
+      linear(q, l.wq, l.bq, h);
+      linear(kk, l.wk, l.bk, h);
+      linear(v, l.wv, l.bv, h);
+    }
+    if (m.gemma4_blocks) {
+      head_norm(q, l.q_norm);
+      head_norm(kk, l.k_norm);
+    }
     if (m.rope_theta > 0.0f) {
       rope_2d(q);
       rope_2d(kk);
     }
+    if (m.gemma4_blocks) head_norm(v, no_tensor());
     auto heads = [&](const loom_tensor& t) { return reshape(t, d, m.n_heads, n); };
     op(LOOM_OP_ATTENTION, heads(a), {heads(q), heads(kk), heads(v)}, &attn_);
-    linear(h, l.wo, l.bo, a);
+    linear(h, l.wo, l.bo, a, l.clamp_o);
+    if (m.gemma4_blocks) op(LOOM_OP_RMS_NORM, h, {h, l.attn_post_norm}, &norm_);
     op(LOOM_OP_ADD, x, {x, h});
     norm(h, x, l.ln2_w, l.ln2_b);
     if (m.ffn_gated) {
-      linear(ffn, l.gate, l.gate_b, h);
-      linear(ffn_up, l.up, l.up_b, h);
+      if (l.clamp_gate.input.struct_size != 0 || l.clamp_up.input.struct_size != 0) {
+        op(LOOM_OP_COPY, a, {h});
+        linear(ffn, l.gate, l.gate_b, h, l.clamp_gate);
+        linear(ffn_up, l.up, l.up_b, a, l.clamp_up);
+      } else {
+        linear(ffn, l.gate, l.gate_b, h);
+        linear(ffn_up, l.up, l.up_b, h);
+      }
       op(LOOM_OP_GLU, ffn, {ffn, ffn_up}, &ffn_act_);
     } else {
-      linear(ffn, l.up, l.up_b, h);
+      linear(ffn, l.up, l.up_b, h, l.clamp_up);
       op(LOOM_OP_UNARY, ffn, {ffn}, &ffn_act_);
     }
-    linear(h, l.down, l.down_b, ffn);
+    linear(h, l.down, l.down_b, ffn, l.clamp_down);
+    if (m.gemma4_blocks) op(LOOM_OP_RMS_NORM, h, {h, l.ffn_post_norm}, &norm_);
     op(LOOM_OP_ADD, x, {x, h});
+    if (l.out_scale.struct_size != 0) op(LOOM_OP_SCALE, x, {x}, &l.out_scale);
   }
   if (post_ln_w_.buffer != nullptr || post_ln_b_.buffer != nullptr) norm(x, x, post_ln_w_, post_ln_b_);
 
@@ -197,6 +245,19 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
       // Pixel shuffle: transformers' Idefics3 order is clip.cpp's, the block's rows (ky, kx) side by side.
       op(LOOM_OP_MATMUL, out, {fc_, merge_blocks(at_.x)});
       break;
+    case ProjectorType::gemma4v: {
+      // Gemma4VisionPooler, then the multimodal embedder: pooled, scaled, standardised, normed, projected.
+      const loom_tensor pooled = f32(at_.pool, c, cells);
+      op(LOOM_OP_POOL_2D, f32(at_.pool, c, cx, cy), {reshape(x, c, gx, gy)}, &pool_);
+      op(LOOM_OP_SCALE, pooled, {pooled}, &pooled_scale_);
+      if (std_bias_.buffer != nullptr) {
+        op(LOOM_OP_ADD, pooled, {pooled, std_bias_});
+        op(LOOM_OP_MUL, pooled, {pooled, std_scale_});
+      }
+      op(LOOM_OP_RMS_NORM, pooled, {pooled, no_tensor()}, &norm_);
+      linear(out, proj_, no_tensor(), pooled, proj_clamp_);
+      break;
+    }
   }
   ops_gx_ = gx;
   ops_gy_ = gy;
