@@ -71,6 +71,9 @@ struct BaseOpRules {
   static constexpr bool kRopeFreqFactors = false;
   // ROPE with LOOM_ROPE_YARN (ABI 1.2); a backend that implements it also has OpParams::yarn_*.
   static constexpr bool kRopeYarn = false;
+  // ROPE with LOOM_ROPE_MROPE (ABI 1.12); a backend that implements it also has OpParams::mrope and
+  // OpParams::sections.
+  static constexpr bool kRopeMrope = false;
   // The mixture-of-experts ops (ABI 1.5); a backend that implements them also has OpParams::moe_*.
   static constexpr bool kMoe = false;
   // PAGED_ATTENTION's sinks (src5) and GLU's LOOM_ACTIVATION_SWIGLU_OAI (ABI 1.5, gpt-oss).
@@ -524,13 +527,30 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
       c.expect_dtype(a.src[1], LOOM_DTYPE_I32, "src1 (positions)");
       c.expect_dtype(a.dst, LOOM_DTYPE_F32, "dst");
       c.expect_shape(a.src[0], a.src[0].ne[0], a.src[0].ne[1], a.src[0].ne[2], 1, "src0 (x)");
-      c.expect_shape(a.src[1], a.src[0].ne[2], 1, 1, 1, "src1 (positions)");
       c.expect_shape(a.dst, a.src[0].ne, "dst");
       if (!has(offsetof(loom_rope_params, freq_scale) + 4)) c.invalid("needs loom_rope_params");
       const auto* p = params_of<loom_rope_params>(op);
       const bool freq_factors = (p->mode & LOOM_ROPE_FREQ_FACTORS) != 0;
       const bool yarn = (p->mode & LOOM_ROPE_YARN) != 0;
-      const loom_rope_mode mode = p->mode & ~(LOOM_ROPE_FREQ_FACTORS | LOOM_ROPE_YARN);
+      const bool mrope = (p->mode & LOOM_ROPE_MROPE) != 0;
+      const loom_rope_mode mode = p->mode & ~(LOOM_ROPE_FREQ_FACTORS | LOOM_ROPE_YARN | LOOM_ROPE_MROPE);
+      if (!mrope) {
+        c.expect_shape(a.src[1], a.src[0].ne[2], 1, 1, 1, "src1 (positions)");
+      } else if constexpr (Rules::kRopeMrope) {
+        c.expect_shape(a.src[1], a.src[0].ne[2], 4, 1, 1, "src1 (positions, 4 components per token)");
+        if (!has(offsetof(loom_rope_params, sections) + 16)) c.invalid("LOOM_ROPE_MROPE needs the ABI 1.12 loom_rope_params");
+        if (mode != LOOM_ROPE_NEOX) c.invalid("LOOM_ROPE_MROPE applies to the NEOX mode");
+        int64_t total = 0;
+        for (int k = 0; k < 4; k++) {
+          if (p->sections[k] < 0) c.invalid("sections must be >= 0");
+          total += p->sections[k];
+          a.params.sections[k] = p->sections[k];
+        }
+        if (total <= 0) c.invalid("sections must sum to more than 0");
+        a.params.mrope = true;
+      } else {
+        c.unsupported("multi-section rope (LOOM_ROPE_MROPE, ABI 1.12) is not implemented by this backend");
+      }
       a.params.rope_mode = mode;
       a.params.n_dims = p->n_dims == 0 ? uint32_t(a.src[0].ne[0]) : p->n_dims;
       a.params.freq_base = p->freq_base;

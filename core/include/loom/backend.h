@@ -220,6 +220,14 @@ typedef int32_t loom_rope_mode;
  * YaRN's magnitude correction is not part of the op: the caller folds it into the attention scale.
  * A backend that does not implement it answers UNSUPPORTED. */
 #define LOOM_ROPE_YARN 0x200
+/* (ABI 1.12) Or'd into a NEOX mode: multi-section rope (Qwen2-VL's M-RoPE, ggml's ROPE_TYPE_MROPE).
+ * src1 positions are I32 [n_tok, 4]: each token's time, height, width and extra components, in that
+ * order along ne1. Pair i (of n_dims / 2) takes the component of its sector s = i % (sum of sections):
+ * time while s < sections[0], height while s < sections[0] + sections[1], width while s < the first
+ * three's sum, else extra; its angle is that position * freq_scale * freq_base^(-2i/n_dims) [/ src2[i]].
+ * With one position in all four components it is plain NEOX rope. A backend that does not implement it
+ * answers UNSUPPORTED. */
+#define LOOM_ROPE_MROPE 0x400
 
 typedef struct loom_rope_params {
   uint32_t struct_size;
@@ -230,6 +238,8 @@ typedef struct loom_rope_params {
   /* Read only with LOOM_ROPE_YARN (ABI 1.2; before, reserved and zero). */
   float yarn_ext_factor;   /* 0..1: weight of the original frequencies in the ramp */
   float yarn_corr_dims[2]; /* first and last pair index of the ramp */
+  /* Read only with LOOM_ROPE_MROPE (ABI 1.12): pairs per component section, non-negative, sum > 0. */
+  int32_t sections[4];
 } loom_rope_params;
 
 typedef struct loom_glu_params {

@@ -111,6 +111,8 @@ struct OpParams {
   bool seq_flags = false;  // (ABI 1.9) PAGED_ATTENTION: column 3 of seqs holds LOOM_SEQ_* flags
   uint32_t window = 0;  // (ABI 1.9) PATCHES' patch size, POOL_2D's kernel
   float clamp_min = 0.0f, clamp_max = 0.0f;  // (ABI 1.11) CLAMP
+  bool mrope = false;  // (ABI 1.12) ROPE: LOOM_ROPE_MROPE, positions [n_tok, 4]
+  int32_t sections[4] = {0, 0, 0, 0};
 };
 
 struct OpArgs {

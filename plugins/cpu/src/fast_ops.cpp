@@ -124,11 +124,13 @@ void rms_norm(const OpArgs& a, ThreadPool& pool) {
 // than rotating. A few entries cover models that mix two frequency bases (Gemma 3's local/global).
 // Frequency factors are compared by value: a buffer freed and reallocated at the same address may
 // hold others.
-const float* rope_angles(const OpParams& p, int64_t pos, const std::vector<float>& factors) {
+const float* rope_angles(const OpParams& p, const RopePositions& pos, const std::vector<float>& factors) {
   struct Entry {
-    int64_t pos = -1;
+    RopePositions pos{{-1, -1, -1, -1}};
     float freq_base = 0, freq_scale = 0, yarn_ext = 0, yarn_low = 0, yarn_high = 0;
     uint32_t n_dims = 0;
+    bool mrope = false;
+    int32_t sections[4] = {0, 0, 0, 0};
     std::vector<float> factors;
     std::vector<float> cos_sin;
   };
@@ -137,13 +139,15 @@ const float* rope_angles(const OpParams& p, int64_t pos, const std::vector<float
   for (Entry& e : entries) {
     if (e.pos == pos && e.freq_base == p.freq_base && e.freq_scale == p.freq_scale && e.n_dims == p.n_dims &&
         e.yarn_ext == p.yarn_ext_factor && e.yarn_low == p.yarn_corr_low && e.yarn_high == p.yarn_corr_high &&
-        e.factors == factors) {
+        e.mrope == p.mrope && std::equal(e.sections, e.sections + 4, p.sections) && e.factors == factors) {
       return e.cos_sin.data();
     }
   }
   Entry& e = entries[next];
   next = (next + 1) % 4;
   e.pos = pos, e.freq_base = p.freq_base, e.freq_scale = p.freq_scale, e.n_dims = p.n_dims, e.factors = factors;
+  e.mrope = p.mrope;
+  std::copy(p.sections, p.sections + 4, e.sections);
   e.yarn_ext = p.yarn_ext_factor, e.yarn_low = p.yarn_corr_low, e.yarn_high = p.yarn_corr_high;
   e.cos_sin.resize(p.n_dims / 2 * 2);
   rope_cos_sin(p, pos, factors.empty() ? nullptr : factors.data(), e.cos_sin.data(), e.cos_sin.data() + p.n_dims / 2);
@@ -151,14 +155,14 @@ const float* rope_angles(const OpParams& p, int64_t pos, const std::vector<float
 }
 
 void rope(const OpArgs& a, ThreadPool& pool) {
-  const Tensor &x = a.src[0], &pos = a.src[1], &dst = a.dst;
+  const Tensor &x = a.src[0], &dst = a.dst;
   const int64_t head_dim = x.ne[0], n_heads = x.ne[1], n_tok = x.ne[2], half = a.params.n_dims / 2;
   const bool neox = a.params.rope_mode == LOOM_ROPE_NEOX;
   const std::vector<float> factors = rope_freq_factors(a);
   for_rows(pool, n_tok, head_dim * n_heads, [&](int64_t t0, int64_t t1) {
     std::vector<float> row(static_cast<size_t>(head_dim));
     for (int64_t t = t0; t < t1; t++) {
-      const float* c = rope_angles(a.params, reinterpret_cast<const int32_t*>(pos.data)[t], factors);
+      const float* c = rope_angles(a.params, rope_positions(a, t), factors);
       const float* s = c + half;
       for (int64_t h = 0; h < n_heads; h++) {
         const float* in = reinterpret_cast<const float*>(x.at(h, t));

@@ -20,9 +20,37 @@ int64_t checked_index(const Tensor& ids, int64_t i, int64_t limit, const char* w
   return v;
 }
 
-void rope_cos_sin(const OpParams& p, int64_t pos, const float* freq_factors, float* cos_out, float* sin_out) {
+RopePositions rope_positions(const OpArgs& a, int64_t token) {
+  const Tensor& pos = a.src[1];
+  RopePositions r;
+  for (int k = 0; k < 4; k++) {
+    const int64_t row = a.params.mrope ? k : 0;
+    r.component[k] = reinterpret_cast<const int32_t*>(pos.data + row * int64_t(pos.nb[1]))[token * int64_t(pos.nb[0] / 4)];
+  }
+  return r;
+}
+
+namespace {
+
+// Which position pair i turns by: M-RoPE's section of the pair's sector, else the only one.
+int rope_component(const OpParams& p, uint32_t i) {
+  if (!p.mrope) return 0;
+  const int64_t total = int64_t(p.sections[0]) + p.sections[1] + p.sections[2] + p.sections[3];
+  const int64_t sector = int64_t(i) % total;
+  int64_t end = 0;
+  for (int k = 0; k < 3; k++) {
+    end += p.sections[k];
+    if (sector < end) return k;
+  }
+  return 3;
+}
+
+}  // namespace
+
+void rope_cos_sin(const OpParams& p, const RopePositions& positions, const float* freq_factors, float* cos_out, float* sin_out) {
   for (uint32_t i = 0; i < p.n_dims / 2; i++) {
     // theta_i = pos * freq_scale * base^(-2i / n_dims) / factor_i, in double so large positions stay exact.
+    const int64_t pos = positions.component[rope_component(p, i)];
     const double factor = freq_factors != nullptr ? double(freq_factors[i]) : 1.0;
     const double theta_extrap = double(pos) * std::pow(double(p.freq_base), -2.0 * i / double(p.n_dims)) / factor;
     double theta = double(p.freq_scale) * theta_extrap;
@@ -108,14 +136,13 @@ void rms_norm(const OpArgs& a) {
 
 // x [head_dim, n_heads, n_tok]: rotate the first n_dims of every head by its token's position.
 void rope(const OpArgs& a) {
-  const Tensor &x = a.src[0], &pos = a.src[1], &dst = a.dst;
+  const Tensor &x = a.src[0], &dst = a.dst;
   const int64_t head_dim = x.ne[0], n_heads = x.ne[1], n_tok = x.ne[2];
   const int64_t half = a.params.n_dims / 2;
   std::vector<float> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));
   const std::vector<float> factors = rope_freq_factors(a);
   for (int64_t t = 0; t < n_tok; t++) {
-    rope_cos_sin(a.params, reinterpret_cast<const int32_t*>(pos.data)[t * int64_t(pos.nb[0] / 4)],
-                 factors.empty() ? nullptr : factors.data(), cos_t.data(), sin_t.data());
+    rope_cos_sin(a.params, rope_positions(a, t), factors.empty() ? nullptr : factors.data(), cos_t.data(), sin_t.data());
     for (int64_t h = 0; h < n_heads; h++) {
       const float* in = reinterpret_cast<const float*>(x.at(h, t));
       float* out = reinterpret_cast<float*>(dst.at(h, t));

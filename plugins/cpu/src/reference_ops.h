@@ -41,7 +41,13 @@ int64_t checked_index(const Tensor& ids, int64_t i, int64_t limit, const char* w
 
 // Rotation angles of RoPE for one position: both layers use this so they agree to the bit.
 // `freq_factors` (n_dims/2 divisors of the pairs' frequencies, LOOM_ROPE_FREQ_FACTORS) may be null.
-void rope_cos_sin(const OpParams& p, int64_t pos, const float* freq_factors, float* cos_out, float* sin_out);  // n_dims/2 each
+// A token's rope positions: one, or (LOOM_ROPE_MROPE) its time, height, width and extra components.
+struct RopePositions {
+  int64_t component[4] = {0, 0, 0, 0};
+  bool operator==(const RopePositions&) const = default;
+};
+RopePositions rope_positions(const OpArgs& a, int64_t token);
+void rope_cos_sin(const OpParams& p, const RopePositions& pos, const float* freq_factors, float* cos_out, float* sin_out);  // n_dims/2 each
 // The frequency factors of a ROPE op as a contiguous copy (empty without LOOM_ROPE_FREQ_FACTORS).
 std::vector<float> rope_freq_factors(const OpArgs& a);
 

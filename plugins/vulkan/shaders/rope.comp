@@ -1,5 +1,6 @@
 #version 450
-// ROPE over x [head_dim, n_heads, n_tok] with positions [n_tok]. NORMAL rotates pairs (2i, 2i+1),
+// ROPE over x [head_dim, n_heads, n_tok] with positions [n_tok] (M-RoPE: [n_tok, 4], each pair taking
+// its section's component). NORMAL rotates pairs (2i, 2i+1),
 // NEOX rotates (i, i + n_dims/2); dims past n_dims pass through. Per-pair inverse frequencies come
 // from the host (computed in double like the reference, YaRN's blend included); with has_factors
 // each is divided by the pair's frequency factor (G, src2). With USE_FLOAT64 the angle pos * freq
@@ -24,7 +25,18 @@ layout(push_constant) uniform Push {
   uint d_off, d_nb1, d_nb2;
   uint head_dim, n_heads, n_tok, n_dims, neox;
   uint g_off, has_factors;
+  uint p_nb1, mrope, s0, s1, s2, s3;  // LOOM_ROPE_MROPE: positions [n_tok, 4], pairs by section
 } pc;
+
+// The position component pair i turns by (M-RoPE's section of its sector; 0 without sections).
+uint component(uint i) {
+  if (pc.mrope == 0u) return 0u;
+  uint sector = i % (pc.s0 + pc.s1 + pc.s2 + pc.s3);
+  if (sector < pc.s0) return 0u;
+  if (sector < pc.s0 + pc.s1) return 1u;
+  if (sector < pc.s0 + pc.s1 + pc.s2) return 2u;
+  return 3u;
+}
 
 void main() {
   uint half_dims = pc.n_dims / 2u;
@@ -33,9 +45,9 @@ void main() {
     uint h = r % pc.n_heads, t = r / pc.n_heads;
     uint a = (pc.a_off + h * pc.a_nb1 + t * pc.a_nb2) >> 2;
     uint d = (pc.d_off + h * pc.d_nb1 + t * pc.d_nb2) >> 2;
-    int pos = P[(pc.p_off + t * pc.p_nb0) >> 2];
     // Pairs first (each invocation owns both elements of its pair, so dst may alias x) ...
     for (uint i = gl_LocalInvocationIndex; i < half_dims; i += 64u) {
+      int pos = P[(pc.p_off + t * pc.p_nb0 + component(i) * pc.p_nb1) >> 2];
 #ifdef USE_FLOAT64
       const double two_pi = 6.283185307179586476925286766559LF;
       double theta = double(pos) * F[i];
