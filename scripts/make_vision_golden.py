@@ -93,6 +93,21 @@ CASES = [
         "image": "tests/data/vision/shapes-150x100.png",
         "prompt": "describe <__media__> in one word",
     },
+    {
+        # Qwen2.5-VL's shape (qwen25vl) on a synthetic qwen2vl text model (M-RoPE, sections 4/6/6 of 16
+        # pairs): 150x100 becomes 144x96 (18x12 patches, 9x6 merged cells: 54 rows between
+        # <|vision_start|> and <|vision_end|>, decoded causally); windows of 7x7 cells (112 px) split
+        # the grid in two, layer 1 of 3 attends over all of it; the rows' text positions are
+        # (t, t + row, t + column) and the text after the image continues at t + 9.
+        "name": "qwen25vl-synth",
+        "text": ["--arch", "qwen2vl", "--layers", "4", "--dim", "128", "--heads", "4", "--kv-heads", "2",
+                 "--head-dim", "32", "--ff", "256", "--vocab", "512", "--ctx", "512", "--seed", "91",
+                 "--type", "F16", "--control-tokens", "<|vision_start|>,<|vision_end|>"],
+        "mmproj": ["--projector", "qwen25vl", "--image-size", "560", "--patch", "8", "--dim", "64", "--heads", "4",
+                   "--layers", "3", "--ff", "128", "--text-dim", "128", "--type", "F16", "--seed", "92"],
+        "image": "tests/data/vision/shapes-150x100.png",
+        "prompt": "describe <__media__> in one word",
+    },
 ]
 
 

@@ -1,5 +1,6 @@
 // The vision encoder against llama.cpp's mtmd (tests/golden/vision): the encoder's input pixels must be
 // equal, the embedding rows close.
+#include <array>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -46,6 +47,8 @@ void check_encoder_against_mtmd(const std::string& golden, int64_t want_rows, do
   // mtmd's pixels are captured at the patch convolution, after gemma4v's 2x - 1 (Loom's encoder does it too).
   if (info.projector == vision::ProjectorType::gemma4v)
     for (float& v : pixels) v = v * 2.0f - 1.0f;
+  // mtmd's qwen25vl graph reads the image twice, once per frame of its 3-D patch kernel.
+  if (info.projector == vision::ProjectorType::qwen25vl) pixels.insert(pixels.end(), pixels.begin(), pixels.end());
   REQUIRE(pixels.size() == g.json.at("pixels").at("count").get<size_t>());
   // Bit for bit: the same target size and letterbox, Pillow's fixed-point resampler, the same float arithmetic.
   CHECK(test::fnv1a64_hex(pixels.data(), pixels.size() * 4) == g.json.at("pixels").at("fnv1a64").get<std::string>());
@@ -102,6 +105,16 @@ TEST_CASE("gemma4v vision encoder: pixels equal mtmd's at the image's own size, 
   check_encoder_against_mtmd("gemma4v-synth", 77, 2.5e-3);
 }
 
+TEST_CASE("qwen25vl vision encoder: pixels equal mtmd's at the image's own size, rows close", "[vision]") {
+  // 150x100 becomes 144x96 (sides multiples of 16, 8 to 4096 merged cells): 18x12 patches in 2x2 blocks
+  // grouped into two windows of 7x7 cells (7x6 and 2x6), 2-D M-RoPE, window attention in layers 0 and
+  // 2, full attention in layer 1, merged into 9x6 rows and put back in grid order. Measured: 2.1e-3 of
+  // the largest row value (0.0053 of 2.57; 1.6e-3 with F32 weights, llama.cpp's F16 GELU table and
+  // activations being the rest); full attention in every layer is off by 1.65, the column half of the
+  // RoPE at the row half's frequencies by 2.23.
+  check_encoder_against_mtmd("qwen25vl-synth", 54, 3.5e-3);
+}
+
 TEST_CASE("vision encoder refuses what it cannot run, naming it", "[vision]") {
   auto backend = test::cpu_backend();
   const auto dir = test::scratch_dir("vision-errors");
@@ -140,13 +153,23 @@ TEST_CASE("vision encoder refuses what it cannot run, naming it", "[vision]") {
 // The golden prompt as one batch on `backend`: text rows, then the image's rows (the encoder's, given
 // as embeddings, one non-causal entry), then text; returns the last row's logits. `non_causal` false
 // decodes the image's rows causally instead.
-std::vector<float> image_prompt_logits(Backend& backend, const test::VisionGolden& g, bool non_causal = true) {
+std::vector<float> image_prompt_logits(Backend& backend, const test::VisionGolden& g, bool non_causal = true,
+                                       bool mrope_positions = true) {
   auto encoder = vision::VisionEncoder::load(g.mmproj, backend);
   auto model = Model::load(g.text_model, backend);
   REQUIRE(model->supports_non_causal());
-  const std::vector<float> rows = encoder->encode(vision::decode_image(read_bytes(g.image)));
+  const vision::RgbImage picture = vision::decode_image(read_bytes(g.image));
+  const std::vector<float> rows = encoder->encode(picture);
   size_t next_row = 0;  // a tiled image is several image chunks, its rows in order
   ForwardBatch batch;
+  // M-RoPE (qwen2vl): rows turn by (t, t + row, t + column) of the merged grid, and the image advances
+  // the positions by max(columns, rows), as mtmd places them; the last position is mtmd's n_past.
+  const bool mrope = model->info().mrope;
+  std::vector<std::array<int32_t, 4>> rope;
+  int32_t next_position = 0;
+  const vision::MmprojInfo& v = encoder->info();
+  const vision::ImageSize size = vision::target_size(v.preprocess, picture.width, picture.height);
+  const auto columns = int32_t(size.width / v.patch_size / v.merge), grid_rows = int32_t(size.height / v.patch_size / v.merge);
   for (const auto& chunk : g.json.at("chunks")) {
     ForwardBatch::Seq entry;
     entry.first_row = int32_t(batch.tokens.size());
@@ -158,7 +181,10 @@ std::vector<float> image_prompt_logits(Backend& backend, const test::VisionGolde
       batch.positions.push_back(row);
       batch.slot_mapping.push_back(row);
       if (image) batch.embd_rows.push_back(row);
+      const int32_t t = next_position + (image ? 0 : i);
+      rope.push_back(image ? std::array<int32_t, 4>{t, t + i / columns, t + i % columns, 0} : std::array<int32_t, 4>{t, t, t, t});
     }
+    next_position += image && mrope ? std::max(columns, grid_rows) : n;
     if (image) {
       const size_t values = size_t(n) * size_t(model->info().dim);
       REQUIRE(next_row + values <= rows.size());
@@ -170,7 +196,11 @@ std::vector<float> image_prompt_logits(Backend& backend, const test::VisionGolde
     entry.non_causal = image && non_causal;
     batch.seqs.push_back(entry);
   }
-  REQUIRE(int32_t(batch.tokens.size()) == g.json.at("n_past").get<int32_t>());
+  REQUIRE((mrope ? next_position : int32_t(batch.tokens.size())) == g.json.at("n_past").get<int32_t>());
+  if (mrope && mrope_positions) {
+    for (size_t c = 0; c < 4; c++)
+      for (const auto& position : rope) batch.rope_positions.push_back(position[c]);
+  }
   REQUIRE(batch.embd.size() == batch.embd_rows.size() * size_t(model->info().dim));
   const uint32_t block = 16, n_blocks = 8;
   for (auto& entry : batch.seqs)
@@ -216,10 +246,12 @@ TEST_CASE("gemma text models after an image prompt match mtmd's logits", "[visio
   }
 }
 
-// LLaVA, Pixtral and SmolVLM decode an image's rows causally, like text (mtmd's non-causal ubatch is
-// Gemma's alone). Measured worst top-20 differences: 0.0017 (mlp), 0.0026 (pixtral), 0.0023 (idefics3).
-TEST_CASE("llama text model after a causal image prompt matches mtmd's logits", "[vision]") {
-  for (const char* golden : {"llava-mlp-synth", "pixtral-synth", "idefics3-synth"}) {
+// LLaVA, Pixtral, SmolVLM and Qwen2.5-VL decode an image's rows causally, like text (mtmd's non-causal
+// ubatch is Gemma's alone). Measured worst top-20 differences: 0.0017 (mlp), 0.0026 (pixtral), 0.0023
+// (idefics3), 0.0025 (qwen25vl, whose qwen2vl text model takes M-RoPE positions; plain positions move
+// its logits by 1.12).
+TEST_CASE("text models after a causal image prompt match mtmd's logits", "[vision]") {
+  for (const char* golden : {"llava-mlp-synth", "pixtral-synth", "idefics3-synth", "qwen25vl-synth"}) {
     DYNAMIC_SECTION(golden) {
       const test::VisionGolden g = test::load_vision_golden(golden);
       auto backend = test::cpu_backend();
@@ -228,6 +260,13 @@ TEST_CASE("llama text model after a causal image prompt matches mtmd's logits", 
       INFO("worst top-20 logit difference " << worst);
       CHECK(worst < 0.02);
       CHECK(std::max_element(logits.begin(), logits.end()) - logits.begin() == g.json.at("greedy")[0].get<int64_t>());
+      if (std::string(golden) == "qwen25vl-synth") {  // the M-RoPE positions matter: plain ones move the logits
+        const std::vector<float> plain = image_prompt_logits(*backend, g, false, /*mrope_positions=*/false);
+        double moved = 0.0;
+        for (size_t i = 0; i < plain.size(); i++) moved = std::max(moved, double(std::abs(plain[i] - logits[i])));
+        INFO("plain positions vs M-RoPE " << moved);
+        CHECK(moved > 0.05);
+      }
     }
   }
 }
@@ -242,7 +281,7 @@ TEST_CASE("vulkan: the vision encoders and image prompts match mtmd's", "[vision
     WARN("Vulkan backend not available (" << e.what() << "); skipping");
     return;
   }
-  for (const char* golden : {"gemma3-synth", "llava-mlp-synth", "pixtral-synth", "idefics3-synth", "gemma4v-synth"}) {
+  for (const char* golden : {"gemma3-synth", "llava-mlp-synth", "pixtral-synth", "idefics3-synth", "gemma4v-synth", "qwen25vl-synth"}) {
     const test::VisionGolden g = test::load_vision_golden(golden);
     const bool non_causal = std::string(golden).starts_with("gemma");
     auto cpu = test::cpu_backend();

@@ -8,6 +8,7 @@
 // start() a background loop; submit() and cancel() are thread-safe in both cases.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
@@ -139,6 +140,7 @@ class Engine {
             FinishReason finish, const std::string& error = "");
   void build_batch(const SchedulerDecision& decision);
   void split_at_images(const Sequence& seq, ForwardBatch::Seq& entry);
+  std::vector<std::array<int32_t, 4>> mrope_rows_;  // build_batch's M-RoPE positions, row by row
   void run_pending_copies();
   void checkpoint_states(const SchedulerDecision& decision);
   void limit_rows_for_rings();

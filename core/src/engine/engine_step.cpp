@@ -72,9 +72,34 @@ void Engine::update_stats(bool stepped) {
   stats_.prefix_hits = kv.prefix_hits;
 }
 
+namespace {
+
+// A row's M-RoPE position (time, height, width, extra) from its index in the sequence: an image's
+// rows by their place in its grid, every later row shifted back by what the images saved (each
+// advances the positions by max(columns, rows), not by its row count), as mtmd places them.
+std::array<int32_t, 4> mrope_position(const std::vector<PromptImage>& images, uint32_t index) {
+  int64_t shift = 0;
+  for (const PromptImage& image : images) {
+    if (image.grid_columns == 0) continue;
+    if (index < image.first) break;
+    const uint32_t r = index - image.first;
+    if (r < image.n_rows) {
+      const auto p = static_cast<int32_t>(image.first + shift);
+      return {p, p + static_cast<int32_t>(r / image.grid_columns), p + static_cast<int32_t>(r % image.grid_columns), 0};
+    }
+    shift += int64_t(std::max(image.grid_columns, image.grid_rows)) - int64_t(image.n_rows);
+  }
+  const auto p = static_cast<int32_t>(index + shift);
+  return {p, p, p, p};
+}
+
+}  // namespace
+
 void Engine::build_batch(const SchedulerDecision& decision) {
   batch_.clear();
   const int32_t block_size = static_cast<int32_t>(info_.kv_block_size);
+  const bool mrope = model_->info().mrope;
+  mrope_rows_.clear();
   for (const auto& chunk : decision.chunks) {
     Sequence& seq = *chunk.seq;
     // Draft tokens ride along as extra query rows after the chunk; each row's logits verify the
@@ -93,6 +118,7 @@ void Engine::build_batch(const SchedulerDecision& decision) {
       const int32_t position = static_cast<int32_t>(seq.n_computed + i);
       batch_.tokens.push_back(i < chunk.n_tokens ? seq.tokens[static_cast<size_t>(position)] : seq.draft[i - chunk.n_tokens]);
       batch_.positions.push_back(position);
+      if (mrope) mrope_rows_.push_back(mrope_position(seq.request.images, static_cast<uint32_t>(position)));
       const int32_t block = entry.block_table.at(static_cast<size_t>(position / block_size));
       batch_.slot_mapping.push_back(block * block_size + position % block_size);
     }
@@ -102,6 +128,12 @@ void Engine::build_batch(const SchedulerDecision& decision) {
       }
     }
     if (entry.n_query > 0) batch_.seqs.push_back(std::move(entry));  // none left when an image ends the chunk
+  }
+  if (mrope) {  // component-major, as ForwardBatch::rope_positions
+    const size_t n = mrope_rows_.size();
+    batch_.rope_positions.resize(4 * n);
+    for (size_t c = 0; c < 4; ++c)
+      for (size_t i = 0; i < n; ++i) batch_.rope_positions[c * n + i] = mrope_rows_[i][c];
   }
 }
 

@@ -113,6 +113,14 @@ void Engine::load_vision(const Config& config, const std::filesystem::path& mmpr
       throw Error(where + "a gemma4v projector needs the text model's <|image> and <image|> tokens");
     // As mtmd decodes them: all image rows see each other, except in E2B and E4B (widths 1536, 2560).
     image_format_.non_causal = m.dim != 1536 && m.dim != 2560;
+  } else if (v.projector == vision::ProjectorType::qwen25vl) {
+    image_format_.begin_token = tokenizer_->find_token("<|vision_start|>");
+    image_format_.end_token = tokenizer_->find_token("<|vision_end|>");
+    if (image_format_.begin_token < 0 || image_format_.end_token < 0)
+      throw Error(where + "a qwen25vl projector needs the text model's <|vision_start|> and <|vision_end|> tokens");
+    // Its rows turn by their place in the image (mtmd's M-RoPE positions): the text model must be M-RoPE.
+    if (!m.mrope)
+      throw Error(where + "a qwen25vl projector needs a text model with M-RoPE (architecture qwen2vl), not " + m.arch_name);
   } else if (v.projector == vision::ProjectorType::pixtral) {
     image_format_.end_token = tokenizer_->find_token("[IMG_END]");  // mtmd's layout: the rows, then [IMG_END]
     if (image_format_.end_token < 0) throw Error(where + "a pixtral projector needs the text model's [IMG_END] token");
@@ -179,6 +187,12 @@ EncodedImage Engine::encode_image(const vision::RgbImage& image, bool use_cache)
   const vision::TileGrid tiles = vision::tile_grid(vision_->info().preprocess, image.width, image.height);
   encoded.tile_columns = tiles.columns;
   encoded.tile_rows = tiles.rows;
+  if (model_->info().mrope) {  // the merged grid the rows fill, row by row
+    const vision::MmprojInfo& v = vision_->info();
+    const vision::ImageSize size = vision::target_size(v.preprocess, image.width, image.height);
+    encoded.grid_columns = size.width / v.patch_size / v.merge;
+    encoded.grid_rows = size.height / v.patch_size / v.merge;
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   image_cache_.push_front(encoded);
   image_cache_bytes_ += encoded.rows->size() * sizeof(float);

@@ -98,6 +98,8 @@ ImagePrompt build_image_prompt(const Tokenizer& tokenizer, std::string_view text
       place_tiled_image(tokenizer, image, format, out);
     } else {
       place_rows(out, image.rows, image.n_rows, image.hash, tokenizer.n_vocab(), format.non_causal);
+      out.images.back().grid_columns = image.grid_columns;
+      out.images.back().grid_rows = image.grid_rows;
     }
     if (format.end_token >= 0) out.tokens.push_back(format.end_token);
     at = marker + marker_text.size();

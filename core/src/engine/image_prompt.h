@@ -30,6 +30,8 @@ struct EncodedImage {
   uint32_t n_rows = 0;
   // A tiled image (idefics3): columns x rows tiles of equal rows, row by row, then the overview's.
   uint32_t tile_columns = 0, tile_rows = 0;
+  // The rows as a grid (M-RoPE projectors, PromptImage::grid_columns): 0 otherwise.
+  uint32_t grid_columns = 0, grid_rows = 0;
 };
 
 // Where an image's rows go: the wrapper tokens (-1: none) and whether they are decoded non-causally.

@@ -60,6 +60,10 @@ struct PromptImage {
   uint32_t n_rows = 0;
   std::shared_ptr<const std::vector<float>> rows;  // [n_rows][the model's width]
   bool non_causal = true;
+  // M-RoPE models (Qwen2-VL): the rows as a grid, columns x rows, row by row. Each row turns by
+  // (time, height, width) = (p, p + its row, p + its column) from the image's first position p, and
+  // the image advances the positions after it by max(columns, rows), as mtmd places them. 0: none.
+  uint32_t grid_columns = 0, grid_rows = 0;
 };
 
 struct Request {

@@ -56,14 +56,53 @@ void write_gemma4v(const SynthMmprojSpec& spec, GgufWriter& writer) {
   clamped("mm.input_projection", c, spec.n_embd_text, in_scale);
 }
 
+// Qwen2.5-VL's encoder in the layout of llama.cpp's converter (conversion/qwenvl.py): the 3-D patch
+// kernel as two 2-D frames, no position table, RMS norms, biased q/k/v/out, a SiLU-gated FFN with
+// biases, full attention every n_wa_pattern-th layer, the post norm and the merger (mm.0, mm.2).
+void write_qwen25vl(const SynthMmprojSpec& spec, GgufWriter& writer) {
+  writer.set_bool("clip.use_silu", true);
+  writer.set_uint32("clip.vision.n_wa_pattern", 2);
+  writer.set_float32_array("clip.vision.image_mean", {0.48145466f, 0.4578275f, 0.40821073f});
+  writer.set_float32_array("clip.vision.image_std", {0.26862954f, 0.26130258f, 0.27577711f});
+  SynthSpec weights;
+  weights.seed = spec.seed;
+  weights.weight_type = spec.weight_type;
+  ModelBuilder b(weights, writer);
+  const int64_t c = spec.dim, p = spec.patch_size, ff = spec.ff_dim, merged = 4 * spec.dim;
+  const float in_scale = 1.0f / std::sqrt(float(c));
+  b.matrix_of(LOOM_DTYPE_F32, "v.patch_embd.weight", {p, p, 3, c}, 0.7f / std::sqrt(float(p * p * 3)));
+  b.matrix_of(LOOM_DTYPE_F32, "v.patch_embd.weight.1", {p, p, 3, c}, 0.7f / std::sqrt(float(p * p * 3)));
+  for (int il = 0; il < spec.n_layers; il++) {
+    const std::string n = "v.blk." + std::to_string(il) + ".";
+    b.vector(n + "ln1.weight", c, 1.0f, 0.1f);
+    for (const char* w : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
+      const bool qk = std::string(w) == "attn_q" || std::string(w) == "attn_k";
+      b.matrix(n + w + ".weight", c, c, qk ? 2.0f * in_scale : in_scale);
+      b.vector(n + w + ".bias", c, 0.0f, 0.1f);
+    }
+    b.vector(n + "ln2.weight", c, 1.0f, 0.1f);
+    b.matrix(n + "ffn_gate.weight", c, ff, in_scale);
+    b.vector(n + "ffn_gate.bias", ff, 0.0f, 0.1f);
+    b.matrix(n + "ffn_up.weight", c, ff, in_scale);
+    b.vector(n + "ffn_up.bias", ff, 0.0f, 0.1f);
+    b.matrix(n + "ffn_down.weight", ff, c, 1.0f / std::sqrt(float(ff)));
+    b.vector(n + "ffn_down.bias", c, 0.0f, 0.1f);
+  }
+  b.vector("v.post_ln.weight", c, 1.0f, 0.1f);
+  b.matrix("mm.0.weight", merged, merged, 1.0f / std::sqrt(float(merged)));
+  b.vector("mm.0.bias", merged, 0.0f, 0.1f);
+  b.matrix("mm.2.weight", merged, spec.n_embd_text, 1.0f / std::sqrt(float(merged)));
+  b.vector("mm.2.bias", spec.n_embd_text, 0.0f, 0.1f);
+}
+
 }  // namespace
 
 void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::path& out) {
   const bool mlp = spec.projector == "mlp", pixtral = spec.projector == "pixtral", idefics3 = spec.projector == "idefics3";
-  const bool gemma4v = spec.projector == "gemma4v";
-  if (spec.projector != "gemma3" && !mlp && !pixtral && !idefics3 && !gemma4v)
-    throw Error("synthetic mmproj: projector '" + spec.projector + "' is not supported (gemma3, gemma4v, mlp, pixtral, idefics3)");
-  const int merge = mlp || pixtral || gemma4v ? 1 : spec.merge;  // these take any multiple of their cell
+  const bool gemma4v = spec.projector == "gemma4v", qwen25vl = spec.projector == "qwen25vl";
+  if (spec.projector != "gemma3" && !mlp && !pixtral && !idefics3 && !gemma4v && !qwen25vl)
+    throw Error("synthetic mmproj: projector '" + spec.projector + "' is not supported (gemma3, gemma4v, mlp, pixtral, idefics3, qwen25vl)");
+  const int merge = mlp || pixtral || gemma4v || qwen25vl ? 1 : spec.merge;  // these take any multiple of their cell
   if (spec.patch_size <= 0 || spec.image_size % spec.patch_size != 0 || merge <= 0 || (spec.image_size / spec.patch_size) % merge != 0)
     throw Error("synthetic mmproj: image_size must be a multiple of patch_size * merge");
   if (spec.n_heads <= 0 || spec.dim % spec.n_heads != 0) throw Error("synthetic mmproj: dim must be a multiple of n_heads");
@@ -72,10 +111,10 @@ void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::
   writer.set_string("general.name", "loom-synthetic-mmproj");
   writer.set_bool("clip.has_vision_encoder", true);
   writer.set_bool("clip.has_text_encoder", false);
-  writer.set_string("clip.projector_type", spec.projector);
+  writer.set_string("clip.projector_type", qwen25vl ? "qwen2.5vl_merger" : spec.projector);  // clip.cpp's name
   // CLIP (mlp) runs quick GELU, which clip.cpp picks when use_gelu is false; SigLIP runs GELU; Pixtral
   // a SiLU-gated FFN. Gemma 4's converter writes neither key (so clip.cpp gates with quick GELU).
-  if (!gemma4v) writer.set_bool("clip.use_gelu", !mlp && !pixtral);
+  if (!gemma4v && !qwen25vl) writer.set_bool("clip.use_gelu", !mlp && !pixtral);
   if (pixtral) writer.set_bool("clip.use_silu", true);
   if (mlp) writer.set_bool("clip.has_llava_projector", true);
   writer.set_uint32("clip.vision.image_size", uint32_t(spec.image_size));
@@ -87,6 +126,11 @@ void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::
   writer.set_uint32("clip.vision.projection_dim", uint32_t(spec.n_embd_text));
   writer.set_float32("clip.vision.attention.layer_norm_epsilon", pixtral ? 1e-5f : 1e-6f);
   if (pixtral) writer.set_uint32("clip.vision.spatial_merge_size", uint32_t(spec.merge));
+  if (qwen25vl) {
+    write_qwen25vl(spec, writer);
+    writer.write(out);
+    return;
+  }
   if (gemma4v) {  // pixels in [0, 1]; the encoder takes them as 2x - 1
     writer.set_float32_array("clip.vision.image_mean", {0.0f, 0.0f, 0.0f});
     writer.set_float32_array("clip.vision.image_std", {1.0f, 1.0f, 1.0f});

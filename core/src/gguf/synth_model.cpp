@@ -91,9 +91,9 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
   const bool is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2" || spec.arch == "gemma4";
   const bool is_moe = spec.arch == "qwen3moe" || spec.arch == "gpt-oss" || spec.arch == "qwen2moe" || spec.arch == "qwen35moe" ||
                       spec.arch == "qwen3next";
-  require(is_llama || is_gemma || is_moe || spec.arch == "qwen2" || spec.arch == "qwen3" || spec.arch == "qwen35" || spec.arch == "olmo2" ||
+  require(is_llama || is_gemma || is_moe || spec.arch == "qwen2" || spec.arch == "qwen2vl" || spec.arch == "qwen3" || spec.arch == "qwen35" || spec.arch == "olmo2" ||
               spec.arch == "granite" || spec.arch == "phi3" || spec.arch == "mistral3",
-          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
+          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen2vl, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
   require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
   require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
   require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
@@ -151,7 +151,7 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
 void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   SynthSpec spec = resolve_synth_spec(in);
   const std::string& a = spec.arch;
-  const bool is_qwen2 = a == "qwen2" || a == "qwen2moe", is_gemma3 = a == "gemma3", is_gemma2 = a == "gemma2";
+  const bool is_qwen2 = a == "qwen2" || a == "qwen2vl" || a == "qwen2moe", is_gemma3 = a == "gemma3", is_gemma2 = a == "gemma2";
   const bool is_gemma = is_gemma2 || is_gemma3;
   const bool is_gpt_oss = a == "gpt-oss";
   const bool is_moe = a == "qwen3moe" || a == "qwen2moe" || is_gpt_oss;
@@ -213,6 +213,12 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
     }
   }
   if (is_gpt_oss) writer.set_uint32(a + ".attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
+  if (a == "qwen2vl") {
+    // M-RoPE sections in Qwen2-VL's proportions (16, 24, 24 of 64 pairs): a quarter by time, the rest
+    // split between height and width.
+    const int32_t pairs = spec.head_dim / 2, t = pairs / 4;
+    writer.set_int32_array(a + ".rope.dimension_sections", {t, (pairs - t) / 2, pairs - t - (pairs - t) / 2, 0});
+  }
   if (is_moe) {
     writer.set_uint32(a + ".expert_count", static_cast<uint32_t>(spec.n_expert));
     writer.set_uint32(a + ".expert_used_count", static_cast<uint32_t>(spec.n_expert_used));

@@ -33,6 +33,10 @@ struct ForwardBatch {
   // though it must be a valid id. The values go in as they are: no embedding scale.
   std::vector<int32_t> embd_rows;
   std::vector<float> embd;
+  // M-RoPE models (qwen2vl): each row's rope position as four components, [4][n_tok] (time, height,
+  // width, extra); an image's rows turn by their place in the image, and text after an image by
+  // positions that no longer equal its KV index. Empty: each row's `positions` value in all four.
+  std::vector<int32_t> rope_positions;
 
   void clear() {
     tokens.clear();
@@ -42,6 +46,7 @@ struct ForwardBatch {
     logit_rows.clear();
     embd_rows.clear();
     embd.clear();
+    rope_positions.clear();
   }
 };
 

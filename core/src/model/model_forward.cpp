@@ -122,6 +122,9 @@ void Model::validate(const ForwardBatch& b, const KvCache& kv) const {
     if (row < 0 || static_cast<size_t>(row) >= n || (i > 0 && row <= b.embd_rows[i - 1]))
       bad_batch("embedding row " + std::to_string(row) + " is outside the batch or out of order");
   }
+  if (!b.rope_positions.empty() && (!info_.mrope || b.rope_positions.size() != 4 * n))
+    bad_batch(info_.mrope ? "rope_positions holds " + std::to_string(b.rope_positions.size()) + " values for 4 x " + std::to_string(n) + " rows"
+                          : std::string("rope_positions given to a model without M-RoPE"));
   if (b.embd.size() != b.embd_rows.size() * static_cast<size_t>(info_.dim))
     bad_batch("embd holds " + std::to_string(b.embd.size()) + " values for " + std::to_string(b.embd_rows.size()) + " rows of " +
               std::to_string(info_.dim));
@@ -202,7 +205,7 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks, const KvCach
     at += pad(count);
     return start;
   };
-  const size_t tokens = take(n), positions = take(n), slots = take(n), rows = take(n_out), seqs = take(4 * n_seqs);
+  const size_t tokens = take(n), positions = take(info_.mrope ? 4 * n : n), slots = take(n), rows = take(n_out), seqs = take(4 * n_seqs);
   const size_t tables = take(width * n_seqs);
   const size_t state_seqs = info_.is_hybrid() ? take(4 * n_seqs) : 0;
   // Window rings (kv_cache.h): the sliding layers' own slots and block tables.
@@ -219,6 +222,11 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks, const KvCach
   staging_.assign(at, 0);  // keeps its capacity: no allocation once the largest batch was seen
   std::copy(b.tokens.begin(), b.tokens.end(), staging_.begin() + static_cast<ptrdiff_t>(tokens));
   std::copy(b.positions.begin(), b.positions.end(), staging_.begin() + static_cast<ptrdiff_t>(positions));
+  if (info_.mrope) {  // the rope's four components; without image rows, the position in each
+    for (size_t c = 1; c < 4; ++c)
+      std::copy(b.positions.begin(), b.positions.end(), staging_.begin() + static_cast<ptrdiff_t>(positions + c * n));
+    if (!b.rope_positions.empty()) std::copy(b.rope_positions.begin(), b.rope_positions.end(), staging_.begin() + static_cast<ptrdiff_t>(positions));
+  }
   std::copy(b.slot_mapping.begin(), b.slot_mapping.end(), staging_.begin() + static_cast<ptrdiff_t>(slots));
   std::copy(b.logit_rows.begin(), b.logit_rows.end(), staging_.begin() + static_cast<ptrdiff_t>(rows));
   for (size_t s = 0; s < n_seqs; ++s) {
@@ -317,7 +325,8 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
   };
 
   const loom_tensor x = f32(off_x_, dim, n), h = f32(off_h_, dim, n);
-  const loom_tensor positions = i32(off_positions_, n), slots = i32(off_slots_, n);
+  const loom_tensor positions = m.mrope ? tensor_view(inputs_, off_positions_, LOOM_DTYPE_I32, n, 4) : i32(off_positions_, n);
+  const loom_tensor slots = i32(off_slots_, n);
   const loom_tensor seqs = i32(off_seqs_, 4, n_seqs), tables = i32(off_tables_, max_blocks, n_seqs);
   const loom_tensor ring_slots = kv.has_window_rings() ? i32(off_ring_slots_, n) : slots;
   const loom_tensor ring_tables = kv.has_window_rings() ? i32(off_ring_tables_, max_blocks, n_seqs) : tables;

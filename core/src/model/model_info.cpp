@@ -224,7 +224,7 @@ void read_linear_attention(const Reader& r, ModelInfo& info) {
 
 }  // namespace
 
-std::string arch_list() { return "llama, qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
+std::string arch_list() { return "llama, qwen2, qwen2vl, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
 
 ModelInfo read_model_info(const gguf::GgufFile& file) {
   ModelInfo info;
@@ -235,6 +235,9 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     info.arch = ModelArch::llama;
   } else if (*arch == "qwen2") {
     info.arch = ModelArch::qwen2;
+  } else if (*arch == "qwen2vl") {
+    info.arch = ModelArch::qwen2;  // Qwen2's blocks; M-RoPE positions (read below)
+    info.mrope = true;
   } else if (*arch == "qwen2moe") {
     info.arch = ModelArch::qwen2moe;
   } else if (*arch == "qwen3") {
@@ -296,6 +299,20 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
   info.n_ctx_train = r.opt_int("context_length", 2048, 1, 1 << 30);
   info.n_rot = r.opt_int("rope.dimension_count", info.head_dim, 2, info.head_dim);
   if (info.n_rot % 2 != 0) r.fail(r.key("rope.dimension_count"), "must be even");
+  if (info.mrope) {
+    // llama.cpp's qwen2vl: [time, height, width, extra] pairs per section (Qwen2-VL: 16, 24, 24, 0).
+    const std::string k = r.key("rope.dimension_sections");
+    if (file.find(k) == nullptr) r.fail(k, "is missing (M-RoPE needs its sections)");
+    const std::vector<int64_t> sections = file.get_int_array(k);
+    if (sections.size() < 3 || sections.size() > 4) r.fail(k, "needs 3 or 4 values");
+    int64_t total = 0;
+    for (size_t i = 0; i < sections.size(); ++i) {
+      if (sections[i] < 0 || sections[i] > info.n_rot) r.fail(k, "holds a section outside 0.." + std::to_string(info.n_rot));
+      info.rope_sections[i] = static_cast<int32_t>(sections[i]);
+      total += sections[i];
+    }
+    if (total <= 0) r.fail(k, "must hold at least one pair");
+  }
   // Sliding-window layers may have their own head size and rotary dims (llama.cpp reads these for
   // every family; Gemma 4 sets them).
   const int32_t head_dim_local = r.opt_int("attention.key_length_swa", info.head_dim, 2, 4096);

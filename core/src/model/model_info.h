@@ -80,6 +80,10 @@ struct ModelInfo {
 
   loom_activation ffn_activation = LOOM_ACTIVATION_SILU;
   bool qkv_bias = false;    // qwen2
+  // qwen2vl (Qwen2-VL, Qwen2.5-VL text): M-RoPE, pairs of the rotary dims by (time, height, width,
+  // extra) section; text alone turns as NEOX rope.
+  bool mrope = false;
+  int32_t rope_sections[4] = {0, 0, 0, 0};
   bool pre_norms = true;    // RMS norm before attention and FFN (olmo2 has none: only post norms)
   bool qk_norm = false;     // gemma3, qwen3: RMS norm of each q and k head before rope
   bool qk_norm_full = false;  // olmo2: the q/k norm spans all heads at once ([q_dim], [kv_dim] weights)

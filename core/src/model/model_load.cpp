@@ -55,6 +55,10 @@ Model::Model(ModelInfo info, Backend& backend, ModelOptions options) : info_(std
   rope_global_ = {sizeof(loom_rope_params), info_.rope_mode, static_cast<uint32_t>(info_.n_rot), info_.rope_freq_base,
                   info_.rope_freq_scale, {}};
   if (info_.rope_freq_factors || info_.rope_long_short) rope_global_.mode |= LOOM_ROPE_FREQ_FACTORS;
+  if (info_.mrope) {
+    rope_global_.mode |= LOOM_ROPE_MROPE;
+    std::copy(info_.rope_sections, info_.rope_sections + 4, rope_global_.sections);
+  }
   if (info_.rope_yarn) {
     rope_global_.mode |= LOOM_ROPE_YARN;
     rope_global_.yarn_ext_factor = info_.yarn_ext_factor;

@@ -14,6 +14,7 @@ const char* projector_type_name(ProjectorType type) {
     case ProjectorType::pixtral: return "pixtral";
     case ProjectorType::idefics3: return "idefics3";
     case ProjectorType::gemma4v: return "gemma4v";
+    case ProjectorType::qwen25vl: return "qwen25vl";
   }
   return "?";
 }
@@ -73,6 +74,41 @@ void read_gemma4v(const gguf::GgufFile& file, MmprojInfo& info) {
   info.n_embd_text = proj->dims[1];
 }
 
+// Qwen2.5-VL's encoder: any size (8 to 4096 merged cells, bicubic, letterboxed), 2 x 2 merging, RMS
+// norms, window attention every layer but each n_wa_pattern-th, a two-layer merger (mm.0, mm.2).
+void read_qwen25vl(const gguf::GgufFile& file, MmprojInfo& info) {
+  const std::string& label = file.label();
+  info.merge = uint32_t(file.get_uint("clip.vision.spatial_merge_size").value_or(2));
+  if (info.merge != 2) throw Error(label + ": clip.vision.spatial_merge_size must be 2 for qwen25vl (mtmd's positions assume it)");
+  const uint64_t cell = uint64_t(info.patch_size) * info.merge;
+  info.preprocess.align = uint32_t(cell);
+  info.preprocess.min_pixels = 8 * cell * cell;
+  info.preprocess.max_pixels = 4096 * cell * cell;
+  info.preprocess.filter = ResizeFilter::bicubic;
+  info.preprocess.pad_color = {0, 0, 0};
+  info.rms_norm = true;
+  info.rope_theta = 10000.0f;
+  if (info.head_dim % 4 != 0) throw Error(label + ": qwen25vl's 2-D M-RoPE needs a head size that is a multiple of 4");
+  const auto pattern = file.get_uint("clip.vision.n_wa_pattern");
+  if (!pattern || *pattern == 0 || *pattern > uint64_t(info.n_layers))
+    throw Error(label + ": clip.vision.n_wa_pattern (which layers attend over the whole image) is missing or out of range");
+  info.window_pattern = int64_t(*pattern);
+  const uint64_t window = file.get_uint("clip.vision.window_size").value_or(112);
+  if (window < cell || window > 4096) throw Error(label + ": clip.vision.window_size must be 1 to 4096 pixels and at least one merged cell");
+  info.window_cells = int64_t(window / cell);
+  if (file.find_tensor("v.patch_embd.weight.1") == nullptr)
+    throw Error(label + ": tensor 'v.patch_embd.weight.1' is missing (the second frame of Qwen's 3-D patch kernel)");
+  const gguf::TensorInfo* in = file.find_tensor("mm.0.weight");
+  const int64_t merged = info.dim * 4;
+  if (in == nullptr || in->dims.size() != 2 || in->dims[0] != merged)
+    throw Error(label + ": tensor 'mm.0.weight' is missing or not [" + std::to_string(merged) + ", hidden]");
+  info.proj_hidden = in->dims[1];
+  const gguf::TensorInfo* out = file.find_tensor("mm.2.weight");
+  if (out == nullptr || out->dims.size() != 2 || out->dims[0] != info.proj_hidden)
+    throw Error(label + ": tensor 'mm.2.weight' is missing or not [" + std::to_string(info.proj_hidden) + ", n_embd_text]");
+  info.n_embd_text = out->dims[1];
+}
+
 }  // namespace
 
 int64_t MmprojInfo::square_image_rows() const {
@@ -102,8 +138,10 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
     info.projector = ProjectorType::idefics3;
   } else if (type == "gemma4v") {
     info.projector = ProjectorType::gemma4v;
+  } else if (type == "qwen2.5vl_merger") {  // clip.cpp's name for it
+    info.projector = ProjectorType::qwen25vl;
   } else {
-    throw Error(label + ": projector type '" + type + "' is not supported (Loom runs: gemma3, gemma4v, mlp, pixtral, idefics3)");
+    throw Error(label + ": projector type '" + type + "' is not supported (Loom runs: gemma3, gemma4v, mlp, pixtral, idefics3, qwen25vl)");
   }
   info.dim = int64_t(required_uint(file, "clip.vision.embedding_length"));
   info.n_heads = int64_t(required_uint(file, "clip.vision.attention.head_count"));
@@ -219,6 +257,7 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
     info.n_embd_text = fc->dims[1];
   }
   if (info.projector == ProjectorType::gemma4v) read_gemma4v(file, info);
+  if (info.projector == ProjectorType::qwen25vl) read_qwen25vl(file, info);
   if (info.silu && !info.ffn_gated) throw Error(label + ": clip.use_silu without v.blk.0.ffn_gate.weight is not supported");
   return info;
 }

@@ -21,6 +21,7 @@ enum class ProjectorType {
   pixtral, // Pixtral / Mistral Small 3.x: any size, 2-D RoPE, RMS norms, SiLU-gated FFN, patch merger, [IMG_BREAK] rows
   idefics3,  // SmolVLM: SigLIP over tiles and an overview, pixel shuffle, one linear
   gemma4v,   // Gemma 4: any size, position tables, 2-D NEOX RoPE, q/k/v norms, sandwich norms, clamped linears, pooled
+  qwen25vl,  // Qwen2.5-VL: any size, 2-D M-RoPE, window attention, SiLU-gated FFN, 2 x 2 patch merger; M-RoPE text positions
 };
 const char* projector_type_name(ProjectorType type);
 
@@ -52,6 +53,10 @@ struct MmprojInfo {
   // half by column), RMS norms after attention and FFN, an attention scale of 1, pixels taken as 2x - 1.
   int64_t pos_table = 0;
   bool gemma4_blocks = false;
+  // qwen25vl: patches in 2 x 2 blocks (each block's four rows together), the 2-D M-RoPE, and every
+  // window_pattern-th layer attending over the whole image, the others within windows of
+  // window_cells x window_cells merged cells.
+  int64_t window_pattern = 0, window_cells = 0;
   PreprocessSpec preprocess;
 
   int64_t grid() const { return image_size / patch_size; }            // patches per side

@@ -85,8 +85,9 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
   // so), matrices in their file type, the projection transposed (the file holds it [n_embd_text, dim]).
   // pixtral's patch merger has its input reordered from (channel, ky, kx) to (ky, kx, channel), so the
   // merged rows are whole patch rows side by side (vision_encoder_ops.cpp).
-  // gemma4v's std_bias is stored negated, so the ops add it.
-  enum class Form { f32, weight, transposed, merger, negated };
+  // gemma4v's std_bias is stored negated, so the ops add it. Qwen's two patch kernels (the frames of its
+  // 3-D convolution, both of which see the same still image) are stored summed.
+  enum class Form { f32, weight, transposed, merger, negated, frames_summed };
   struct Planned {
     const gguf::TensorInfo* source;
     loom_tensor* target;
@@ -105,7 +106,7 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
     }
     if (t->dims != dims) throw Error(file.label() + ": tensor '" + name + "' has shape " + shape_text(t->dims) + ", expected " + shape_text(dims));
     loom_dtype dtype = t->type;
-    if (form == Form::f32 || form == Form::negated) dtype = LOOM_DTYPE_F32;
+    if (form == Form::f32 || form == Form::negated || form == Form::frames_summed) dtype = LOOM_DTYPE_F32;
     if (form == Form::transposed || form == Form::merger) dtype = t->type == LOOM_DTYPE_F16 ? LOOM_DTYPE_F16 : LOOM_DTYPE_F32;
     if (dtype != LOOM_DTYPE_F32 && !backend_.supports_weight_dtype(dtype))
       throw Error(file.label() + ": tensor '" + name + "' has type " + dtype_name(dtype) + ", which backend '" + backend_.name() + "' does not support");
@@ -122,7 +123,12 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
   };
 
   const int64_t c = m.dim, p = m.patch_size;
-  add("v.patch_embd.weight", {p, p, 3, c}, &patch_w_, Form::weight);
+  add("v.patch_embd.weight", {p, p, 3, c}, &patch_w_, m.projector == ProjectorType::qwen25vl ? Form::frames_summed : Form::weight);
+  if (m.projector == ProjectorType::qwen25vl) {
+    const gguf::TensorInfo* second = file.find_tensor("v.patch_embd.weight.1");
+    if (second == nullptr || second->dims != std::vector<int64_t>{p, p, 3, c})
+      throw Error(file.label() + ": tensor 'v.patch_embd.weight.1' is missing or not " + shape_text({p, p, 3, c}));
+  }
   add("v.patch_embd.bias", {c}, &patch_b_, Form::f32, /*optional=*/true);
   if (m.class_embedding) add("v.class_embd", {c}, &class_, Form::f32);
   if (!m.dynamic()) add("v.position_embd.weight", {c, m.n_positions()}, &pos_, Form::f32);
@@ -198,6 +204,12 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
     case ProjectorType::idefics3:
       add("mm.model.fc.weight", {c * m.merge * m.merge, m.n_embd_text}, &fc_, Form::weight);
       break;
+    case ProjectorType::qwen25vl:
+      add("mm.0.weight", {4 * c, m.proj_hidden}, &mm0_w_, Form::weight);
+      add("mm.0.bias", {m.proj_hidden}, &mm0_b_, Form::f32, true);
+      add("mm.2.weight", {m.proj_hidden, m.n_embd_text}, &mm2_w_, Form::weight);
+      add("mm.2.bias", {m.n_embd_text}, &mm2_b_, Form::f32, true);
+      break;
     case ProjectorType::gemma4v:
       add("mm.input_projection.weight", {c, m.n_embd_text}, &proj_, Form::weight);
       proj_clamp_ = linear_clamp(file, "mm.input_projection");
@@ -234,10 +246,15 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
       bytes = converted;
       *t.target = tensor_view(weights_, t.offset, t.dtype, d[0], d[1]);
     } else {
-      if (t.dtype != t.source->type || t.form == Form::negated) {
+      if (t.dtype != t.source->type || t.form == Form::negated || t.form == Form::frames_summed) {
         std::vector<float> values = dequantize_rows(t.source->type, data, t.source->n_elements);
         if (t.form == Form::negated)
           for (float& v : values) v = -v;
+        if (t.form == Form::frames_summed) {
+          const gguf::TensorInfo& second = *file.find_tensor(t.source->name + ".1");
+          const std::vector<float> more = dequantize_rows(second.type, file.tensor_data(second), second.n_elements);
+          for (size_t i = 0; i < values.size(); i++) values[i] += more[i];
+        }
         converted.resize(values.size() * 4);
         std::memcpy(converted.data(), values.data(), converted.size());
         bytes = converted;
@@ -298,14 +315,7 @@ std::vector<float> VisionEncoder::encode_pixels(std::span<const float> pixels, u
   } else {
     backend_.upload(compute_, at_.image, pixels.data(), expected * 4);
   }
-  if (m.rope_theta > 0.0f) {  // the rows' and columns' positions of the 2-D RoPE
-    std::vector<int32_t> positions(size_t(2 * gx * gy));
-    for (int64_t i = 0; i < gx * gy; i++) {
-      positions[size_t(i)] = int32_t(i / gx);
-      positions[size_t(gx * gy + i)] = int32_t(i % gx);
-    }
-    backend_.upload(compute_, at_.positions, positions.data(), positions.size() * 4);
-  }
+  upload_positions(gx, gy);
   backend_.run(ops_);
   std::vector<float> rows(size_t(m.rows_for(width, height) * m.n_embd_text));
   backend_.download(rows.data(), compute_, at_.out, rows.size() * 4);

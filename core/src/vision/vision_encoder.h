@@ -23,6 +23,10 @@
 //                     and after the gated FFN, the layer's output times its scalar; every linear clamps
 //                     its input and output where the file gives bounds (Gemma4ClippableLinear);
 //                     then avg_pool merge x merge, * sqrt(dim), (x - std_bias) * std_scale, rms_norm, Wproj
+//   qwen25vl (Qwen2.5-VL): any size; one patch kernel (the 3-D kernel's two frames summed); patches in
+//                     2 x 2 blocks, the blocks grouped by window; 2-D M-RoPE (height, width); RMS norms;
+//                     attention within windows but every n_wa_pattern-th layer; SiLU-gated FFN; post
+//                     norm; each block's 4 rows as one through Linear, GELU, Linear; back in grid order
 //
 // The op list is built for one grid and rebuilt when an image of another grid arrives (dynamic sizes);
 // buffers are sized at load for the largest.
@@ -82,6 +86,7 @@ class VisionEncoder {
   void load_weights(const gguf::GgufFile& file);
   void allocate_scratch();
   void build_ops(int64_t gx, int64_t gy);  // vision_encoder_ops.cpp
+  void upload_positions(int64_t gx, int64_t gy);  // the RoPE's positions (and Qwen's windows) of a grid
 
   MmprojInfo info_;
   Backend& backend_;
@@ -98,7 +103,7 @@ class VisionEncoder {
   int64_t ops_gx_ = 0, ops_gy_ = 0;  // the grid ops_ is built for
   // Scratch offsets (bytes into compute_), sized for the largest image.
   struct Scratch {
-    uint64_t image, positions, x, h, q, k, v, a, wide, wide2, merged, pool, hidden, pre_out, out;
+    uint64_t image, positions, windows, rope_factors, x, h, q, k, v, a, wide, wide2, merged, pool, hidden, pre_out, out;
   } at_{};
   int64_t max_patches_ = 0, max_cells_ = 0, max_rows_ = 0;
   // Params live here: ops borrow them.

@@ -21,7 +21,68 @@ loom_tensor strided(const loom_tensor& t, uint64_t offset, int64_t ne0, int64_t 
   return v;
 }
 
+// Qwen2.5-VL's windows over a grid of cx x cy merged cells (mtmd's window_idx): the cells regrouped
+// window by window (windows row-major, cells row-major within each), where each cell goes, which cell
+// comes from where, and each window's range of patch rows (4 per cell).
+struct QwenWindows {
+  std::vector<int32_t> index, inverse, ranges;  // ranges: [first row, rows] per window
+};
+QwenWindows qwen_windows(int64_t cx, int64_t cy, int64_t window) {
+  QwenWindows w;
+  w.index.resize(size_t(cx * cy));
+  w.inverse.resize(size_t(cx * cy));
+  int32_t next = 0;
+  for (int64_t y = 0; y < cy; y += window)
+    for (int64_t x = 0; x < cx; x += window) {
+      const int32_t first = next;
+      for (int64_t dy = 0; dy < std::min(window, cy - y); dy++)
+        for (int64_t dx = 0; dx < std::min(window, cx - x); dx++) {
+          const auto cell = size_t((y + dy) * cx + x + dx);
+          w.index[cell] = next;
+          w.inverse[size_t(next)] = int32_t(cell);
+          next++;
+        }
+      w.ranges.insert(w.ranges.end(), {4 * first, 4 * (next - first)});
+    }
+  return w;
+}
+
 }  // namespace
+
+void VisionEncoder::upload_positions(int64_t gx, int64_t gy) {
+  const MmprojInfo& m = info_;
+  if (m.rope_theta <= 0.0f) return;
+  std::vector<int32_t> positions;
+  if (m.projector == ProjectorType::qwen25vl) {
+    // Each patch's (row, column, row, column), at its place after the blocks are grouped by window.
+    const int64_t n = gx * gy, cx = gx / 2, cy = gy / 2;
+    const QwenWindows w = qwen_windows(cx, cy, m.window_cells);
+    positions.resize(size_t(4 * n));
+    for (int64_t cell = 0; cell < cx * cy; cell++)
+      for (int64_t j = 0; j < 4; j++) {
+        const auto at = size_t(4 * int64_t(w.index[size_t(cell)]) + j);
+        const auto row = int32_t(cell / cx * 2 + j / 2), column = int32_t(cell % cx * 2 + j % 2);
+        positions[at] = row, positions[size_t(n) + at] = column, positions[size_t(2 * n) + at] = row, positions[size_t(3 * n) + at] = column;
+      }
+    std::vector<int32_t> tables(w.index);
+    tables.insert(tables.end(), w.inverse.begin(), w.inverse.end());
+    tables.insert(tables.end(), w.ranges.begin(), w.ranges.end());
+    backend_.upload(compute_, at_.windows, tables.data(), tables.size() * 4);
+    // The pair frequencies of both halves of the rotated quarter-head sections restart at theta^0
+    // (ggml's vision rope): the second section's are divided by theta^-1, i.e. multiplied by theta.
+    std::vector<float> factors(size_t(m.head_dim / 2), 1.0f);
+    for (size_t i = factors.size() / 2; i < factors.size(); i++) factors[i] = 1.0f / m.rope_theta;
+    backend_.upload(compute_, at_.rope_factors, factors.data(), factors.size() * 4);
+  } else {  // the rows' and then the columns' positions of the 2-D RoPE
+    positions.resize(size_t(2 * gx * gy));
+    for (int64_t i = 0; i < gx * gy; i++) {
+      positions[size_t(i)] = int32_t(i / gx);
+      positions[size_t(gx * gy + i)] = int32_t(i % gx);
+    }
+  }
+  backend_.upload(compute_, at_.positions, positions.data(), positions.size() * 4);
+  backend_.synchronize();  // `positions` goes out of scope
+}
 
 void VisionEncoder::allocate_scratch() {
   const MmprojInfo& m = info_;
@@ -44,15 +105,18 @@ void VisionEncoder::allocate_scratch() {
     return at;
   };
   at_.image = reserve(3 * pixels);
-  at_.positions = reserve(m.rope_theta > 0.0f ? 2 * n : 0);
+  const bool qwen = m.projector == ProjectorType::qwen25vl;
+  at_.positions = reserve(m.rope_theta > 0.0f ? (qwen ? 4 : 2) * n : 0);
+  at_.windows = reserve(qwen ? 4 * cells : 0);  // window_idx, inv_window_idx, and the windows' row ranges
+  at_.rope_factors = reserve(qwen ? uint64_t(m.head_dim / 2) : 0);
   at_.x = reserve(c * n), at_.h = reserve(c * n), at_.q = reserve(c * n), at_.k = reserve(c * n), at_.v = reserve(c * n);
   at_.a = reserve(c * n);
   at_.wide = reserve(widest * n);
   at_.wide2 = reserve(m.ffn_gated ? uint64_t(m.ff_dim) * n : 0);
-  at_.merged = reserve(m.patch_merger || m.projector == ProjectorType::idefics3 ? c * n : 0);
+  at_.merged = reserve(m.patch_merger || m.projector == ProjectorType::idefics3 || qwen ? c * n : 0);
   at_.pool = reserve(c * cells);
   at_.hidden = reserve(uint64_t(m.proj_hidden) * cells);
-  at_.pre_out = reserve(m.img_break ? uint64_t(m.n_embd_text) * cells : 0);
+  at_.pre_out = reserve(m.img_break || qwen ? uint64_t(m.n_embd_text) * cells : 0);
   at_.out = reserve(uint64_t(m.n_embd_text) * uint64_t(max_rows_));
   compute_ = backend_.alloc(offset, LOOM_BUFFER_USAGE_COMPUTE);
 }
@@ -78,6 +142,14 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
     // gemma4v: each half its own NEOX rotation over d / 2 dims (the first by column, the second by row).
     rope_rows_ = {sizeof(loom_rope_params), LOOM_ROPE_NEOX, uint32_t(d / 2), m.rope_theta, 1.0f, 0.0f, {0.0f, 0.0f}};
     rope_cols_ = rope_rows_;
+  }
+  const bool qwen = m.projector == ProjectorType::qwen25vl;
+  if (qwen) {
+    // ggml's vision M-RoPE over pairs (i, i + d/2): the first d/4 pairs by the patch's row at theta^(-4i/d),
+    // the next d/4 by its column, their frequencies restarting (the factors): NEOX over d at theta².
+    const int32_t quarter = int32_t(d / 4);
+    rope_rows_ = {sizeof(loom_rope_params), LOOM_ROPE_NEOX | LOOM_ROPE_MROPE | LOOM_ROPE_FREQ_FACTORS, uint32_t(d),
+                  m.rope_theta * m.rope_theta, 1.0f, 0.0f, {0.0f, 0.0f}, {quarter, quarter, 0, 0}};
   }
 
   auto f32 = [&](uint64_t off, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) { return tensor_view(compute_, off, LOOM_DTYPE_F32, ne0, ne1, ne2); };
@@ -108,6 +180,11 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
   const loom_tensor pos_cols = tensor_view(compute_, at_.positions + uint64_t(n) * 4, LOOM_DTYPE_I32, n);
   auto rope_2d = [&](const loom_tensor& t) {
     const loom_tensor heads = reshape(t, d, m.n_heads, n);
+    if (qwen) {
+      op(LOOM_OP_ROPE, heads, {heads, tensor_view(compute_, at_.positions, LOOM_DTYPE_I32, n, 4),
+                               f32(at_.rope_factors, d / 2)}, &rope_rows_);
+      return;
+    }
     const loom_tensor first = m.gemma4_blocks ? strided(heads, heads.offset, d / 2, m.n_heads, heads.nb[1], n, heads.nb[2]) : heads;
     op(LOOM_OP_ROPE, first, {first, m.gemma4_blocks ? pos_cols : pos_rows}, &rope_rows_);
     const loom_tensor second = strided(heads, heads.offset + uint64_t(d / 2) * 4, d / 2, m.n_heads, heads.nb[1], n, heads.nb[2]);
@@ -119,10 +196,32 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
   };
 
   const loom_tensor x = f32(at_.x, c, n), h = f32(at_.h, c, n), q = f32(at_.q, c, n), kk = f32(at_.k, c, n), v = f32(at_.v, c, n);
+  // Each merge x merge block of patch rows of `src` side by side, one row per block (block rows in
+  // (ky, kx) order), into the merged scratch: pixtral's unfold and idefics3's pixel shuffle.
+  auto merge_blocks = [&](uint64_t src) {
+    const uint64_t row = uint64_t(c) * 4;
+    for (int64_t ky = 0; ky < k; ky++)
+      for (int64_t kx = 0; kx < k; kx++) {
+        const loom_tensor from = strided(h, src + uint64_t(ky * gx + kx) * row, c, cx, uint64_t(k) * row, cy, uint64_t(k * gx) * row);
+        const loom_tensor to = strided(h, at_.merged + uint64_t(ky * k + kx) * row, c, cx, uint64_t(k * k) * row, cy, uint64_t(cx * k * k) * row);
+        op(LOOM_OP_COPY, to, {from});
+      }
+    return f32(at_.merged, c * k * k, cells);
+  };
   const loom_tensor a = f32(at_.a, c, n), patches = f32(at_.wide, p * p * 3, n_patches);
   const loom_tensor ffn = f32(at_.wide, m.ff_dim, n), ffn_up = f32(at_.wide2, m.ff_dim, n);
+  const QwenWindows windows = qwen ? qwen_windows(cx, cy, m.window_cells) : QwenWindows{};
+  const auto i32 = [&](uint64_t off, int64_t ne0, int64_t ne1 = 1) { return tensor_view(compute_, off, LOOM_DTYPE_I32, ne0, ne1); };
+  const loom_tensor window_index = i32(at_.windows, cells), window_inverse = i32(at_.windows + uint64_t(cells) * 4, cells);
+  const loom_tensor window_ranges = i32(at_.windows + uint64_t(2 * cells) * 4, 2, int64_t(windows.ranges.size() / 2));
   op(LOOM_OP_PATCHES, patches, {f32(at_.image, gx * p, gy * p, 3)}, &patch_);
-  linear(f32(at_.x, c, n_patches), patch_w_, patch_b_, patches);
+  if (qwen) {
+    // Each 2 x 2 block's patch rows together (block by block), and the blocks grouped window by window.
+    linear(h, patch_w_, patch_b_, patches);
+    op(LOOM_OP_GET_ROWS, f32(at_.x, 4 * c, cells), {merge_blocks(at_.h), window_inverse});
+  } else {
+    linear(f32(at_.x, c, n_patches), patch_w_, patch_b_, patches);
+  }
   if (class_.buffer != nullptr) op(LOOM_OP_COPY, f32(at_.x + uint64_t(c * n_patches) * 4, c), {class_});
   if (m.pos_table > 0) {  // learned positions: the column's row of the first table, the row's of the second
     const loom_tensor by_col = row_range(pos_, 0, m.pos_table), by_row = row_range(pos_, m.pos_table, m.pos_table);
@@ -134,7 +233,8 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
     op(LOOM_OP_ADD, x, {x, pos_});
   }
   if (pre_ln_w_.buffer != nullptr || pre_ln_b_.buffer != nullptr) norm(x, x, pre_ln_w_, pre_ln_b_);
-  for (const LayerWeights& l : layers_) {
+  for (size_t il = 0; il < layers_.size(); il++) {
+    const LayerWeights& l = layers_[il];
     norm(h, x, l.ln1_w, l.ln1_b);
     if (l.clamp_q.input.struct_size != 0 || l.clamp_k.input.struct_size != 0 || l.clamp_v.input.struct_size != 0) {
       // Each projection clamps its own copy of the normed input (the bounds differ): k's in the
@@ -160,7 +260,11 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
     }
     if (m.gemma4_blocks) head_norm(v, no_tensor());
     auto heads = [&](const loom_tensor& t) { return reshape(t, d, m.n_heads, n); };
-    op(LOOM_OP_ATTENTION, heads(a), {heads(q), heads(kk), heads(v)}, &attn_);
+    if (qwen && (int64_t(il) + 1) % m.window_pattern != 0) {  // within each window
+      op(LOOM_OP_ATTENTION, heads(a), {heads(q), heads(kk), heads(v), window_ranges}, &attn_);
+    } else {
+      op(LOOM_OP_ATTENTION, heads(a), {heads(q), heads(kk), heads(v)}, &attn_);
+    }
     linear(h, l.wo, l.bo, a, l.clamp_o);
     if (m.gemma4_blocks) op(LOOM_OP_RMS_NORM, h, {h, l.attn_post_norm}, &norm_);
     op(LOOM_OP_ADD, x, {x, h});
@@ -187,18 +291,6 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
   if (post_ln_w_.buffer != nullptr || post_ln_b_.buffer != nullptr) norm(x, x, post_ln_w_, post_ln_b_);
 
   const loom_tensor out = f32(at_.out, m.n_embd_text, cells);
-  // Each merge x merge block of patch rows of `src` side by side, one row per block (block rows in
-  // (ky, kx) order), into the merged scratch: pixtral's unfold and idefics3's pixel shuffle.
-  auto merge_blocks = [&](uint64_t src) {
-    const uint64_t row = uint64_t(c) * 4;
-    for (int64_t ky = 0; ky < k; ky++)
-      for (int64_t kx = 0; kx < k; kx++) {
-        const loom_tensor from = strided(h, src + uint64_t(ky * gx + kx) * row, c, cx, uint64_t(k) * row, cy, uint64_t(k * gx) * row);
-        const loom_tensor to = strided(h, at_.merged + uint64_t(ky * k + kx) * row, c, cx, uint64_t(k * k) * row, cy, uint64_t(cx * k * k) * row);
-        op(LOOM_OP_COPY, to, {from});
-      }
-    return f32(at_.merged, c * k * k, cells);
-  };
   switch (m.projector) {
     case ProjectorType::gemma3: {
       // The patch grid (row-major, x fastest) pooled merge x merge, then normalised and projected.
@@ -245,6 +337,15 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
       // Pixel shuffle: transformers' Idefics3 order is clip.cpp's, the block's rows (ky, kx) side by side.
       op(LOOM_OP_MATMUL, out, {fc_, merge_blocks(at_.x)});
       break;
+    case ProjectorType::qwen25vl: {
+      // The merger: each block's 4 normed rows as one, Linear, GELU, Linear; then the cells in grid order.
+      const loom_tensor hidden = f32(at_.hidden, m.proj_hidden, cells), projected = f32(at_.pre_out, m.n_embd_text, cells);
+      linear(hidden, mm0_w_, mm0_b_, f32(at_.x, 4 * c, cells));
+      op(LOOM_OP_UNARY, hidden, {hidden}, &gelu_);
+      linear(projected, mm2_w_, mm2_b_, hidden);
+      op(LOOM_OP_GET_ROWS, out, {projected, window_index});
+      break;
+    }
     case ProjectorType::gemma4v: {
       // Gemma4VisionPooler, then the multimodal embedder: pooled, scaled, standardised, normed, projected.
       const loom_tensor pooled = f32(at_.pool, c, cells);
