@@ -471,6 +471,7 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
     }
     case LOOM_OP_SCALE:
     case LOOM_OP_UNARY:
+    case LOOM_OP_CLAMP:
     case LOOM_OP_SOFTMAX:
     case LOOM_OP_RMS_NORM: {
       need_src(1);
@@ -493,6 +494,17 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
       if (op.type == LOOM_OP_UNARY) {
         if (!has(offsetof(loom_glu_params, activation) + 4)) c.invalid("needs loom_glu_params with an activation");
         a.params.activation = params_of<loom_glu_params>(op)->activation;
+      }
+      if (op.type == LOOM_OP_CLAMP) {
+        if constexpr (Rules::kClamp) {
+          if (!has(offsetof(loom_clamp_params, max) + 4)) c.invalid("needs loom_clamp_params");
+          const auto* p = params_of<loom_clamp_params>(op);
+          if (!(p->min <= p->max)) c.invalid("min must not exceed max (and neither may be NaN)");
+          a.params.clamp_min = p->min;
+          a.params.clamp_max = p->max;
+        } else {
+          c.unsupported(std::string("CLAMP (ABI 1.11) is not implemented by the ") + Rules::kBackendName + " backend");
+        }
       }
       break;
     }
@@ -691,24 +703,6 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
         resolve_encoder_op(c, op, a, need_src, has);
       } else {
         c.unsupported(std::string("the encoder ops (ABI 1.9) are not implemented by the ") + Rules::kBackendName + " backend");
-      }
-      break;
-    }
-    case LOOM_OP_CLAMP: {
-      if constexpr (Rules::kClamp) {
-        need_src(1);
-        a.src[0] = c.tensor(op.src[0], "src0");
-        a.dst = c.tensor(op.dst, "dst");
-        c.expect_dtype(a.src[0], LOOM_DTYPE_F32, "src0");
-        c.expect_dtype(a.dst, LOOM_DTYPE_F32, "dst");
-        c.expect_shape(a.dst, a.src[0].ne, "dst");
-        if (!has(offsetof(loom_clamp_params, max) + 4)) c.invalid("needs loom_clamp_params");
-        const auto* p = params_of<loom_clamp_params>(op);
-        if (!(p->min <= p->max)) c.invalid("min must not exceed max (and neither may be NaN)");
-        a.params.clamp_min = p->min;
-        a.params.clamp_max = p->max;
-      } else {
-        c.unsupported(std::string("CLAMP (ABI 1.11) is not implemented by the ") + Rules::kBackendName + " backend");
       }
       break;
     }

@@ -269,11 +269,11 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks, const KvCach
   if (m.per_layer_dim > 0) {
     // Layer-major, so each layer's per-layer inputs are one contiguous [per_layer_dim, n_tok] block.
     // Given rows (an image's) take token 0's table rows, as llama.cpp's gemma4 does for embeddings.
-    std::vector<bool> given(n, false);
-    for (int32_t row : b.embd_rows) given[static_cast<size_t>(row)] = true;
     for (size_t il = 0; il < n_layers; ++il) {
-      for (size_t i = 0; i < n; ++i) {
-        const size_t token = given[i] ? 0 : static_cast<size_t>(b.tokens[i]);
+      for (size_t i = 0, next_given = 0; i < n; ++i) {
+        const bool given = next_given < b.embd_rows.size() && static_cast<size_t>(b.embd_rows[next_given]) == i;
+        next_given += given ? 1 : 0;  // embd_rows ascend (checked above)
+        const size_t token = given ? 0 : static_cast<size_t>(b.tokens[i]);
         staging_[ple_rows + il * n + i] = static_cast<int32_t>(token * n_layers + il);
       }
     }

@@ -48,18 +48,25 @@ int64_t info_tiles_per_side(const MmprojInfo& m) {
   return m.tiled() ? (int64_t(m.preprocess.longest_edge) + m.image_size - 1) / m.image_size : 0;
 }
 
+// mtmd's dynamic-size preprocessing (its dyn_size preprocessor): the image keeps its aspect ratio, its
+// sides multiples of patch x merge, between min_cells and max_cells merged cells, bicubic, letterboxed
+// on black. `info.merge` must be set.
+void set_dynamic_size(MmprojInfo& info, uint64_t min_cells, uint64_t max_cells) {
+  const uint64_t cell = uint64_t(info.patch_size) * info.merge;
+  info.preprocess.align = uint32_t(cell);
+  info.preprocess.min_pixels = min_cells * cell * cell;
+  info.preprocess.max_pixels = max_cells * cell * cell;
+  info.preprocess.filter = ResizeFilter::bicubic;
+  info.preprocess.pad_color = {0, 0, 0};
+}
+
 // Gemma 4's encoder: any size (mtmd's limits of 70 to 1120 pooled cells, bicubic), merge x merge average
 // pooling (pooling_kernel_size, 3 unless the file says), the blocks' extra norms and position tables.
 void read_gemma4v(const gguf::GgufFile& file, MmprojInfo& info) {
   const std::string& label = file.label();
   info.merge = uint32_t(file.get_uint("clip.vision.projector.scale_factor").value_or(3));
   if (info.merge == 0 || info.merge > 8) throw Error(label + ": clip.vision.projector.scale_factor must be 1..8");
-  const uint64_t cell = uint64_t(info.patch_size) * info.merge;
-  info.preprocess.align = uint32_t(cell);
-  info.preprocess.min_pixels = 70 * cell * cell;
-  info.preprocess.max_pixels = 1120 * cell * cell;
-  info.preprocess.filter = ResizeFilter::bicubic;
-  info.preprocess.pad_color = {0, 0, 0};
+  set_dynamic_size(info, 70, 1120);
   info.rms_norm = true;
   info.gemma4_blocks = true;
   info.rope_theta = 100.0f;
@@ -80,12 +87,8 @@ void read_qwen25vl(const gguf::GgufFile& file, MmprojInfo& info) {
   const std::string& label = file.label();
   info.merge = uint32_t(file.get_uint("clip.vision.spatial_merge_size").value_or(2));
   if (info.merge != 2) throw Error(label + ": clip.vision.spatial_merge_size must be 2 for qwen25vl (mtmd's positions assume it)");
-  const uint64_t cell = uint64_t(info.patch_size) * info.merge;
-  info.preprocess.align = uint32_t(cell);
-  info.preprocess.min_pixels = 8 * cell * cell;
-  info.preprocess.max_pixels = 4096 * cell * cell;
-  info.preprocess.filter = ResizeFilter::bicubic;
-  info.preprocess.pad_color = {0, 0, 0};
+  set_dynamic_size(info, 8, 4096);
+  const uint64_t cell = info.preprocess.align;
   info.rms_norm = true;
   info.rope_theta = 10000.0f;
   if (info.head_dim % 4 != 0) throw Error(label + ": qwen25vl's 2-D M-RoPE needs a head size that is a multiple of 4");
@@ -221,12 +224,7 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
     // 1024 merged patches (clip.cpp's limits for pixtral), bicubic, letterboxed on black.
     info.merge = uint32_t(file.get_uint("clip.vision.spatial_merge_size").value_or(1));
     if (info.merge == 0 || info.merge > 8) throw Error(label + ": clip.vision.spatial_merge_size must be 1..8");
-    const uint64_t cell = uint64_t(info.patch_size) * info.merge;
-    info.preprocess.align = uint32_t(cell);
-    info.preprocess.min_pixels = 8 * cell * cell;
-    info.preprocess.max_pixels = 1024 * cell * cell;
-    info.preprocess.filter = ResizeFilter::bicubic;
-    info.preprocess.pad_color = {0, 0, 0};
+    set_dynamic_size(info, 8, 1024);
     info.rms_norm = true;
     info.rope_theta = 10000.0f;
     if (info.head_dim % 4 != 0) throw Error(label + ": pixtral's 2-D RoPE needs a head size that is a multiple of 4");
