@@ -332,38 +332,51 @@ std::vector<Case> row_op_cases() {
     }
   }
   // ABI 1.12: M-RoPE (Qwen2-VL). Sections {2, 3, 2, 1} over 10 pairs: sectors wrap after 8, so pairs 8
-  // and 9 take the time and height components again, and pair 7 the extra one; checked against the
-  // definition in double precision. Each token's four components differ, so a wrong section shows.
-  add("rope.neox.mrope_sections", [](CaseContext& ctx, std::mt19937& rng) {
-    loom_rope_params p{sizeof(loom_rope_params), LOOM_ROPE_NEOX | LOOM_ROPE_MROPE, 20, 10000.0f, 1.0f, 0.0f, {0.0f, 0.0f}, {2, 3, 2, 1}};
-    const int64_t head_dim = 24, n_heads = 2, n_tok = 3;
-    const std::vector<int32_t> positions = {5, 40, 300, /* heights */ 6, 41, 310, /* widths */ 7, 45, 320, /* extra */ 1, 2, 3};
-    const std::vector<float> xs = random_floats(rng, size_t(head_dim * n_heads * n_tok));
-    HostTensor x = f32_tensor(xs, head_dim, n_heads, n_tok), pos = i32_tensor(positions, n_tok, 4);
-    HostTensor dst = zero_tensor(LOOM_DTYPE_F32, head_dim, n_heads, n_tok);
-    auto dut = device_under_test(ctx);
-    const loom_status st = dut->run(LOOM_OP_ROPE, {&x, &pos}, &dst, &p);
-    require(st == LOOM_STATUS_OK, "ROPE M-RoPE failed: " + dut->last_error());
-    std::vector<float> want(xs);
-    const int sections[4] = {2, 3, 2, 1};
-    for (int64_t t = 0; t < n_tok; t++)
-      for (int64_t h = 0; h < n_heads; h++) {
-        const size_t base = size_t((t * n_heads + h) * head_dim);
-        for (int64_t i = 0; i < 10; i++) {
-          int component = 3;
-          for (int k = 0, end = 0, sector = int(i % 8); k < 3; k++)
-            if (sector < (end += sections[k])) {
-              component = k;
-              break;
-            }
-          const double theta = double(positions[size_t(component * n_tok + t)]) * std::pow(10000.0, -2.0 * double(i) / 20.0);
-          const double a = xs[base + size_t(i)], b = xs[base + size_t(i + 10)];
-          want[base + size_t(i)] = float(a * std::cos(theta) - b * std::sin(theta));
-          want[base + size_t(i + 10)] = float(a * std::sin(theta) + b * std::cos(theta));
+  // and 9 take the time and height components again, and pair 7 the extra one. ABI 1.13's interleaved
+  // form (Qwen3-VL), sections {3, 2, 2, 1}: sectors 0, 3, 6 by time, 1, 4 by height, 2, 5 by width, 7
+  // extra, then 8 and 9 wrap. Checked against the definition in double precision; each token's four
+  // components differ, so a wrong section shows.
+  auto mrope_case = [](bool interleaved) {
+    return [interleaved](CaseContext& ctx, std::mt19937& rng) {
+      const int sections[4] = {interleaved ? 3 : 2, interleaved ? 2 : 3, 2, 1};
+      loom_rope_params p{sizeof(loom_rope_params), LOOM_ROPE_NEOX | LOOM_ROPE_MROPE | (interleaved ? LOOM_ROPE_MROPE_INTERLEAVED : 0),
+                         20, 10000.0f, 1.0f, 0.0f, {0.0f, 0.0f}, {sections[0], sections[1], sections[2], sections[3]}};
+      const int64_t head_dim = 24, n_heads = 2, n_tok = 3;
+      const std::vector<int32_t> positions = {5, 40, 300, /* heights */ 6, 41, 310, /* widths */ 7, 45, 320, /* extra */ 1, 2, 3};
+      const std::vector<float> xs = random_floats(rng, size_t(head_dim * n_heads * n_tok));
+      HostTensor x = f32_tensor(xs, head_dim, n_heads, n_tok), pos = i32_tensor(positions, n_tok, 4);
+      HostTensor dst = zero_tensor(LOOM_DTYPE_F32, head_dim, n_heads, n_tok);
+      auto dut = device_under_test(ctx);
+      const loom_status st = dut->run(LOOM_OP_ROPE, {&x, &pos}, &dst, &p);
+      require(st == LOOM_STATUS_OK, "ROPE M-RoPE failed: " + dut->last_error());
+      auto component_of = [&](int sector) {
+        if (interleaved) {
+          if (sector % 3 == 1 && sector < 3 * sections[1]) return 1;
+          if (sector % 3 == 2 && sector < 3 * sections[2]) return 2;
+          if (sector % 3 == 0 && sector < 3 * sections[0]) return 0;
+          return 3;
         }
-      }
-    require_close(dst.floats(), want, 2e-4, "ROPE M-RoPE");
-  });
+        for (int k = 0, end = 0; k < 3; k++)
+          if (sector < (end += sections[k])) return k;
+        return 3;
+      };
+      std::vector<float> want(xs);
+      for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t h = 0; h < n_heads; h++) {
+          const size_t base = size_t((t * n_heads + h) * head_dim);
+          for (int64_t i = 0; i < 10; i++) {
+            const int component = component_of(int(i % 8));
+            const double theta = double(positions[size_t(component * n_tok + t)]) * std::pow(10000.0, -2.0 * double(i) / 20.0);
+            const double a = xs[base + size_t(i)], b = xs[base + size_t(i + 10)];
+            want[base + size_t(i)] = float(a * std::cos(theta) - b * std::sin(theta));
+            want[base + size_t(i + 10)] = float(a * std::sin(theta) + b * std::cos(theta));
+          }
+        }
+      require_close(dst.floats(), want, 2e-4, interleaved ? "ROPE interleaved M-RoPE" : "ROPE M-RoPE");
+    };
+  };
+  add("rope.neox.mrope_sections", mrope_case(false));
+  add("rope.neox.mrope_interleaved", mrope_case(true));
   const loom_dtype float_types[] = {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_BF16};
   for (loom_dtype from : float_types)
     for (loom_dtype to : float_types)

@@ -74,6 +74,9 @@ struct BaseOpRules {
   // ROPE with LOOM_ROPE_MROPE (ABI 1.12); a backend that implements it also has OpParams::mrope and
   // OpParams::sections.
   static constexpr bool kRopeMrope = false;
+  // ROPE with LOOM_ROPE_MROPE_INTERLEAVED (ABI 1.13); a backend that implements it also has
+  // OpParams::mrope_interleaved.
+  static constexpr bool kRopeMropeInterleaved = false;
   // The mixture-of-experts ops (ABI 1.5); a backend that implements them also has OpParams::moe_*.
   static constexpr bool kMoe = false;
   // PAGED_ATTENTION's sinks (src5) and GLU's LOOM_ACTIVATION_SWIGLU_OAI (ABI 1.5, gpt-oss).
@@ -545,7 +548,9 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
       const bool freq_factors = (p->mode & LOOM_ROPE_FREQ_FACTORS) != 0;
       const bool yarn = (p->mode & LOOM_ROPE_YARN) != 0;
       const bool mrope = (p->mode & LOOM_ROPE_MROPE) != 0;
-      const loom_rope_mode mode = p->mode & ~(LOOM_ROPE_FREQ_FACTORS | LOOM_ROPE_YARN | LOOM_ROPE_MROPE);
+      const bool interleaved = (p->mode & LOOM_ROPE_MROPE_INTERLEAVED) != 0;
+      const loom_rope_mode mode = p->mode & ~(LOOM_ROPE_FREQ_FACTORS | LOOM_ROPE_YARN | LOOM_ROPE_MROPE | LOOM_ROPE_MROPE_INTERLEAVED);
+      if (interleaved && !mrope) c.invalid("LOOM_ROPE_MROPE_INTERLEAVED goes with LOOM_ROPE_MROPE");
       if (!mrope) {
         c.expect_shape(a.src[1], a.src[0].ne[2], 1, 1, 1, "src1 (positions)");
       } else if constexpr (Rules::kRopeMrope) {
@@ -560,6 +565,11 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
         }
         if (total <= 0) c.invalid("sections must sum to more than 0");
         a.params.mrope = true;
+        if constexpr (Rules::kRopeMropeInterleaved) {
+          a.params.mrope_interleaved = interleaved;
+        } else {
+          if (interleaved) c.unsupported("interleaved M-RoPE (LOOM_ROPE_MROPE_INTERLEAVED, ABI 1.13) is not implemented by this backend");
+        }
       } else {
         c.unsupported("multi-section rope (LOOM_ROPE_MROPE, ABI 1.12) is not implemented by this backend");
       }

@@ -41,8 +41,9 @@ extern "C" {
  * sequences in PAGED_ATTENTION (loom_attention_params.flags, LOOM_ATTENTION_SEQ_FLAGS); 1.10 added
  * LOOM_ACTIVATION_GELU_QUICK (backend.h: CLIP's quick GELU in LLaVA-style vision encoders); 1.11
  * added LOOM_OP_CLAMP (backend.h: Gemma 4's clippable linears in its vision encoder); 1.12 added
- * LOOM_ROPE_MROPE and loom_rope_params.sections (backend.h: Qwen2-VL's multi-section positions). */
-#define LOOM_ABI_MINOR 12
+ * LOOM_ROPE_MROPE and loom_rope_params.sections (backend.h: Qwen2-VL's multi-section positions); 1.13
+ * added LOOM_ROPE_MROPE_INTERLEAVED (backend.h: Qwen3-VL's interleaved sections). */
+#define LOOM_ABI_MINOR 13
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"
 

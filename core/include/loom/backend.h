@@ -228,6 +228,11 @@ typedef int32_t loom_rope_mode;
  * With one position in all four components it is plain NEOX rope. A backend that does not implement it
  * answers UNSUPPORTED. */
 #define LOOM_ROPE_MROPE 0x400
+/* (ABI 1.13) Or'd with LOOM_ROPE_MROPE: the sections interleave (Qwen3-VL's and Qwen 3.5's M-RoPE, ggml's
+ * ROPE_TYPE_IMROPE). Pair i's sector s = i % (sum of sections) takes height when s % 3 == 1 and
+ * s < 3 * sections[1], width when s % 3 == 2 and s < 3 * sections[2], time when s % 3 == 0 and
+ * s < 3 * sections[0], else extra. A backend that does not implement it answers UNSUPPORTED. */
+#define LOOM_ROPE_MROPE_INTERLEAVED 0x800
 
 typedef struct loom_rope_params {
   uint32_t struct_size;
@@ -238,7 +243,8 @@ typedef struct loom_rope_params {
   /* Read only with LOOM_ROPE_YARN (ABI 1.2; before, reserved and zero). */
   float yarn_ext_factor;   /* 0..1: weight of the original frequencies in the ramp */
   float yarn_corr_dims[2]; /* first and last pair index of the ramp */
-  /* Read only with LOOM_ROPE_MROPE (ABI 1.12): pairs per component section, non-negative, sum > 0. */
+  /* Read only with LOOM_ROPE_MROPE (ABI 1.12): pairs per component section, non-negative, sum > 0
+   * (interleaved, ABI 1.13: the sections count the pairs of each component within a sector's cycle). */
   int32_t sections[4];
 } loom_rope_params;
 

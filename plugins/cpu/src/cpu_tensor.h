@@ -113,6 +113,7 @@ struct OpParams {
   float clamp_min = 0.0f, clamp_max = 0.0f;  // (ABI 1.11) CLAMP
   bool mrope = false;  // (ABI 1.12) ROPE: LOOM_ROPE_MROPE, positions [n_tok, 4]
   int32_t sections[4] = {0, 0, 0, 0};
+  bool mrope_interleaved = false;  // (ABI 1.13) LOOM_ROPE_MROPE_INTERLEAVED: sections cycle pair by pair
 };
 
 struct OpArgs {

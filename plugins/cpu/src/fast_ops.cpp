@@ -129,7 +129,7 @@ const float* rope_angles(const OpParams& p, const RopePositions& pos, const std:
     RopePositions pos{{-1, -1, -1, -1}};
     float freq_base = 0, freq_scale = 0, yarn_ext = 0, yarn_low = 0, yarn_high = 0;
     uint32_t n_dims = 0;
-    bool mrope = false;
+    bool mrope = false, mrope_interleaved = false;
     int32_t sections[4] = {0, 0, 0, 0};
     std::vector<float> factors;
     std::vector<float> cos_sin;
@@ -139,14 +139,14 @@ const float* rope_angles(const OpParams& p, const RopePositions& pos, const std:
   for (Entry& e : entries) {
     if (e.pos == pos && e.freq_base == p.freq_base && e.freq_scale == p.freq_scale && e.n_dims == p.n_dims &&
         e.yarn_ext == p.yarn_ext_factor && e.yarn_low == p.yarn_corr_low && e.yarn_high == p.yarn_corr_high &&
-        e.mrope == p.mrope && std::equal(e.sections, e.sections + 4, p.sections) && e.factors == factors) {
+        e.mrope == p.mrope && e.mrope_interleaved == p.mrope_interleaved && std::equal(e.sections, e.sections + 4, p.sections) && e.factors == factors) {
       return e.cos_sin.data();
     }
   }
   Entry& e = entries[next];
   next = (next + 1) % 4;
   e.pos = pos, e.freq_base = p.freq_base, e.freq_scale = p.freq_scale, e.n_dims = p.n_dims, e.factors = factors;
-  e.mrope = p.mrope;
+  e.mrope = p.mrope, e.mrope_interleaved = p.mrope_interleaved;
   std::copy(p.sections, p.sections + 4, e.sections);
   e.yarn_ext = p.yarn_ext_factor, e.yarn_low = p.yarn_corr_low, e.yarn_high = p.yarn_corr_high;
   e.cos_sin.resize(p.n_dims / 2 * 2);

@@ -37,6 +37,12 @@ int rope_component(const OpParams& p, uint32_t i) {
   if (!p.mrope) return 0;
   const int64_t total = int64_t(p.sections[0]) + p.sections[1] + p.sections[2] + p.sections[3];
   const int64_t sector = int64_t(i) % total;
+  if (p.mrope_interleaved) {  // Qwen3-VL: time, height, width in turn while each section lasts
+    if (sector % 3 == 1 && sector < 3 * int64_t(p.sections[1])) return 1;
+    if (sector % 3 == 2 && sector < 3 * int64_t(p.sections[2])) return 2;
+    if (sector % 3 == 0 && sector < 3 * int64_t(p.sections[0])) return 0;
+    return 3;
+  }
   int64_t end = 0;
   for (int k = 0; k < 3; k++) {
     end += p.sections[k];

@@ -25,13 +25,19 @@ layout(push_constant) uniform Push {
   uint d_off, d_nb1, d_nb2;
   uint head_dim, n_heads, n_tok, n_dims, neox;
   uint g_off, has_factors;
-  uint p_nb1, mrope, s0, s1, s2, s3;  // LOOM_ROPE_MROPE: positions [n_tok, 4], pairs by section
+  uint p_nb1, mrope, s0, s1, s2, s3;  // LOOM_ROPE_MROPE: positions [n_tok, 4], pairs by section (mrope 2: interleaved)
 } pc;
 
 // The position component pair i turns by (M-RoPE's section of its sector; 0 without sections).
 uint component(uint i) {
   if (pc.mrope == 0u) return 0u;
   uint sector = i % (pc.s0 + pc.s1 + pc.s2 + pc.s3);
+  if (pc.mrope == 2u) {  // LOOM_ROPE_MROPE_INTERLEAVED: time, height, width in turn while each section lasts
+    if (sector % 3u == 1u && sector < 3u * pc.s1) return 1u;
+    if (sector % 3u == 2u && sector < 3u * pc.s2) return 2u;
+    if (sector % 3u == 0u && sector < 3u * pc.s0) return 0u;
+    return 3u;
+  }
   if (sector < pc.s0) return 0u;
   if (sector < pc.s0 + pc.s1) return 1u;
   if (sector < pc.s0 + pc.s1 + pc.s2) return 2u;

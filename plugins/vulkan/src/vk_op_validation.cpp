@@ -43,6 +43,7 @@ struct VkOpRules : plugin_support::BaseOpRules {
   static constexpr bool kGeluQuick = true;
   static constexpr bool kClamp = true;
   static constexpr bool kRopeMrope = true;
+  static constexpr bool kRopeMropeInterleaved = true;
   static constexpr bool kSeqFlags = true;
 
   [[noreturn]] static void invalid(const std::string& message) { vk::invalid(message); }

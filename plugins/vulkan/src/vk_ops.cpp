@@ -205,7 +205,7 @@ void record_rope(Context& ctx, Stream& s, const OpArgs& a) {
   p.u(bx.rel).u(x.nb[1]).u(x.nb[2]).u(bp.rel).u(pos.nb[0]).u(bd.rel).u(d.nb[1]).u(d.nb[2]);
   p.u(x.ne[0]).u(x.ne[1]).u(x.ne[2]).u(pr.n_dims).u(pr.rope_mode == LOOM_ROPE_NEOX ? 1 : 0);
   p.u(factors_rel).u(pr.rope_freq_factors ? 1 : 0);
-  p.u(pr.mrope ? pos.nb[1] : 0).u(pr.mrope ? 1 : 0);
+  p.u(pr.mrope ? pos.nb[1] : 0).u(pr.mrope ? (pr.mrope_interleaved ? 2 : 1) : 0);
   for (const int32_t section : pr.sections) p.u(uint32_t(section));
   s.dispatch(f64 ? "rope_f64" : "rope", bindings, p.w, p.bytes(), 1, uint64_t(x.ne[1] * x.ne[2]));
 }
