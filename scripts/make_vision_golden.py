@@ -108,6 +108,21 @@ CASES = [
         "image": "tests/data/vision/shapes-150x100.png",
         "prompt": "describe <__media__> in one word",
     },
+    {
+        # Qwen3-VL's shape (qwen3vl) on a synthetic qwen3vl text model (interleaved M-RoPE, sections
+        # 8/4/4 of 16 pairs, so pairs 13 and 14 take the extra component as in the real model; three
+        # deepstack layers): 150x100 becomes 144x96 (18x12 patches, 54 rows between <|vision_start|>
+        # and <|vision_end|>); the 16x16 position table resized to 18x12; deepstack mergers on layers
+        # 1-3 of 4, whose rows the text model adds after its layers 0-2.
+        "name": "qwen3vl-synth",
+        "text": ["--arch", "qwen3vl", "--layers", "4", "--dim", "128", "--heads", "4", "--kv-heads", "2",
+                 "--head-dim", "32", "--ff", "256", "--vocab", "512", "--ctx", "512", "--seed", "101",
+                 "--type", "F16", "--control-tokens", "<|vision_start|>,<|vision_end|>"],
+        "mmproj": ["--projector", "qwen3vl", "--image-size", "128", "--patch", "8", "--dim", "64", "--heads", "4",
+                   "--layers", "4", "--ff", "128", "--text-dim", "128", "--type", "F16", "--seed", "102"],
+        "image": "tests/data/vision/shapes-150x100.png",
+        "prompt": "describe <__media__> in one word",
+    },
 ]
 
 

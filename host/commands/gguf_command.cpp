@@ -31,7 +31,7 @@ constexpr const char* kInfoHelp =
 constexpr const char* kSynthHelp =
     "usage: loom gguf synth [options] -o OUT\n\n"
     "Write a synthetic model with seeded random weights in llama.cpp's GGUF layout.\n"
-    "  --arch A          llama | qwen2 | qwen2vl | qwen2moe | qwen3 | qwen3moe | qwen35 | qwen35moe | gpt-oss | gemma2 | gemma3 | gemma4 | olmo2 | granite | smollm3 | phi3 | mistral3\n"
+    "  --arch A          llama | qwen2 | qwen2vl | qwen2moe | qwen3 | qwen3vl | qwen3moe | qwen35 | qwen35moe | gpt-oss | gemma2 | gemma3 | gemma4 | olmo2 | granite | smollm3 | phi3 | mistral3\n"
     "                    (default llama)\n"
     "  --layers N        block count (default 2)\n"
     "  --dim D           embedding length (default 64)\n"
@@ -61,7 +61,8 @@ constexpr const char* kSynthMmprojHelp =
     "Write a synthetic vision projector (llama.cpp's mmproj layout) with seeded random weights.\n"
     "  --projector P     gemma3 (default), mlp (CLIP with LLaVA 1.5's projector), pixtral (any image size)\n"
     "                    idefics3 (SmolVLM: tiles, pixel shuffle), gemma4v (Gemma 4: any size, clamped linears)\n"
-    "                    or qwen25vl (Qwen2.5-VL: any size, window attention, M-RoPE)\n"
+    "                    qwen25vl (Qwen2.5-VL: any size, window attention, M-RoPE)\n"
+    "                    or qwen3vl (Qwen3-VL: any size, resized positions, M-RoPE, deepstack)\n"
     "  --image-size N    the encoder's square input in pixels (default 224)\n"
     "  --patch N         patch size (default 14)\n"
     "  --dim D           the vision transformer's width (default 64)\n"

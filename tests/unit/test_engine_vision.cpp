@@ -50,9 +50,10 @@ TEST_CASE("engine: an image prompt answers as mtmd does, in any chunking, and is
   // take it (the default window_chunk_tokens is 512).
   // Qwen2.5-VL (qwen25vl, 54 rows, causal): M-RoPE positions through the engine (the rows by their place
   // in the grid, the text after them 45 positions behind its KV index); the budget holds 4096 cells.
+  // Qwen3-VL (qwen3vl): the same, with interleaved sections and rows four times as wide (deepstack).
   for (const Case& c : {Case{"gemma3-synth", 16, {64, 20}}, Case{"llava-mlp-synth", 64, {128, 66}}, Case{"pixtral-synth", 1055, {1055, 2048}},
                         Case{"idefics3-synth", 80, {128, 20}}, Case{"gemma4v-synth", 1089, {1120, 2048}},
-                        Case{"qwen25vl-synth", 4096, {4096, 8192}}})
+                        Case{"qwen25vl-synth", 4096, {4096, 8192}}, Case{"qwen3vl-synth", 4096, {4096, 8192}}})
   for (const int64_t max_batched : c.max_batched) {
     DYNAMIC_SECTION(c.golden << ", max_batched_tokens " << max_batched) {
       const test::VisionGolden g = test::load_vision_golden(c.golden);

@@ -73,7 +73,7 @@ size_t argmax(const float* a, size_t n) { return static_cast<size_t>(std::max_el
 
 TEST_CASE("model: every supported arch loads and runs a forward with finite logits", "[model]") {
   auto backend = loom::test::cpu_backend();
-  for (const std::string arch : {"llama", "qwen2", "qwen2vl", "qwen2moe", "qwen3", "qwen3moe", "gpt-oss", "gemma2", "gemma3", "gemma4", "olmo2", "granite", "smollm3", "phi3", "qwen35", "qwen35moe", "qwen3next"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen2vl", "qwen2moe", "qwen3", "qwen3vl", "qwen3moe", "gpt-oss", "gemma2", "gemma3", "gemma4", "olmo2", "granite", "smollm3", "phi3", "qwen35", "qwen35moe", "qwen3next"}) {
     for (loom_dtype weights : {LOOM_DTYPE_F32, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0, LOOM_DTYPE_F16}) {
       INFO(arch << " weights " << weights);
       const auto spec = loom::test::small_spec(arch, weights);
@@ -156,7 +156,7 @@ TEST_CASE("model: hyper-parameters follow llama.cpp per arch", "[model]") {
 
 TEST_CASE("model: a mixed batch over a permuted block layout equals each sequence alone", "[model]") {
   auto backend = loom::test::cpu_backend();
-  for (const std::string arch : {"llama", "qwen2", "qwen2vl", "qwen2moe", "qwen3", "qwen3moe", "gpt-oss", "gemma2", "gemma3", "gemma4", "olmo2", "granite", "smollm3", "phi3"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen2vl", "qwen2moe", "qwen3", "qwen3vl", "qwen3moe", "gpt-oss", "gemma2", "gemma3", "gemma4", "olmo2", "granite", "smollm3", "phi3"}) {
     INFO(arch);
     auto model = Model::load(loom::test::write_small_model(loom::test::small_spec(arch, LOOM_DTYPE_Q8_0), arch + "-q8"),
                              *backend);
@@ -243,7 +243,7 @@ TEST_CASE("model: chunked prefill equals one-shot prefill", "[model]") {
 TEST_CASE("model: the CPU reference and fast backends agree on logits", "[model]") {
   auto fast = loom::test::cpu_backend(false);
   auto reference = loom::test::cpu_backend(true);
-  for (const std::string arch : {"llama", "qwen2", "qwen2vl", "qwen2moe", "qwen3", "qwen3moe", "gpt-oss", "gemma2", "gemma3", "gemma4", "olmo2", "granite", "smollm3", "phi3", "qwen35", "qwen35moe", "qwen3next"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen2vl", "qwen2moe", "qwen3", "qwen3vl", "qwen3moe", "gpt-oss", "gemma2", "gemma3", "gemma4", "olmo2", "granite", "smollm3", "phi3", "qwen35", "qwen35moe", "qwen3next"}) {
     for (loom_dtype weights : {LOOM_DTYPE_F32, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0}) {
       INFO(arch << " weights " << weights);
       const auto path = loom::test::write_small_model(loom::test::small_spec(arch, weights), arch + "-ref");

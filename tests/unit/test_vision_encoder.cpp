@@ -47,14 +47,15 @@ void check_encoder_against_mtmd(const std::string& golden, int64_t want_rows, do
   // mtmd's pixels are captured at the patch convolution, after gemma4v's 2x - 1 (Loom's encoder does it too).
   if (info.projector == vision::ProjectorType::gemma4v)
     for (float& v : pixels) v = v * 2.0f - 1.0f;
-  // mtmd's qwen25vl graph reads the image twice, once per frame of its 3-D patch kernel.
-  if (info.projector == vision::ProjectorType::qwen25vl) pixels.insert(pixels.end(), pixels.begin(), pixels.end());
+  // mtmd's Qwen graphs read the image twice, once per frame of the 3-D patch kernel.
+  if (info.projector == vision::ProjectorType::qwen25vl || info.projector == vision::ProjectorType::qwen3vl)
+    pixels.insert(pixels.end(), pixels.begin(), pixels.end());
   REQUIRE(pixels.size() == g.json.at("pixels").at("count").get<size_t>());
   // Bit for bit: the same target size and letterbox, Pillow's fixed-point resampler, the same float arithmetic.
   CHECK(test::fnv1a64_hex(pixels.data(), pixels.size() * 4) == g.json.at("pixels").at("fnv1a64").get<std::string>());
 
   const std::vector<float> rows = encoder->encode(image);
-  CHECK(int64_t(rows.size()) == want_rows * info.n_embd_text);
+  CHECK(int64_t(rows.size()) == want_rows * info.row_width());
   const std::vector<float> want = g.json.at("rows").get<std::vector<float>>();
   REQUIRE(rows.size() == want.size());
   double max_err = 0, max_ref = 0;
@@ -115,6 +116,14 @@ TEST_CASE("qwen25vl vision encoder: pixels equal mtmd's at the image's own size,
   check_encoder_against_mtmd("qwen25vl-synth", 54, 3.5e-3);
 }
 
+TEST_CASE("qwen3vl vision encoder: pixels equal mtmd's at the image's own size, rows close", "[vision]") {
+  // 150x100 becomes 144x96: 18x12 patches, the 16x16 position table resized to 18x12 (bilinear, corners
+  // aligned), 2x2 blocks in grid order, q/k/v from one matrix, 2-D M-RoPE, layer norms, full attention;
+  // 9x6 rows of 4 x 128 values: the merger's, then the deepstack mergers' of layers 1, 2 and 3.
+  // Measured: 7.9e-4 of the largest row value (0.0024 of 3.08).
+  check_encoder_against_mtmd("qwen3vl-synth", 54, 3.5e-3);
+}
+
 TEST_CASE("vision encoder refuses what it cannot run, naming it", "[vision]") {
   auto backend = test::cpu_backend();
   const auto dir = test::scratch_dir("vision-errors");
@@ -154,7 +163,7 @@ TEST_CASE("vision encoder refuses what it cannot run, naming it", "[vision]") {
 // as embeddings, one non-causal entry), then text; returns the last row's logits. `non_causal` false
 // decodes the image's rows causally instead.
 std::vector<float> image_prompt_logits(Backend& backend, const test::VisionGolden& g, bool non_causal = true,
-                                       bool mrope_positions = true) {
+                                       bool mrope_positions = true, bool deepstack = true) {
   auto encoder = vision::VisionEncoder::load(g.mmproj, backend);
   auto model = Model::load(g.text_model, backend);
   REQUIRE(model->supports_non_causal());
@@ -182,11 +191,11 @@ std::vector<float> image_prompt_logits(Backend& backend, const test::VisionGolde
       batch.slot_mapping.push_back(row);
       if (image) batch.embd_rows.push_back(row);
       const int32_t t = next_position + (image ? 0 : i);
-      rope.push_back(image ? std::array<int32_t, 4>{t, t + i / columns, t + i % columns, 0} : std::array<int32_t, 4>{t, t, t, t});
+      rope.push_back(image ? std::array<int32_t, 4>{t, t + i / columns, t + i % columns, 0} : std::array<int32_t, 4>{t, t, t, 0});
     }
     next_position += image && mrope ? std::max(columns, grid_rows) : n;
     if (image) {
-      const size_t values = size_t(n) * size_t(model->info().dim);
+      const size_t values = size_t(n) * size_t(model->info().embd_row_width());
       REQUIRE(next_row + values <= rows.size());
       batch.embd.insert(batch.embd.end(), rows.begin() + std::ptrdiff_t(next_row), rows.begin() + std::ptrdiff_t(next_row + values));
       next_row += values;
@@ -201,7 +210,11 @@ std::vector<float> image_prompt_logits(Backend& backend, const test::VisionGolde
     for (size_t c = 0; c < 4; c++)
       for (const auto& position : rope) batch.rope_positions.push_back(position[c]);
   }
-  REQUIRE(batch.embd.size() == batch.embd_rows.size() * size_t(model->info().dim));
+  REQUIRE(batch.embd.size() == batch.embd_rows.size() * size_t(model->info().embd_row_width()));
+  if (!deepstack) {  // the deepstack parts of every row zeroed: only the main rows reach the text model
+    const size_t width = size_t(model->info().embd_row_width()), dim = size_t(model->info().dim);
+    for (size_t r = 0; r < batch.embd_rows.size(); r++) std::fill_n(batch.embd.begin() + std::ptrdiff_t(r * width + dim), width - dim, 0.0f);
+  }
   const uint32_t block = 16, n_blocks = 8;
   for (auto& entry : batch.seqs)
     for (uint32_t b = 0; b < n_blocks; b++) entry.block_table.push_back(int32_t(b));
@@ -246,12 +259,13 @@ TEST_CASE("gemma text models after an image prompt match mtmd's logits", "[visio
   }
 }
 
-// LLaVA, Pixtral, SmolVLM and Qwen2.5-VL decode an image's rows causally, like text (mtmd's non-causal
-// ubatch is Gemma's alone). Measured worst top-20 differences: 0.0017 (mlp), 0.0026 (pixtral), 0.0023
-// (idefics3), 0.0025 (qwen25vl, whose qwen2vl text model takes M-RoPE positions; plain positions move
-// its logits by 1.12).
+// LLaVA, Pixtral, SmolVLM, Qwen2.5-VL and Qwen3-VL decode an image's rows causally, like text (mtmd's
+// non-causal ubatch is Gemma's alone). Measured worst top-20 differences: 0.0017 (mlp), 0.0026
+// (pixtral), 0.0023 (idefics3), 0.0025 (qwen25vl, whose qwen2vl text model takes M-RoPE positions;
+// plain positions move its logits by 1.12), 0.00075 (qwen3vl: plain positions move them by 0.95,
+// zeroed deepstack rows by 1.37).
 TEST_CASE("text models after a causal image prompt match mtmd's logits", "[vision]") {
-  for (const char* golden : {"llava-mlp-synth", "pixtral-synth", "idefics3-synth", "qwen25vl-synth"}) {
+  for (const char* golden : {"llava-mlp-synth", "pixtral-synth", "idefics3-synth", "qwen25vl-synth", "qwen3vl-synth"}) {
     DYNAMIC_SECTION(golden) {
       const test::VisionGolden g = test::load_vision_golden(golden);
       auto backend = test::cpu_backend();
@@ -260,11 +274,19 @@ TEST_CASE("text models after a causal image prompt match mtmd's logits", "[visio
       INFO("worst top-20 logit difference " << worst);
       CHECK(worst < 0.02);
       CHECK(std::max_element(logits.begin(), logits.end()) - logits.begin() == g.json.at("greedy")[0].get<int64_t>());
-      if (std::string(golden) == "qwen25vl-synth") {  // the M-RoPE positions matter: plain ones move the logits
-        const std::vector<float> plain = image_prompt_logits(*backend, g, false, /*mrope_positions=*/false);
+      auto moved_by = [&](const std::vector<float>& other) {
         double moved = 0.0;
-        for (size_t i = 0; i < plain.size(); i++) moved = std::max(moved, double(std::abs(plain[i] - logits[i])));
+        for (size_t i = 0; i < other.size(); i++) moved = std::max(moved, double(std::abs(other[i] - logits[i])));
+        return moved;
+      };
+      if (std::string(golden).starts_with("qwen")) {  // the M-RoPE positions matter: plain ones move the logits
+        const double moved = moved_by(image_prompt_logits(*backend, g, false, /*mrope_positions=*/false));
         INFO("plain positions vs M-RoPE " << moved);
+        CHECK(moved > 0.05);
+      }
+      if (std::string(golden) == "qwen3vl-synth") {  // and so do the deepstack rows the layers add
+        const double moved = moved_by(image_prompt_logits(*backend, g, false, true, /*deepstack=*/false));
+        INFO("without the deepstack rows " << moved);
         CHECK(moved > 0.05);
       }
     }
@@ -281,7 +303,7 @@ TEST_CASE("vulkan: the vision encoders and image prompts match mtmd's", "[vision
     WARN("Vulkan backend not available (" << e.what() << "); skipping");
     return;
   }
-  for (const char* golden : {"gemma3-synth", "llava-mlp-synth", "pixtral-synth", "idefics3-synth", "gemma4v-synth", "qwen25vl-synth"}) {
+  for (const char* golden : {"gemma3-synth", "llava-mlp-synth", "pixtral-synth", "idefics3-synth", "gemma4v-synth", "qwen25vl-synth", "qwen3vl-synth"}) {
     const test::VisionGolden g = test::load_vision_golden(golden);
     const bool non_causal = std::string(golden).starts_with("gemma");
     auto cpu = test::cpu_backend();

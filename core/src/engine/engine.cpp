@@ -201,8 +201,9 @@ RequestId Engine::submit(Request request) {
     if (!vision_) reject("the request holds images, but this model takes none (no vision encoder is loaded)");
     if (image.n_rows == 0 || image.first < image_end || uint64_t(image.first) + image.n_rows > uint64_t(n_prompt))
       reject(which + "its rows are empty, overlap another image's or lie outside the prompt");
-    if (!image.rows || image.rows->size() != size_t(image.n_rows) * size_t(model_->info().dim))
-      reject(which + "its rows do not hold " + std::to_string(image.n_rows) + " x " + std::to_string(model_->info().dim) + " values");
+    const int64_t width = model_->info().embd_row_width();
+    if (!image.rows || image.rows->size() != size_t(image.n_rows) * size_t(width))
+      reject(which + "its rows do not hold " + std::to_string(image.n_rows) + " x " + std::to_string(width) + " values");
     if (image.n_rows > uint64_t(config_.scheduler.max_batched_tokens))
       reject(which + std::to_string(image.n_rows) + " rows do not fit [scheduler] max_batched_tokens");
     if (window_rows_ > 0 && image.n_rows + draft_k_ > window_rows_)

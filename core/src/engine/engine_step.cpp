@@ -89,8 +89,10 @@ std::array<int32_t, 4> mrope_position(const std::vector<PromptImage>& images, ui
     }
     shift += int64_t(std::max(image.grid_columns, image.grid_rows)) - int64_t(image.n_rows);
   }
+  // Text rows turn by their position in three components and 0 in the fourth, as llama.cpp feeds
+  // token batches (only an interleaved model's last pairs read it: Qwen3-VL's 61 and 62).
   const auto p = static_cast<int32_t>(index + shift);
-  return {p, p, p, p};
+  return {p, p, p, 0};
 }
 
 }  // namespace
@@ -148,7 +150,7 @@ void Engine::split_at_images(const Sequence& seq, ForwardBatch::Seq& entry) {
     if (lo >= hi) continue;
     const int32_t row0 = entry.first_row + static_cast<int32_t>(lo - first);
     for (uint32_t p = lo; p < hi; ++p) batch_.embd_rows.push_back(entry.first_row + static_cast<int32_t>(p - first));
-    const size_t width = static_cast<size_t>(model_->info().dim);
+    const size_t width = static_cast<size_t>(model_->info().embd_row_width());
     batch_.embd.insert(batch_.embd.end(), image.rows->begin() + static_cast<ptrdiff_t>((lo - image.first) * width),
                        image.rows->begin() + static_cast<ptrdiff_t>((hi - image.first) * width));
     if (!image.non_causal) continue;

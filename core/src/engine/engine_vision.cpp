@@ -100,6 +100,9 @@ void Engine::load_vision(const Config& config, const std::filesystem::path& mmpr
   if (v.n_embd_text != m.dim)
     throw Error(where + "the projector's rows have " + std::to_string(v.n_embd_text) + " values, but the text model " +
                 info_.model_name + " takes " + std::to_string(m.dim));
+  if (int64_t(v.deepstack_layers.size()) != m.n_deepstack)
+    throw Error(where + "the projector has " + std::to_string(v.deepstack_layers.size()) + " deepstack layers, but the text model " +
+                info_.model_name + " takes " + std::to_string(m.n_deepstack));
   if (v.projector == vision::ProjectorType::gemma3) {
     image_format_.begin_token = tokenizer_->find_token("<start_of_image>");
     image_format_.end_token = tokenizer_->find_token("<end_of_image>");
@@ -113,14 +116,16 @@ void Engine::load_vision(const Config& config, const std::filesystem::path& mmpr
       throw Error(where + "a gemma4v projector needs the text model's <|image> and <image|> tokens");
     // As mtmd decodes them: all image rows see each other, except in E2B and E4B (widths 1536, 2560).
     image_format_.non_causal = m.dim != 1536 && m.dim != 2560;
-  } else if (v.projector == vision::ProjectorType::qwen25vl) {
+  } else if (v.projector == vision::ProjectorType::qwen25vl || v.projector == vision::ProjectorType::qwen3vl) {
+    const std::string type = vision::projector_type_name(v.projector);
     image_format_.begin_token = tokenizer_->find_token("<|vision_start|>");
     image_format_.end_token = tokenizer_->find_token("<|vision_end|>");
     if (image_format_.begin_token < 0 || image_format_.end_token < 0)
-      throw Error(where + "a qwen25vl projector needs the text model's <|vision_start|> and <|vision_end|> tokens");
+      throw Error(where + "a " + type + " projector needs the text model's <|vision_start|> and <|vision_end|> tokens");
     // Its rows turn by their place in the image (mtmd's M-RoPE positions): the text model must be M-RoPE.
     if (!m.mrope)
-      throw Error(where + "a qwen25vl projector needs a text model with M-RoPE (architecture qwen2vl), not " + m.arch_name);
+      throw Error(where + "a " + type + " projector needs a text model with M-RoPE (architecture " +
+                  (v.projector == vision::ProjectorType::qwen3vl ? "qwen3vl" : "qwen2vl") + "), not " + m.arch_name);
   } else if (v.projector == vision::ProjectorType::pixtral) {
     image_format_.end_token = tokenizer_->find_token("[IMG_END]");  // mtmd's layout: the rows, then [IMG_END]
     if (image_format_.end_token < 0) throw Error(where + "a pixtral projector needs the text model's [IMG_END] token");
@@ -183,7 +188,7 @@ EncodedImage Engine::encode_image(const vision::RgbImage& image, bool use_cache)
   EncodedImage encoded;
   encoded.hash = hash;
   encoded.rows = std::make_shared<const std::vector<float>>(vision_->encode(image));
-  encoded.n_rows = static_cast<uint32_t>(encoded.rows->size() / static_cast<size_t>(vision_->info().n_embd_text));
+  encoded.n_rows = static_cast<uint32_t>(encoded.rows->size() / static_cast<size_t>(vision_->info().row_width()));
   const vision::TileGrid tiles = vision::tile_grid(vision_->info().preprocess, image.width, image.height);
   encoded.tile_columns = tiles.columns;
   encoded.tile_rows = tiles.rows;

@@ -26,7 +26,7 @@ std::string_view private_image_marker();
 // cache's key).
 struct EncodedImage {
   uint64_t hash = 0;
-  std::shared_ptr<const std::vector<float>> rows;  // [n_rows][n_embd_text]
+  std::shared_ptr<const std::vector<float>> rows;  // [n_rows][the model's embd_row_width()]
   uint32_t n_rows = 0;
   // A tiled image (idefics3): columns x rows tiles of equal rows, row by row, then the overview's.
   uint32_t tile_columns = 0, tile_rows = 0;

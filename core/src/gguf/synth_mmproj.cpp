@@ -1,5 +1,8 @@
 #include "gguf/synth_mmproj.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "common/error.h"
 #include "gguf/synth_builder.h"
 
@@ -95,14 +98,64 @@ void write_qwen25vl(const SynthMmprojSpec& spec, GgufWriter& writer) {
   b.vector("mm.2.bias", spec.n_embd_text, 0.0f, 0.1f);
 }
 
+// Qwen3-VL's layout: the 3-D patch kernel as two 2-D frames plus a bias, a learned position table of
+// (image_size / patch)² positions, layer norms with biases, q/k/v in one biased matrix, a GELU FFN,
+// the post norm, the merger (mm.0, mm.2), and deepstack mergers on the last min(3, layers) layers
+// (Qwen3-VL-2B has them on layers 5, 11, 17 of 24; where they sit does not change the graph).
+void write_qwen3vl(const SynthMmprojSpec& spec, GgufWriter& writer) {
+  writer.set_bool("clip.use_gelu", true);
+  writer.set_float32_array("clip.vision.image_mean", {0.5f, 0.5f, 0.5f});
+  writer.set_float32_array("clip.vision.image_std", {0.5f, 0.5f, 0.5f});
+  SynthSpec weights;
+  weights.seed = spec.seed;
+  weights.weight_type = spec.weight_type;
+  ModelBuilder b(weights, writer);
+  const int64_t c = spec.dim, p = spec.patch_size, ff = spec.ff_dim, merged = 4 * spec.dim, side = spec.image_size / spec.patch_size;
+  const float in_scale = 1.0f / std::sqrt(float(c));
+  b.matrix_of(LOOM_DTYPE_F32, "v.patch_embd.weight", {p, p, 3, c}, 0.7f / std::sqrt(float(p * p * 3)));
+  b.matrix_of(LOOM_DTYPE_F32, "v.patch_embd.weight.1", {p, p, 3, c}, 0.7f / std::sqrt(float(p * p * 3)));
+  b.vector("v.patch_embd.bias", c, 0.0f, 0.1f);
+  b.matrix_of(LOOM_DTYPE_F32, "v.position_embd.weight", {c, side * side}, 0.3f);
+  for (int il = 0; il < spec.n_layers; il++) {
+    const std::string n = "v.blk." + std::to_string(il) + ".";
+    b.vector(n + "ln1.weight", c, 1.0f, 0.1f);
+    b.vector(n + "ln1.bias", c, 0.0f, 0.1f);
+    b.matrix(n + "attn_qkv.weight", c, 3 * c, 1.5f * in_scale);
+    b.vector(n + "attn_qkv.bias", 3 * c, 0.0f, 0.1f);
+    b.matrix(n + "attn_out.weight", c, c, in_scale);
+    b.vector(n + "attn_out.bias", c, 0.0f, 0.1f);
+    b.vector(n + "ln2.weight", c, 1.0f, 0.1f);
+    b.vector(n + "ln2.bias", c, 0.0f, 0.1f);
+    b.matrix(n + "ffn_up.weight", c, ff, in_scale);
+    b.vector(n + "ffn_up.bias", ff, 0.0f, 0.1f);
+    b.matrix(n + "ffn_down.weight", ff, c, 1.0f / std::sqrt(float(ff)));
+    b.vector(n + "ffn_down.bias", c, 0.0f, 0.1f);
+  }
+  for (int il = std::max(0, spec.n_layers - 3); il < spec.n_layers; il++) {
+    const std::string n = "v.deepstack." + std::to_string(il) + ".";
+    b.vector(n + "norm.weight", merged, 1.0f, 0.1f);
+    b.vector(n + "norm.bias", merged, 0.0f, 0.1f);
+    b.matrix(n + "fc1.weight", merged, merged, 1.0f / std::sqrt(float(merged)));
+    b.vector(n + "fc1.bias", merged, 0.0f, 0.1f);
+    b.matrix(n + "fc2.weight", merged, spec.n_embd_text, 1.0f / std::sqrt(float(merged)));
+    b.vector(n + "fc2.bias", spec.n_embd_text, 0.0f, 0.1f);
+  }
+  b.vector("v.post_ln.weight", c, 1.0f, 0.1f);
+  b.vector("v.post_ln.bias", c, 0.0f, 0.1f);
+  b.matrix("mm.0.weight", merged, merged, 1.0f / std::sqrt(float(merged)));
+  b.vector("mm.0.bias", merged, 0.0f, 0.1f);
+  b.matrix("mm.2.weight", merged, spec.n_embd_text, 1.0f / std::sqrt(float(merged)));
+  b.vector("mm.2.bias", spec.n_embd_text, 0.0f, 0.1f);
+}
+
 }  // namespace
 
 void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::path& out) {
   const bool mlp = spec.projector == "mlp", pixtral = spec.projector == "pixtral", idefics3 = spec.projector == "idefics3";
-  const bool gemma4v = spec.projector == "gemma4v", qwen25vl = spec.projector == "qwen25vl";
-  if (spec.projector != "gemma3" && !mlp && !pixtral && !idefics3 && !gemma4v && !qwen25vl)
-    throw Error("synthetic mmproj: projector '" + spec.projector + "' is not supported (gemma3, gemma4v, mlp, pixtral, idefics3, qwen25vl)");
-  const int merge = mlp || pixtral || gemma4v || qwen25vl ? 1 : spec.merge;  // these take any multiple of their cell
+  const bool gemma4v = spec.projector == "gemma4v", qwen25vl = spec.projector == "qwen25vl", qwen3vl = spec.projector == "qwen3vl";
+  if (spec.projector != "gemma3" && !mlp && !pixtral && !idefics3 && !gemma4v && !qwen25vl && !qwen3vl)
+    throw Error("synthetic mmproj: projector '" + spec.projector + "' is not supported (gemma3, gemma4v, mlp, pixtral, idefics3, qwen25vl, qwen3vl)");
+  const int merge = mlp || pixtral || gemma4v || qwen25vl || qwen3vl ? 1 : spec.merge;  // these take any multiple of their cell
   if (spec.patch_size <= 0 || spec.image_size % spec.patch_size != 0 || merge <= 0 || (spec.image_size / spec.patch_size) % merge != 0)
     throw Error("synthetic mmproj: image_size must be a multiple of patch_size * merge");
   if (spec.n_heads <= 0 || spec.dim % spec.n_heads != 0) throw Error("synthetic mmproj: dim must be a multiple of n_heads");
@@ -111,10 +164,10 @@ void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::
   writer.set_string("general.name", "loom-synthetic-mmproj");
   writer.set_bool("clip.has_vision_encoder", true);
   writer.set_bool("clip.has_text_encoder", false);
-  writer.set_string("clip.projector_type", qwen25vl ? "qwen2.5vl_merger" : spec.projector);  // clip.cpp's name
+  writer.set_string("clip.projector_type", qwen25vl ? "qwen2.5vl_merger" : qwen3vl ? "qwen3vl_merger" : spec.projector);  // clip.cpp's names
   // CLIP (mlp) runs quick GELU, which clip.cpp picks when use_gelu is false; SigLIP runs GELU; Pixtral
   // a SiLU-gated FFN. Gemma 4's converter writes neither key (so clip.cpp gates with quick GELU).
-  if (!gemma4v && !qwen25vl) writer.set_bool("clip.use_gelu", !mlp && !pixtral);
+  if (!gemma4v && !qwen25vl && !qwen3vl) writer.set_bool("clip.use_gelu", !mlp && !pixtral);
   if (pixtral) writer.set_bool("clip.use_silu", true);
   if (mlp) writer.set_bool("clip.has_llava_projector", true);
   writer.set_uint32("clip.vision.image_size", uint32_t(spec.image_size));
@@ -126,8 +179,9 @@ void write_synthetic_mmproj(const SynthMmprojSpec& spec, const std::filesystem::
   writer.set_uint32("clip.vision.projection_dim", uint32_t(spec.n_embd_text));
   writer.set_float32("clip.vision.attention.layer_norm_epsilon", pixtral ? 1e-5f : 1e-6f);
   if (pixtral) writer.set_uint32("clip.vision.spatial_merge_size", uint32_t(spec.merge));
-  if (qwen25vl) {
-    write_qwen25vl(spec, writer);
+  if (qwen25vl || qwen3vl) {
+    if (qwen25vl) write_qwen25vl(spec, writer);
+    else write_qwen3vl(spec, writer);
     writer.write(out);
     return;
   }

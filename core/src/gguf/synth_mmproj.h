@@ -11,7 +11,7 @@
 namespace loom::gguf {
 
 struct SynthMmprojSpec {
-  std::string projector = "gemma3";  // or "mlp" (CLIP with a LLaVA 1.5 projector), "pixtral", "idefics3", "gemma4v"
+  std::string projector = "gemma3";  // or "mlp" (CLIP with a LLaVA 1.5 projector), "pixtral", "idefics3", "gemma4v", "qwen25vl", "qwen3vl"
   int image_size = 224;  // 896 in Gemma 3; smaller keeps tests fast
   int patch_size = 14;
   int dim = 64;

@@ -91,9 +91,9 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
   const bool is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2" || spec.arch == "gemma4";
   const bool is_moe = spec.arch == "qwen3moe" || spec.arch == "gpt-oss" || spec.arch == "qwen2moe" || spec.arch == "qwen35moe" ||
                       spec.arch == "qwen3next";
-  require(is_llama || is_gemma || is_moe || spec.arch == "qwen2" || spec.arch == "qwen2vl" || spec.arch == "qwen3" || spec.arch == "qwen35" || spec.arch == "olmo2" ||
+  require(is_llama || is_gemma || is_moe || spec.arch == "qwen2" || spec.arch == "qwen2vl" || spec.arch == "qwen3" || spec.arch == "qwen3vl" || spec.arch == "qwen35" || spec.arch == "olmo2" ||
               spec.arch == "granite" || spec.arch == "phi3" || spec.arch == "mistral3",
-          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen2vl, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
+          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen2vl, qwen2moe, qwen3, qwen3vl, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
   require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
   require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
   require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
@@ -155,7 +155,7 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   const bool is_gemma = is_gemma2 || is_gemma3;
   const bool is_gpt_oss = a == "gpt-oss";
   const bool is_moe = a == "qwen3moe" || a == "qwen2moe" || is_gpt_oss;
-  const bool qk_norm = is_gemma3 || a == "qwen3" || a == "qwen3moe";  // an RMS norm of each q and k head
+  const bool qk_norm = is_gemma3 || a == "qwen3" || a == "qwen3vl" || a == "qwen3moe";  // an RMS norm of each q and k head
   const bool is_olmo2 = a == "olmo2";              // no pre-norms; q/k norms over all heads; post norms
 
   writer.set_string("general.architecture", a);
@@ -218,6 +218,14 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
     // split between height and width.
     const int32_t pairs = spec.head_dim / 2, t = pairs / 4;
     writer.set_int32_array(a + ".rope.dimension_sections", {t, (pairs - t) / 2, pairs - t - (pairs - t) / 2, 0});
+  }
+  if (a == "qwen3vl") {
+    // Interleaved sections in Qwen3-VL's proportions (24, 20, 20 of 64 pairs): height and width each
+    // (pairs - 4) / 3, so two pairs near the end fall to the extra component, as in the real model;
+    // three deepstack layers where the model has them.
+    const int32_t pairs = spec.head_dim / 2, hw = (pairs - 4) / 3;
+    writer.set_int32_array(a + ".rope.dimension_sections", {pairs - 2 * hw, hw, hw, 0});
+    writer.set_uint32(a + ".n_deepstack_layers", static_cast<uint32_t>(std::min(3, spec.n_layers - 1)));
   }
   if (is_moe) {
     writer.set_uint32(a + ".expert_count", static_cast<uint32_t>(spec.n_expert));

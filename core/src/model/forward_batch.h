@@ -35,7 +35,8 @@ struct ForwardBatch {
   std::vector<float> embd;
   // M-RoPE models (qwen2vl): each row's rope position as four components, [4][n_tok] (time, height,
   // width, extra); an image's rows turn by their place in the image, and text after an image by
-  // positions that no longer equal its KV index. Empty: each row's `positions` value in all four.
+  // positions that no longer equal its KV index. Empty: each row's `positions` value in the first three
+  // and 0 in the extra one (llama.cpp's M-RoPE text positions).
   std::vector<int32_t> rope_positions;
 
   void clear() {

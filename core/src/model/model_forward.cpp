@@ -125,9 +125,9 @@ void Model::validate(const ForwardBatch& b, const KvCache& kv) const {
   if (!b.rope_positions.empty() && (!info_.mrope || b.rope_positions.size() != 4 * n))
     bad_batch(info_.mrope ? "rope_positions holds " + std::to_string(b.rope_positions.size()) + " values for 4 x " + std::to_string(n) + " rows"
                           : std::string("rope_positions given to a model without M-RoPE"));
-  if (b.embd.size() != b.embd_rows.size() * static_cast<size_t>(info_.dim))
+  if (b.embd.size() != b.embd_rows.size() * static_cast<size_t>(info_.embd_row_width()))
     bad_batch("embd holds " + std::to_string(b.embd.size()) + " values for " + std::to_string(b.embd_rows.size()) + " rows of " +
-              std::to_string(info_.dim));
+              std::to_string(info_.embd_row_width()));
   for (const auto& seq : b.seqs)
     if (seq.non_causal && !supports_non_causal())
       bad_batch("a non-causal sequence entry, which backend '" + backend_.name() + "' cannot run (ABI 1.9 LOOM_SEQ_NON_CAUSAL)");
@@ -222,8 +222,8 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks, const KvCach
   staging_.assign(at, 0);  // keeps its capacity: no allocation once the largest batch was seen
   std::copy(b.tokens.begin(), b.tokens.end(), staging_.begin() + static_cast<ptrdiff_t>(tokens));
   std::copy(b.positions.begin(), b.positions.end(), staging_.begin() + static_cast<ptrdiff_t>(positions));
-  if (info_.mrope) {  // the rope's four components; without image rows, the position in each
-    for (size_t c = 1; c < 4; ++c)
+  if (info_.mrope) {  // without image rows: the position in the first three components, 0 in the extra one (llama.cpp's)
+    for (size_t c = 1; c < 3; ++c)
       std::copy(b.positions.begin(), b.positions.end(), staging_.begin() + static_cast<ptrdiff_t>(positions + c * n));
     if (!b.rope_positions.empty()) std::copy(b.rope_positions.begin(), b.rope_positions.end(), staging_.begin() + static_cast<ptrdiff_t>(positions));
   }
@@ -335,10 +335,18 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
   if (m.embedding_scale != 1.0f) op(LOOM_OP_SCALE, x, {x}, &embd_scale_);
   // Given rows (an image's) replace their tokens' embeddings after the scale: llama.cpp scales only
   // token embeddings (gemma3: "do not normalize weights for raw embeddings input").
+  // A deepstack model's given rows are (1 + n_deepstack) x dim wide: part 0 is the input, part k + 1
+  // is added to layer k's output (given_part strides over the other parts).
+  const uint64_t given_width = uint64_t(m.embd_row_width()) * 4;
+  auto given_part = [&](int64_t part, uint64_t given, int64_t count) {
+    loom_tensor t = tensor_view(inputs_, off_embd_ + given * given_width + uint64_t(part * dim) * 4, LOOM_DTYPE_F32, dim, count);
+    t.nb[1] = given_width;
+    t.nb[2] = t.nb[3] = given_width * uint64_t(count);
+    return t;
+  };
   for (size_t r = 0, given = 0; r < embd_runs_.size(); r += 2) {
     const int64_t first = embd_runs_[r], count = embd_runs_[r + 1];
-    op(LOOM_OP_COPY, f32(off_x_ + uint64_t(first * dim) * 4, dim, count),
-       {tensor_view(inputs_, off_embd_ + given * uint64_t(dim) * 4, LOOM_DTYPE_F32, dim, count)});
+    op(LOOM_OP_COPY, f32(off_x_ + uint64_t(first * dim) * 4, dim, count), {given_part(0, given, count)});
     given += uint64_t(count);
   }
   // gemma4's per-layer inputs, layer-major [ple, n, n_layers]: (norm(x·Pᵀ / sqrt(dim)) +
@@ -482,6 +490,15 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
       op(LOOM_OP_ADD, x, {x, h});
     }
     if (m.layer_output_scale) op(LOOM_OP_SCALE, x, {x}, &layer_scale_[static_cast<size_t>(il)]);
+    if (il < m.n_deepstack) {  // Qwen3-VL: the image rows' deepstack part for this layer joins the stream
+      for (size_t r = 0, given = 0; r < embd_runs_.size(); r += 2) {
+        const int64_t first = embd_runs_[r], count = embd_runs_[r + 1];
+        const loom_tensor rows = f32(off_x_ + uint64_t(first * dim) * 4, dim, count), part = f32(off_h_ + uint64_t(first * dim) * 4, dim, count);
+        op(LOOM_OP_COPY, part, {given_part(il + 1, given, count)});
+        op(LOOM_OP_ADD, rows, {rows, part});
+        given += uint64_t(count);
+      }
+    }
   }
   if (n_out > 0) {
     // Only the wanted rows go through the output projection (the biggest matmul for small models).

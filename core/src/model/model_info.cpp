@@ -14,6 +14,9 @@
 //    not renormalised, plus a shared expert (expert_shared_feed_forward_length wide) gated per token by
 //    sigmoid(h · ffn_gate_inp_shexp).
 //  - qwen3: NEOX rope, an RMS norm of each q and k head before rope, no biases.
+//  - qwen3vl (Qwen3-VL text): qwen3 with interleaved M-RoPE sections and deepstack: an image row's
+//    input is n_deepstack + 1 rows wide, the first the layer-0 input, the others added to the outputs
+//    of layers 0 .. n_deepstack - 1 (qwen3vl.cpp).
 //  - qwen3moe: qwen3 whose FFNs are mixtures of experts: softmax router over expert_count experts,
 //    expert_used_count chosen per token, their weights normalised to sum 1 (llama.cpp: norm_w true).
 //  - qwen35 (Qwen 3.5, qwen35.cpp): hybrid. Every full_attention_interval-th layer (default 4) is
@@ -224,7 +227,7 @@ void read_linear_attention(const Reader& r, ModelInfo& info) {
 
 }  // namespace
 
-std::string arch_list() { return "llama, qwen2, qwen2vl, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
+std::string arch_list() { return "llama, qwen2, qwen2vl, qwen2moe, qwen3, qwen3vl, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3"; }
 
 ModelInfo read_model_info(const gguf::GgufFile& file) {
   ModelInfo info;
@@ -242,6 +245,10 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     info.arch = ModelArch::qwen2moe;
   } else if (*arch == "qwen3") {
     info.arch = ModelArch::qwen3;
+  } else if (*arch == "qwen3vl") {
+    info.arch = ModelArch::qwen3;  // Qwen3's blocks; interleaved M-RoPE and deepstack rows (read below)
+    info.mrope = true;
+    info.mrope_interleaved = true;
   } else if (*arch == "qwen3moe") {
     info.arch = ModelArch::qwen3moe;
   } else if (*arch == "qwen35") {
@@ -312,6 +319,11 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
       total += sections[i];
     }
     if (total <= 0) r.fail(k, "must hold at least one pair");
+  }
+  if (info.mrope_interleaved) {
+    // Qwen3-VL: an image row carries its input and one more row of values per deepstack layer, each
+    // added to the output of layers 0, 1, ... (llama.cpp's n_deepstack_layers; text rows add zeros).
+    info.n_deepstack = r.opt_int("n_deepstack_layers", 0, 0, info.n_layers - 1);
   }
   // Sliding-window layers may have their own head size and rotary dims (llama.cpp reads these for
   // every family; Gemma 4 sets them).

@@ -84,6 +84,12 @@ struct ModelInfo {
   // extra) section; text alone turns as NEOX rope.
   bool mrope = false;
   int32_t rope_sections[4] = {0, 0, 0, 0};
+  // qwen3vl (Qwen3-VL text): the sections interleave (ABI 1.13), and a given row (an image's) is
+  // (1 + n_deepstack) x dim values: its input, then what is added to each of the first n_deepstack
+  // layers' outputs.
+  bool mrope_interleaved = false;
+  int64_t n_deepstack = 0;
+  int64_t embd_row_width() const { return dim * (1 + n_deepstack); }
   bool pre_norms = true;    // RMS norm before attention and FFN (olmo2 has none: only post norms)
   bool qk_norm = false;     // gemma3, qwen3: RMS norm of each q and k head before rope
   bool qk_norm_full = false;  // olmo2: the q/k norm spans all heads at once ([q_dim], [kv_dim] weights)

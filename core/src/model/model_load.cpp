@@ -56,7 +56,7 @@ Model::Model(ModelInfo info, Backend& backend, ModelOptions options) : info_(std
                   info_.rope_freq_scale, {}};
   if (info_.rope_freq_factors || info_.rope_long_short) rope_global_.mode |= LOOM_ROPE_FREQ_FACTORS;
   if (info_.mrope) {
-    rope_global_.mode |= LOOM_ROPE_MROPE;
+    rope_global_.mode |= LOOM_ROPE_MROPE | (info_.mrope_interleaved ? LOOM_ROPE_MROPE_INTERLEAVED : 0);
     std::copy(info_.rope_sections, info_.rope_sections + 4, rope_global_.sections);
   }
   if (info_.rope_yarn) {

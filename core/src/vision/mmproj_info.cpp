@@ -15,6 +15,7 @@ const char* projector_type_name(ProjectorType type) {
     case ProjectorType::idefics3: return "idefics3";
     case ProjectorType::gemma4v: return "gemma4v";
     case ProjectorType::qwen25vl: return "qwen25vl";
+    case ProjectorType::qwen3vl: return "qwen3vl";
   }
   return "?";
 }
@@ -112,6 +113,37 @@ void read_qwen25vl(const gguf::GgufFile& file, MmprojInfo& info) {
   info.n_embd_text = out->dims[1];
 }
 
+// Qwen3-VL's encoder: Qwen2.5-VL's sizes and patch kernel with a bias, a learned position table
+// resized to each grid, layer norms, GELU FFNs, full attention in every layer, a 2 x 2 merger after
+// the post norm, and deepstack mergers (norm over the block's 4 rows, fc1, GELU, fc2) after some layers.
+void read_qwen3vl(const gguf::GgufFile& file, MmprojInfo& info) {
+  const std::string& label = file.label();
+  info.merge = uint32_t(file.get_uint("clip.vision.spatial_merge_size").value_or(2));
+  if (info.merge != 2) throw Error(label + ": clip.vision.spatial_merge_size must be 2 for qwen3vl (mtmd's positions assume it)");
+  set_dynamic_size(info, 8, 4096);
+  info.rope_theta = 10000.0f;
+  if (info.head_dim % 4 != 0) throw Error(label + ": qwen3vl's 2-D M-RoPE needs a head size that is a multiple of 4");
+  if (file.find_tensor("v.patch_embd.weight.1") == nullptr)
+    throw Error(label + ": tensor 'v.patch_embd.weight.1' is missing (the second frame of Qwen's 3-D patch kernel)");
+  const gguf::TensorInfo* pos = file.find_tensor("v.position_embd.weight");
+  if (pos == nullptr || pos->dims.size() != 2 || pos->dims[0] != info.dim)
+    throw Error(label + ": tensor 'v.position_embd.weight' is missing or not [" + std::to_string(info.dim) + ", positions]");
+  info.pos_side = int64_t(std::llround(std::sqrt(double(pos->dims[1]))));
+  if (info.pos_side * info.pos_side != pos->dims[1] || info.pos_side < 1)
+    throw Error(label + ": tensor 'v.position_embd.weight' holds " + std::to_string(pos->dims[1]) + " positions, not a square grid");
+  const int64_t merged = info.dim * 4;
+  const gguf::TensorInfo* in = file.find_tensor("mm.0.weight");
+  if (in == nullptr || in->dims.size() != 2 || in->dims[0] != merged)
+    throw Error(label + ": tensor 'mm.0.weight' is missing or not [" + std::to_string(merged) + ", hidden]");
+  info.proj_hidden = in->dims[1];
+  const gguf::TensorInfo* out = file.find_tensor("mm.2.weight");
+  if (out == nullptr || out->dims.size() != 2 || out->dims[0] != info.proj_hidden)
+    throw Error(label + ": tensor 'mm.2.weight' is missing or not [" + std::to_string(info.proj_hidden) + ", n_embd_text]");
+  info.n_embd_text = out->dims[1];
+  for (int64_t il = 0; il < info.n_layers; il++)
+    if (file.find_tensor("v.deepstack." + std::to_string(il) + ".fc1.weight") != nullptr) info.deepstack_layers.push_back(il);
+}
+
 }  // namespace
 
 int64_t MmprojInfo::square_image_rows() const {
@@ -141,10 +173,12 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
     info.projector = ProjectorType::idefics3;
   } else if (type == "gemma4v") {
     info.projector = ProjectorType::gemma4v;
-  } else if (type == "qwen2.5vl_merger") {  // clip.cpp's name for it
+  } else if (type == "qwen2.5vl_merger") {  // clip.cpp's names for them
     info.projector = ProjectorType::qwen25vl;
+  } else if (type == "qwen3vl_merger") {
+    info.projector = ProjectorType::qwen3vl;
   } else {
-    throw Error(label + ": projector type '" + type + "' is not supported (Loom runs: gemma3, gemma4v, mlp, pixtral, idefics3, qwen25vl)");
+    throw Error(label + ": projector type '" + type + "' is not supported (Loom runs: gemma3, gemma4v, mlp, pixtral, idefics3, qwen25vl, qwen3vl)");
   }
   info.dim = int64_t(required_uint(file, "clip.vision.embedding_length"));
   info.n_heads = int64_t(required_uint(file, "clip.vision.attention.head_count"));
@@ -189,7 +223,8 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
   const gguf::TensorInfo* down = file.find_tensor("v.blk.0.ffn_down.weight");
   if (down == nullptr || down->dims.size() != 2) throw Error(label + ": tensor 'v.blk.0.ffn_down.weight' is missing or not a matrix");
   // (Only for the types clip.cpp checks: a pixtral FFN as wide as its ViT is read as named.)
-  info.ffn_swapped = down->dims[0] == info.dim && info.projector != ProjectorType::pixtral && info.projector != ProjectorType::gemma4v;
+  info.ffn_swapped = down->dims[0] == info.dim && info.projector != ProjectorType::pixtral && info.projector != ProjectorType::gemma4v &&
+                     info.projector != ProjectorType::qwen3vl;
   const char* up_name = info.ffn_swapped ? "v.blk.0.ffn_down.weight" : "v.blk.0.ffn_up.weight";
   const gguf::TensorInfo* up = file.find_tensor(up_name);
   if (up == nullptr || up->dims.size() != 2) throw Error(label + ": tensor '" + up_name + "' is missing or not a matrix");
@@ -256,6 +291,7 @@ MmprojInfo read_mmproj_info(const gguf::GgufFile& file) {
   }
   if (info.projector == ProjectorType::gemma4v) read_gemma4v(file, info);
   if (info.projector == ProjectorType::qwen25vl) read_qwen25vl(file, info);
+  if (info.projector == ProjectorType::qwen3vl) read_qwen3vl(file, info);
   if (info.silu && !info.ffn_gated) throw Error(label + ": clip.use_silu without v.blk.0.ffn_gate.weight is not supported");
   return info;
 }

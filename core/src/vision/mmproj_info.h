@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "vision/image_preprocess.h"
 
@@ -22,6 +23,7 @@ enum class ProjectorType {
   idefics3,  // SmolVLM: SigLIP over tiles and an overview, pixel shuffle, one linear
   gemma4v,   // Gemma 4: any size, position tables, 2-D NEOX RoPE, q/k/v norms, sandwich norms, clamped linears, pooled
   qwen25vl,  // Qwen2.5-VL: any size, 2-D M-RoPE, window attention, SiLU-gated FFN, 2 x 2 patch merger; M-RoPE text positions
+  qwen3vl,   // Qwen3-VL: any size, resized learned positions, 2-D M-RoPE, layer norms, 2 x 2 merger plus deepstack rows
 };
 const char* projector_type_name(ProjectorType type);
 
@@ -57,9 +59,15 @@ struct MmprojInfo {
   // window_pattern-th layer attending over the whole image, the others within windows of
   // window_cells x window_cells merged cells.
   int64_t window_pattern = 0, window_cells = 0;
+  // qwen3vl: the position table's side (v.position_embd [dim, side²], resized bilinearly to each grid),
+  // and the layers whose output also goes through a deepstack merger: each image row then carries
+  // n_embd_text values per merger after the main ones (row_width()).
+  int64_t pos_side = 0;
+  std::vector<int64_t> deepstack_layers;
   PreprocessSpec preprocess;
 
   int64_t grid() const { return image_size / patch_size; }            // patches per side
+  int64_t row_width() const { return n_embd_text * (1 + int64_t(deepstack_layers.size())); }  // values per image row
   int64_t n_patches() const { return grid() * grid(); }
   int64_t n_positions() const { return n_patches() + (class_embedding ? 1 : 0); }  // rows through the ViT
   bool dynamic() const { return preprocess.align != 0; }

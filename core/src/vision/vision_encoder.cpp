@@ -123,8 +123,9 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
   };
 
   const int64_t c = m.dim, p = m.patch_size;
-  add("v.patch_embd.weight", {p, p, 3, c}, &patch_w_, m.projector == ProjectorType::qwen25vl ? Form::frames_summed : Form::weight);
-  if (m.projector == ProjectorType::qwen25vl) {
+  const bool qwen = m.projector == ProjectorType::qwen25vl || m.projector == ProjectorType::qwen3vl;
+  add("v.patch_embd.weight", {p, p, 3, c}, &patch_w_, qwen ? Form::frames_summed : Form::weight);
+  if (qwen) {
     const gguf::TensorInfo* second = file.find_tensor("v.patch_embd.weight.1");
     if (second == nullptr || second->dims != std::vector<int64_t>{p, p, 3, c})
       throw Error(file.label() + ": tensor 'v.patch_embd.weight.1' is missing or not " + shape_text({p, p, 3, c}));
@@ -133,6 +134,11 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
   if (m.class_embedding) add("v.class_embd", {c}, &class_, Form::f32);
   if (!m.dynamic()) add("v.position_embd.weight", {c, m.n_positions()}, &pos_, Form::f32);
   if (m.pos_table > 0) add("v.position_embd.weight", {c, m.pos_table, 2}, &pos_, Form::f32);  // [c, 2 * pos_table] on the backend
+  if (m.pos_side > 0) {  // kept on the host: each grid takes its own bilinear resize (upload_resized_positions)
+    const gguf::TensorInfo* t = file.find_tensor("v.position_embd.weight");
+    if (dtype_traits(t->type) == nullptr) throw Error(file.label() + ": tensor 'v.position_embd.weight' has type " + dtype_name(t->type) + ", which Loom cannot read");
+    pos_table_ = dequantize_rows(t->type, file.tensor_data(*t), t->n_elements);
+  }
   add("v.pre_ln.weight", {c}, &pre_ln_w_, Form::f32, true);
   add("v.pre_ln.bias", {c}, &pre_ln_b_, Form::f32, true);
   // Only the layers the encoder runs are loaded (LLaVA's last layer is never used).
@@ -143,12 +149,17 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
     const std::string b = "v.blk." + std::to_string(il) + ".";
     add(b + "ln1.weight", {c}, &l.ln1_w, Form::f32, true);
     add(b + "ln1.bias", {c}, &l.ln1_b, Form::f32, true);
-    add(b + "attn_q.weight", {c, c}, &l.wq, Form::weight);
-    add(b + "attn_q.bias", {c}, &l.bq, Form::f32, true);
-    add(b + "attn_k.weight", {c, c}, &l.wk, Form::weight);
-    add(b + "attn_k.bias", {c}, &l.bk, Form::f32, true);
-    add(b + "attn_v.weight", {c, c}, &l.wv, Form::weight);
-    add(b + "attn_v.bias", {c}, &l.bv, Form::f32, true);
+    if (m.projector == ProjectorType::qwen3vl) {  // split into row ranges after the upload
+      add(b + "attn_qkv.weight", {c, 3 * c}, &l.qkv, Form::weight);
+      add(b + "attn_qkv.bias", {3 * c}, &l.qkv_b, Form::f32, true);
+    } else {
+      add(b + "attn_q.weight", {c, c}, &l.wq, Form::weight);
+      add(b + "attn_q.bias", {c}, &l.bq, Form::f32, true);
+      add(b + "attn_k.weight", {c, c}, &l.wk, Form::weight);
+      add(b + "attn_k.bias", {c}, &l.bk, Form::f32, true);
+      add(b + "attn_v.weight", {c, c}, &l.wv, Form::weight);
+      add(b + "attn_v.bias", {c}, &l.bv, Form::f32, true);
+    }
     add(b + "attn_out.weight", {c, c}, &l.wo, Form::weight);
     add(b + "attn_out.bias", {c}, &l.bo, Form::f32, true);
     if (m.gemma4_blocks) {
@@ -210,6 +221,23 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
       add("mm.2.weight", {m.proj_hidden, m.n_embd_text}, &mm2_w_, Form::weight);
       add("mm.2.bias", {m.n_embd_text}, &mm2_b_, Form::f32, true);
       break;
+    case ProjectorType::qwen3vl:
+      add("mm.0.weight", {4 * c, m.proj_hidden}, &mm0_w_, Form::weight);
+      add("mm.0.bias", {m.proj_hidden}, &mm0_b_, Form::f32, true);
+      add("mm.2.weight", {m.proj_hidden, m.n_embd_text}, &mm2_w_, Form::weight);
+      add("mm.2.bias", {m.n_embd_text}, &mm2_b_, Form::f32, true);
+      deepstack_.resize(m.deepstack_layers.size());
+      for (size_t i = 0; i < deepstack_.size(); i++) {
+        DeepstackWeights& d = deepstack_[i];
+        const std::string b = "v.deepstack." + std::to_string(m.deepstack_layers[i]) + ".";
+        add(b + "norm.weight", {4 * c}, &d.norm_w, Form::f32);
+        add(b + "norm.bias", {4 * c}, &d.norm_b, Form::f32);
+        add(b + "fc1.weight", {4 * c, m.proj_hidden}, &d.fc1, Form::weight);
+        add(b + "fc1.bias", {m.proj_hidden}, &d.fc1_b, Form::f32, true);
+        add(b + "fc2.weight", {m.proj_hidden, m.n_embd_text}, &d.fc2, Form::weight);
+        add(b + "fc2.bias", {m.n_embd_text}, &d.fc2_b, Form::f32, true);
+      }
+      break;
     case ProjectorType::gemma4v:
       add("mm.input_projection.weight", {c, m.n_embd_text}, &proj_, Form::weight);
       proj_clamp_ = linear_clamp(file, "mm.input_projection");
@@ -267,6 +295,13 @@ void VisionEncoder::load_weights(const gguf::GgufFile& file) {
     backend_.upload(weights_, t.offset, bytes.data(), t.bytes);
     backend_.synchronize();  // `converted` is reused; the file's mapping may go away after load
   }
+  for (LayerWeights& l : layers_) {  // qwen3vl's fused q, k, v: rows (and bias values) in that order
+    if (l.qkv.buffer == nullptr) continue;
+    l.wq = row_range(l.qkv, 0, c), l.wk = row_range(l.qkv, c, c), l.wv = row_range(l.qkv, 2 * c, c);
+    if (l.qkv_b.buffer == nullptr) continue;
+    loom_tensor* parts[3] = {&l.bq, &l.bk, &l.bv};
+    for (int i = 0; i < 3; i++) *parts[i] = tensor_view(weights_, l.qkv_b.offset + uint64_t(i * c) * 4, LOOM_DTYPE_F32, c);
+  }
 }
 
 std::vector<float> VisionEncoder::encode(const RgbImage& image) {
@@ -316,8 +351,9 @@ std::vector<float> VisionEncoder::encode_pixels(std::span<const float> pixels, u
     backend_.upload(compute_, at_.image, pixels.data(), expected * 4);
   }
   upload_positions(gx, gy);
+  if (m.pos_side > 0) upload_resized_positions(gx, gy);
   backend_.run(ops_);
-  std::vector<float> rows(size_t(m.rows_for(width, height) * m.n_embd_text));
+  std::vector<float> rows(size_t(m.rows_for(width, height) * m.row_width()));
   backend_.download(rows.data(), compute_, at_.out, rows.size() * 4);
   backend_.synchronize();
   return rows;

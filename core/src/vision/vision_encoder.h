@@ -27,6 +27,12 @@
 //                     2 x 2 blocks, the blocks grouped by window; 2-D M-RoPE (height, width); RMS norms;
 //                     attention within windows but every n_wa_pattern-th layer; SiLU-gated FFN; post
 //                     norm; each block's 4 rows as one through Linear, GELU, Linear; back in grid order
+//   qwen3vl (Qwen3-VL): any size; qwen25vl's patch kernel plus a bias, and its learned position table
+//                     resized bilinearly to the grid; patches in 2 x 2 blocks; q, k, v from one matrix;
+//                     2-D M-RoPE; layer norms; full attention; GELU FFN; post norm; each block's 4 rows
+//                     through Linear, GELU, Linear; after each deepstack layer, the block's 4 rows normed
+//                     and through its own Linear, GELU, Linear: those rows follow the main ones in each
+//                     image row (info().row_width())
 //
 // The op list is built for one grid and rebuilt when an image of another grid arrives (dynamic sizes);
 // buffers are sized at load for the largest.
@@ -67,7 +73,7 @@ class VisionEncoder {
   const MmprojInfo& info() const { return info_; }
   uint64_t weight_bytes() const { return weights_.size(); }
 
-  // The embedding rows of one image, [rows][n_embd_text] row-major (rows: info().rows_for its size; a
+  // The embedding rows of one image, [rows][info().row_width()] row-major (rows: info().rows_for its size; a
   // tiled projector's: each tile's rows, row by row, then the overview's).
   std::vector<float> encode(const RgbImage& image);
   // The same from preprocessed pixels (preprocess: planar [3][height][width]; fixed-size projectors:
@@ -81,12 +87,17 @@ class VisionEncoder {
     loom_tensor q_norm, k_norm, attn_post_norm, ffn_post_norm;  // gemma4v
     LinearClamp clamp_q, clamp_k, clamp_v, clamp_o, clamp_gate, clamp_up, clamp_down;
     loom_scale_params out_scale;  // gemma4v's layer scalar; struct_size 0: none
+    loom_tensor qkv, qkv_b;       // qwen3vl: q, k, v in one matrix (wq, wk, wv are its row ranges)
+  };
+  struct DeepstackWeights {  // qwen3vl: a merger after one layer
+    loom_tensor norm_w, norm_b, fc1, fc1_b, fc2, fc2_b;
   };
   VisionEncoder(MmprojInfo info, Backend& backend);
   void load_weights(const gguf::GgufFile& file);
   void allocate_scratch();
   void build_ops(int64_t gx, int64_t gy);  // vision_encoder_ops.cpp
   void upload_positions(int64_t gx, int64_t gy);  // the RoPE's positions (and Qwen's windows) of a grid
+  void upload_resized_positions(int64_t gx, int64_t gy);  // qwen3vl: the position table resized to a grid
 
   MmprojInfo info_;
   Backend& backend_;
@@ -99,11 +110,14 @@ class VisionEncoder {
   loom_tensor std_bias_{}, std_scale_{};               // gemma4v (the bias stored negated); proj_ too
   LinearClamp proj_clamp_{};
   std::vector<LayerWeights> layers_;
+  std::vector<DeepstackWeights> deepstack_;  // one per info().deepstack_layers
+  std::vector<float> pos_table_;             // qwen3vl: v.position_embd [pos_side²][dim], resized per grid on the host
+  int64_t pos_gx_ = 0, pos_gy_ = 0;          // the grid the resized table in compute_ is for
   std::vector<loom_op> ops_;
   int64_t ops_gx_ = 0, ops_gy_ = 0;  // the grid ops_ is built for
   // Scratch offsets (bytes into compute_), sized for the largest image.
   struct Scratch {
-    uint64_t image, positions, windows, rope_factors, x, h, q, k, v, a, wide, wide2, merged, pool, hidden, pre_out, out;
+    uint64_t image, positions, windows, rope_factors, pos_resized, x, h, q, k, v, a, wide, wide2, merged, pool, hidden, pre_out, out;
   } at_{};
   int64_t max_patches_ = 0, max_cells_ = 0, max_rows_ = 0;
   // Params live here: ops borrow them.

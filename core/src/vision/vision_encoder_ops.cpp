@@ -53,10 +53,12 @@ void VisionEncoder::upload_positions(int64_t gx, int64_t gy) {
   const MmprojInfo& m = info_;
   if (m.rope_theta <= 0.0f) return;
   std::vector<int32_t> positions;
-  if (m.projector == ProjectorType::qwen25vl) {
-    // Each patch's (row, column, row, column), at its place after the blocks are grouped by window.
+  const bool windowed = m.projector == ProjectorType::qwen25vl;
+  if (windowed || m.projector == ProjectorType::qwen3vl) {
+    // Each patch's (row, column, row, column), at its place after the blocks are grouped by window
+    // (qwen3vl: one window, the blocks in grid order).
     const int64_t n = gx * gy, cx = gx / 2, cy = gy / 2;
-    const QwenWindows w = qwen_windows(cx, cy, m.window_cells);
+    const QwenWindows w = qwen_windows(cx, cy, windowed ? m.window_cells : std::max(cx, cy));
     positions.resize(size_t(4 * n));
     for (int64_t cell = 0; cell < cx * cy; cell++)
       for (int64_t j = 0; j < 4; j++) {
@@ -67,7 +69,7 @@ void VisionEncoder::upload_positions(int64_t gx, int64_t gy) {
     std::vector<int32_t> tables(w.index);
     tables.insert(tables.end(), w.inverse.begin(), w.inverse.end());
     tables.insert(tables.end(), w.ranges.begin(), w.ranges.end());
-    backend_.upload(compute_, at_.windows, tables.data(), tables.size() * 4);
+    if (windowed) backend_.upload(compute_, at_.windows, tables.data(), tables.size() * 4);
     // The pair frequencies of both halves of the rotated quarter-head sections restart at theta^0
     // (ggml's vision rope): the second section's are divided by theta^-1, i.e. multiplied by theta.
     std::vector<float> factors(size_t(m.head_dim / 2), 1.0f);
@@ -82,6 +84,42 @@ void VisionEncoder::upload_positions(int64_t gx, int64_t gy) {
   }
   backend_.upload(compute_, at_.positions, positions.data(), positions.size() * 4);
   backend_.synchronize();  // `positions` goes out of scope
+}
+
+// ggml's bilinear interpolation with aligned corners (clip.cpp's resize_position_embeddings), on the
+// host: the table is small, and a grid's resize is reused until the grid changes. Each patch of the
+// gx x gy grid, row-major, takes the table's value at (x (side - 1) / (gx - 1), y (side - 1) / (gy - 1)).
+void VisionEncoder::upload_resized_positions(int64_t gx, int64_t gy) {
+  if (gx == pos_gx_ && gy == pos_gy_) return;
+  const int64_t c = info_.dim, side = info_.pos_side;
+  std::vector<float> resized(size_t(c * gx * gy));
+  // ggml's scale factors in float: out / in, or (out - 1) / (in - 1) with aligned corners where both exceed 1.
+  const float sf0 = gx > 1 && side > 1 ? float(gx - 1) / float(side - 1) : float(gx) / float(side);
+  const float sf1 = gy > 1 && side > 1 ? float(gy - 1) / float(side - 1) : float(gy) / float(side);
+  auto axis = [&](int64_t i, float sf, int64_t& lo, int64_t& hi) {
+    const float at = float(i) / sf;
+    lo = std::clamp<int64_t>(int64_t(std::floor(at)), 0, side - 1);
+    hi = std::clamp<int64_t>(lo + 1, 0, side - 1);
+    return std::clamp(at - float(lo), 0.0f, 1.0f);
+  };
+  for (int64_t y = 0; y < gy; y++) {
+    int64_t y0, y1;
+    const float dy = axis(y, sf1, y0, y1);
+    for (int64_t x = 0; x < gx; x++) {
+      int64_t x0, x1;
+      const float dx = axis(x, sf0, x0, x1);
+      const float* a = &pos_table_[size_t((y0 * side + x0) * c)];
+      const float* b = &pos_table_[size_t((y0 * side + x1) * c)];
+      const float* cc = &pos_table_[size_t((y1 * side + x0) * c)];
+      const float* d = &pos_table_[size_t((y1 * side + x1) * c)];
+      float* out = &resized[size_t((y * gx + x) * c)];
+      for (int64_t ch = 0; ch < c; ch++)
+        out[ch] = a[ch] * (1 - dx) * (1 - dy) + b[ch] * dx * (1 - dy) + cc[ch] * (1 - dx) * dy + d[ch] * dx * dy;
+    }
+  }
+  backend_.upload(compute_, at_.pos_resized, resized.data(), resized.size() * 4);
+  backend_.synchronize();  // `resized` goes out of scope
+  pos_gx_ = gx, pos_gy_ = gy;
 }
 
 void VisionEncoder::allocate_scratch() {
@@ -105,10 +143,12 @@ void VisionEncoder::allocate_scratch() {
     return at;
   };
   at_.image = reserve(3 * pixels);
-  const bool qwen = m.projector == ProjectorType::qwen25vl;
+  const bool qwen = m.projector == ProjectorType::qwen25vl || m.projector == ProjectorType::qwen3vl;
   at_.positions = reserve(m.rope_theta > 0.0f ? (qwen ? 4 : 2) * n : 0);
-  at_.windows = reserve(qwen ? 4 * cells : 0);  // window_idx, inv_window_idx, and the windows' row ranges
+  at_.windows = reserve(m.projector == ProjectorType::qwen25vl ? 4 * cells : 0);  // window_idx, inv_window_idx, and the windows' row ranges
   at_.rope_factors = reserve(qwen ? uint64_t(m.head_dim / 2) : 0);
+  at_.pos_resized = reserve(m.pos_side > 0 ? c * n : 0);
+  pos_gx_ = pos_gy_ = 0;
   at_.x = reserve(c * n), at_.h = reserve(c * n), at_.q = reserve(c * n), at_.k = reserve(c * n), at_.v = reserve(c * n);
   at_.a = reserve(c * n);
   at_.wide = reserve(widest * n);
@@ -117,7 +157,7 @@ void VisionEncoder::allocate_scratch() {
   at_.pool = reserve(c * cells);
   at_.hidden = reserve(uint64_t(m.proj_hidden) * cells);
   at_.pre_out = reserve(m.img_break || qwen ? uint64_t(m.n_embd_text) * cells : 0);
-  at_.out = reserve(uint64_t(m.n_embd_text) * uint64_t(max_rows_));
+  at_.out = reserve(uint64_t(m.row_width()) * uint64_t(max_rows_));
   compute_ = backend_.alloc(offset, LOOM_BUFFER_USAGE_COMPUTE);
 }
 
@@ -143,7 +183,8 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
     rope_rows_ = {sizeof(loom_rope_params), LOOM_ROPE_NEOX, uint32_t(d / 2), m.rope_theta, 1.0f, 0.0f, {0.0f, 0.0f}};
     rope_cols_ = rope_rows_;
   }
-  const bool qwen = m.projector == ProjectorType::qwen25vl;
+  const bool qwen = m.projector == ProjectorType::qwen25vl || m.projector == ProjectorType::qwen3vl;
+  const bool windowed = m.projector == ProjectorType::qwen25vl;
   if (qwen) {
     // ggml's vision M-RoPE over pairs (i, i + d/2): the first d/4 pairs by the patch's row at theta^(-4i/d),
     // the next d/4 by its column, their frequencies restarting (the factors): NEOX over d at theta².
@@ -198,27 +239,31 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
   const loom_tensor x = f32(at_.x, c, n), h = f32(at_.h, c, n), q = f32(at_.q, c, n), kk = f32(at_.k, c, n), v = f32(at_.v, c, n);
   // Each merge x merge block of patch rows of `src` side by side, one row per block (block rows in
   // (ky, kx) order), into the merged scratch: pixtral's unfold and idefics3's pixel shuffle.
-  auto merge_blocks = [&](uint64_t src) {
+  auto merge_blocks = [&](uint64_t src, uint64_t dst) {
     const uint64_t row = uint64_t(c) * 4;
     for (int64_t ky = 0; ky < k; ky++)
       for (int64_t kx = 0; kx < k; kx++) {
         const loom_tensor from = strided(h, src + uint64_t(ky * gx + kx) * row, c, cx, uint64_t(k) * row, cy, uint64_t(k * gx) * row);
-        const loom_tensor to = strided(h, at_.merged + uint64_t(ky * k + kx) * row, c, cx, uint64_t(k * k) * row, cy, uint64_t(cx * k * k) * row);
+        const loom_tensor to = strided(h, dst + uint64_t(ky * k + kx) * row, c, cx, uint64_t(k * k) * row, cy, uint64_t(cx * k * k) * row);
         op(LOOM_OP_COPY, to, {from});
       }
-    return f32(at_.merged, c * k * k, cells);
+    return f32(dst, c * k * k, cells);
   };
   const loom_tensor a = f32(at_.a, c, n), patches = f32(at_.wide, p * p * 3, n_patches);
   const loom_tensor ffn = f32(at_.wide, m.ff_dim, n), ffn_up = f32(at_.wide2, m.ff_dim, n);
-  const QwenWindows windows = qwen ? qwen_windows(cx, cy, m.window_cells) : QwenWindows{};
+  const QwenWindows windows = windowed ? qwen_windows(cx, cy, m.window_cells) : QwenWindows{};
   const auto i32 = [&](uint64_t off, int64_t ne0, int64_t ne1 = 1) { return tensor_view(compute_, off, LOOM_DTYPE_I32, ne0, ne1); };
   const loom_tensor window_index = i32(at_.windows, cells), window_inverse = i32(at_.windows + uint64_t(cells) * 4, cells);
   const loom_tensor window_ranges = i32(at_.windows + uint64_t(2 * cells) * 4, 2, int64_t(windows.ranges.size() / 2));
   op(LOOM_OP_PATCHES, patches, {f32(at_.image, gx * p, gy * p, 3)}, &patch_);
-  if (qwen) {
+  if (windowed) {
     // Each 2 x 2 block's patch rows together (block by block), and the blocks grouped window by window.
     linear(h, patch_w_, patch_b_, patches);
-    op(LOOM_OP_GET_ROWS, f32(at_.x, 4 * c, cells), {merge_blocks(at_.h), window_inverse});
+    op(LOOM_OP_GET_ROWS, f32(at_.x, 4 * c, cells), {merge_blocks(at_.h, at_.merged), window_inverse});
+  } else if (qwen) {  // qwen3vl: the resized position table added in grid order, then the blocks together
+    linear(h, patch_w_, patch_b_, patches);
+    op(LOOM_OP_ADD, h, {h, f32(at_.pos_resized, c, n)});
+    merge_blocks(at_.h, at_.x);
   } else {
     linear(f32(at_.x, c, n_patches), patch_w_, patch_b_, patches);
   }
@@ -260,7 +305,7 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
     }
     if (m.gemma4_blocks) head_norm(v, no_tensor());
     auto heads = [&](const loom_tensor& t) { return reshape(t, d, m.n_heads, n); };
-    if (qwen && (int64_t(il) + 1) % m.window_pattern != 0) {  // within each window
+    if (windowed && (int64_t(il) + 1) % m.window_pattern != 0) {  // within each window
       op(LOOM_OP_ATTENTION, heads(a), {heads(q), heads(kk), heads(v), window_ranges}, &attn_);
     } else {
       op(LOOM_OP_ATTENTION, heads(a), {heads(q), heads(kk), heads(v)}, &attn_);
@@ -287,6 +332,19 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
     if (m.gemma4_blocks) op(LOOM_OP_RMS_NORM, h, {h, l.ffn_post_norm}, &norm_);
     op(LOOM_OP_ADD, x, {x, h});
     if (l.out_scale.struct_size != 0) op(LOOM_OP_SCALE, x, {x}, &l.out_scale);
+    const auto deep = std::find(m.deepstack_layers.begin(), m.deepstack_layers.end(), int64_t(il));
+    if (deep != m.deepstack_layers.end()) {  // qwen3vl: this layer's blocks through its merger, into their part of each row
+      const auto part = deep - m.deepstack_layers.begin();
+      const DeepstackWeights& ds = deepstack_[size_t(part)];
+      const loom_tensor blocks = f32(at_.h, 4 * c, cells), hidden = f32(at_.hidden, m.proj_hidden, cells);
+      const loom_tensor projected = f32(at_.pre_out, m.n_embd_text, cells);
+      op(LOOM_OP_LAYER_NORM, blocks, {f32(at_.x, 4 * c, cells), ds.norm_w, ds.norm_b}, &norm_);
+      linear(hidden, ds.fc1, ds.fc1_b, blocks);
+      op(LOOM_OP_UNARY, hidden, {hidden}, &gelu_);
+      linear(projected, ds.fc2, ds.fc2_b, hidden);
+      const uint64_t row = uint64_t(m.row_width()) * 4;
+      op(LOOM_OP_COPY, strided(projected, at_.out + uint64_t((part + 1) * m.n_embd_text) * 4, m.n_embd_text, cells, row, 1, row * uint64_t(cells)), {projected});
+    }
   }
   if (post_ln_w_.buffer != nullptr || post_ln_b_.buffer != nullptr) norm(x, x, post_ln_w_, post_ln_b_);
 
@@ -316,7 +374,7 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
         // Each merge x merge block of patches becomes one row: the block's patch rows side by side
         // (the merger's input was reordered at load to take them so, as unfold's (channel, ky, kx)).
         op(LOOM_OP_RMS_NORM, h, {x, merger_norm_}, &norm_);
-        const loom_tensor blocks = merge_blocks(at_.h);
+        const loom_tensor blocks = merge_blocks(at_.h, at_.merged);
         merged = f32(at_.a, c, cells);
         op(LOOM_OP_MATMUL, merged, {merger_, blocks});
       }
@@ -335,7 +393,7 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
     }
     case ProjectorType::idefics3:
       // Pixel shuffle: transformers' Idefics3 order is clip.cpp's, the block's rows (ky, kx) side by side.
-      op(LOOM_OP_MATMUL, out, {fc_, merge_blocks(at_.x)});
+      op(LOOM_OP_MATMUL, out, {fc_, merge_blocks(at_.x, at_.merged)});
       break;
     case ProjectorType::qwen25vl: {
       // The merger: each block's 4 normed rows as one, Linear, GELU, Linear; then the cells in grid order.
@@ -344,6 +402,16 @@ void VisionEncoder::build_ops(int64_t gx, int64_t gy) {
       op(LOOM_OP_UNARY, hidden, {hidden}, &gelu_);
       linear(projected, mm2_w_, mm2_b_, hidden);
       op(LOOM_OP_GET_ROWS, out, {projected, window_index});
+      break;
+    }
+    case ProjectorType::qwen3vl: {
+      // The merger as qwen25vl's (the blocks already in grid order), into the first part of each row.
+      const loom_tensor hidden = f32(at_.hidden, m.proj_hidden, cells), projected = f32(at_.pre_out, m.n_embd_text, cells);
+      linear(hidden, mm0_w_, mm0_b_, f32(at_.x, 4 * c, cells));
+      op(LOOM_OP_UNARY, hidden, {hidden}, &gelu_);
+      linear(projected, mm2_w_, mm2_b_, hidden);
+      const uint64_t row = uint64_t(m.row_width()) * 4;
+      op(LOOM_OP_COPY, strided(projected, at_.out, m.n_embd_text, cells, row, 1, row * uint64_t(cells)), {projected});
       break;
     }
     case ProjectorType::gemma4v: {
