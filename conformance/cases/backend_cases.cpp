@@ -70,11 +70,12 @@ void check_declared_weight(const Device& dev, loom_dtype dtype) {
   if (!dev.declares_weight(dtype)) not_supported("caps do not declare " + dtype_label(dtype) + " weights");
 }
 
-Case matmul_case(loom_dtype dtype, int64_t n_tok) {
-  return {"backend.matmul." + dtype_label(dtype) + ".tok" + std::to_string(n_tok), LOOM_PLUGIN_KIND_BACKEND, [=](CaseContext& ctx) {
+Case matmul_case(loom_dtype dtype, int64_t n_tok, int64_t rows_in = 0, int64_t n_out = 37) {
+  const std::string shape = rows_in > 0 ? "_" + std::to_string(rows_in) + "x" + std::to_string(n_out) : "";
+  return {"backend.matmul." + dtype_label(dtype) + ".tok" + std::to_string(n_tok) + shape, LOOM_PLUGIN_KIND_BACKEND, [=](CaseContext& ctx) {
             check_declared_weight(*device_under_test(ctx), dtype);
             std::mt19937 rng(1234 + uint32_t(dtype) * 7 + uint32_t(n_tok));
-            const int64_t n_in = odd_n_in(dtype), n_out = 37;
+            const int64_t n_in = rows_in > 0 ? rows_in : odd_n_in(dtype);
             HostTensor w = random_weights(rng, dtype, n_in, n_out);
             HostTensor x = f32_tensor(random_floats(rng, size_t(n_in * n_tok)), n_in, n_tok);
             // Quantized weights: the backend may quantize activations to int8 blocks (≈1/254 relative
@@ -464,6 +465,9 @@ std::vector<Case> backend_cases() {
     // 11, 33 and 70 tokens also reach batched paths (float GEMM from 8 tokens on AVX2, from 64 for types
     // decoded by the reference decoder) with their 3-, 1- and 2-token tails.
     for (int64_t n_tok : {1, 7, 11, 33, 70}) out.push_back(matmul_case(dtype, n_tok));
+    // A vision encoder's batches (CPU: packed outer-product GEMM from 256 rows): rows longer than one
+    // block of k, outputs past whole panels, a token tail.
+    if (dtype == LOOM_DTYPE_F32 || dtype == LOOM_DTYPE_F16 || dtype == LOOM_DTYPE_BF16) out.push_back(matmul_case(dtype, 301, 600, 70));
     out.push_back(matmul_batch_invariance_case(dtype));
     out.push_back(get_rows_case(dtype));
   }

@@ -187,7 +187,8 @@ bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slo
   const FloatGemm& gemm_set = own_gemm ? k.float_gemm : k.float_weight_gemm;
   if (!own_gemm && !(float_weights && gemm_set.gemm != nullptr && n_tok >= k.float_weight_gemm_min_tokens)) return false;
   if (n_in % 8 != 0) return false;
-  const auto gemm = gemm_set.gemm;
+  const bool packed_kernel = gemm_set.packed_gemm != nullptr && n_tok >= gemm_set.packed_min_tokens;
+  const auto gemm = packed_kernel ? gemm_set.packed_gemm : gemm_set.gemm;
   const RowDecodeFn fast_decode = gemm_set.decoder(w.dtype);
   if (fast_decode == nullptr && n_tok < kReferenceDecodeMinTokens) return false;
   const MatmulPlan plan = plan_for(w.dtype, n_in, k);
@@ -200,28 +201,55 @@ bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slo
   job.n_prepare = n_tok;
   job.prepare = [=, &k](int64_t t) { round_like_integer_kernels(plan, k, x.frow(t), activations + t * n_in, n_in); };
 
-  // About 64 KiB of decoded rows per chunk, a multiple of the kernel's 3-row blocks. Past a few hundred
-  // tokens the activations, not the weights, are what streams from memory (every chunk reads all of
-  // them): chunks take 512 KiB of rows and walk the tokens in blocks that stay in L2 beside them, so
-  // a vision encoder's 4096 x 1152 activations are read 8 times less often.
   const bool many_tokens = n_tok >= kTokenBlock * 2;
-  const int64_t l2_rows = std::max<int64_t>(3, int64_t(((many_tokens ? 512u : 64u) << 10) / (uint64_t(n_in) * sizeof(float))) / 3 * 3);
-  const int64_t rows = std::min<int64_t>(l2_rows, std::max<int64_t>(3, chunk_size(n_out, n_threads, 3)));
-  // A block of activations takes at most 1 MiB of L2 (tokens of 4304 values: 60 at a time).
-  const int64_t fit = std::clamp<int64_t>(int64_t((1u << 20) / (uint64_t(n_in) * sizeof(float))) / 4 * 4, 16, kTokenBlock);
-  const int64_t token_block = many_tokens ? fit : n_tok;
+  const auto pack = packed_kernel ? gemm_set.pack : nullptr;
+  const auto packed_floats = gemm_set.packed_floats;
+  int64_t rows = 0, token_block = 0;
+  if (pack != nullptr) {
+    // A packed kernel keeps one block of k of its panels in L2 (4 panels: 128 KiB) and walks the
+    // tokens past them, so a chunk can be wide, and wide chunks read the activations fewer times
+    // (each chunk streams all of them). Up to 4 panels per chunk, fewer where that splits the chunks
+    // evenly over the threads; token blocks of 252 rows (21 register blocks, 252 KiB per block of k).
+    const int64_t panel = gemm_set.packed_panel, panels = (n_out + panel - 1) / panel;
+    int64_t per_chunk = std::min<int64_t>(4, panels);
+    for (int64_t p = per_chunk; p >= 1; p--) {
+      const int64_t chunks = (panels + p - 1) / p;
+      if (chunks % n_threads == 0 || chunks >= 8 * n_threads) {
+        per_chunk = p;
+        break;
+      }
+    }
+    rows = per_chunk * panel;
+    token_block = many_tokens ? 252 : n_tok;
+  } else {
+    // About 64 KiB of decoded rows per chunk, a multiple of the kernel's 3-row blocks. Past a few
+    // hundred tokens the activations, not the weights, are what streams from memory (every chunk reads
+    // all of them): chunks take 512 KiB of rows and walk the tokens in blocks that stay in L2 beside
+    // them, so a vision encoder's 4096 x 1152 activations are read 8 times less often.
+    const int64_t l2_rows = std::max<int64_t>(3, int64_t(((many_tokens ? 512u : 64u) << 10) / (uint64_t(n_in) * sizeof(float))) / 3 * 3);
+    rows = std::min<int64_t>(l2_rows, std::max<int64_t>(3, chunk_size(n_out, n_threads, 3)));
+    // A block of activations takes at most 1 MiB of L2 (tokens of 4304 values: 60 at a time).
+    const int64_t fit = std::clamp<int64_t>(int64_t((1u << 20) / (uint64_t(n_in) * sizeof(float))) / 4 * 4, 16, kTokenBlock);
+    token_block = many_tokens ? fit : n_tok;
+  }
   job.n_compute = (n_out + rows - 1) / rows;
   job.compute = [=](int64_t chunk) {
-    static thread_local std::vector<float> decoded;
+    static thread_local std::vector<float> decoded, packed;
     const int64_t r0 = chunk * rows, n_rows = std::min(n_out, r0 + rows) - r0;
     decoded.resize(size_t(n_rows * n_in));
     for (int64_t r = 0; r < n_rows; r++) {
       if (fast_decode) fast_decode(w.at(r0 + r), decoded.data() + r * n_in, n_in);
       else dequantize_row(w.dtype, w.at(r0 + r), decoded.data() + r * n_in, n_in);
     }
+    const float* weights = decoded.data();
+    if (pack != nullptr) {  // the kernel's panels, once for every block of tokens
+      packed.resize(packed_floats(n_in, n_rows));
+      pack(decoded.data(), n_in, n_in, n_rows, packed.data());
+      weights = packed.data();
+    }
     const int64_t dst_stride = int64_t(dst.nb[1] / sizeof(float));
     for (int64_t t0 = 0; t0 < n_tok; t0 += token_block)
-      gemm(n_in, decoded.data(), n_in, n_rows, activations + t0 * n_in, n_in, std::min(token_block, n_tok - t0),
+      gemm(n_in, weights, n_in, n_rows, activations + t0 * n_in, n_in, std::min(token_block, n_tok - t0),
            reinterpret_cast<float*>(dst.data) + t0 * dst_stride + r0, dst_stride);
   };
   return true;

@@ -70,8 +70,19 @@ struct EncoderAttentionBlock {
 
 struct FloatGemm {
   RowDecodeFn (*decoder)(loom_dtype type) = nullptr;
+  // dst[t * dst_stride + r] = sum_k w[r][k] * x[t * x_stride + k] for r < n_rows, t < n_tok, k < n (w:
+  // rows w_stride apart).
   void (*gemm)(int64_t n, const float* w, int64_t w_stride, int64_t n_rows, const float* x, int64_t x_stride, int64_t n_tok, float* dst,
                int64_t dst_stride) = nullptr;
+  // Optional, for batches of at least packed_min_tokens rows: the same product over weights packed
+  // once per chunk of rows (pack: n_rows rows into packed_floats(n, n_rows) floats, panels of
+  // packed_panel rows; packed_gemm reads them in place of w, w_stride unread). Its sums run in another
+  // order than gemm's, so smaller batches keep gemm's (close to the one-row kernels').
+  void (*packed_gemm)(int64_t n, const float* packed, int64_t w_stride, int64_t n_rows, const float* x, int64_t x_stride, int64_t n_tok,
+                      float* dst, int64_t dst_stride) = nullptr;
+  size_t (*packed_floats)(int64_t n, int64_t n_rows) = nullptr;
+  void (*pack)(const float* w, int64_t w_stride, int64_t n, int64_t n_rows, float* packed) = nullptr;
+  int64_t packed_panel = 0, packed_min_tokens = 0;
 };
 
 // Batched matmuls with the tokens across the vector lanes. A panel holds `tokens` activation rows

@@ -7,8 +7,8 @@ namespace loom::cpu {
 
 // Kernels::encoder_attention with keys across 512-bit lanes; nullptr when built without AVX-512.
 decltype(Kernels::encoder_attention) avx512_encoder_attention();
-// Kernels::float_weight_gemm with 16-wide FMAs (rows of n % 16 != 0 go to the AVX2 GEMM given), the AVX2
-// decoders; `avx2` itself when built without AVX-512.
+// Kernels::float_weight_gemm as 512-bit outer products over packed panels of weight rows, with the
+// AVX2 decoders; `avx2` itself when built without AVX-512.
 FloatGemm avx512_float_weight_gemm(const FloatGemm& avx2);
 
 }  // namespace loom::cpu
