@@ -51,15 +51,15 @@ struct WeightKernels {
 // in floats and n a multiple of 8.
 using RowDecodeFn = void (*)(const void* row, float* out, int64_t n);
 // One block of an encoder's attention (ATTENTION, ABI 1.9; Kernels::encoder_attention): n_q query rows
-// of one head (q + i * q_stride) against n_keys keys held transposed (kt[d * kt_stride + j], kt_stride a
-// multiple of 32 at least n_keys, zeros past n_keys) and values as rows (v + j * v_stride). Output row i
+// of one head (q + i * q_stride) against n_keys keys held transposed in blocks of 32 keys
+// (kt[(j / 32) * head_dim * 32 + d * 32 + j % 32], zeros past n_keys up to a multiple of 32, so each
+// block's head_dim x 32 values are contiguous) and values as rows (v + j * v_stride). Output row i
 // (out + i * out_stride) = softmax over the keys of scale * q_i . k_j, times the values: all n_keys keys,
 // or those up to q_pos0 + i when causal. exp_shifted is the table's (exp_shifted_avx2's contract).
 struct EncoderAttentionBlock {
   const float* q;
   int64_t q_stride, n_q, q_pos0;
   const float* kt;
-  int64_t kt_stride;
   const float* v;
   int64_t v_stride, n_keys, head_dim;
   float scale;

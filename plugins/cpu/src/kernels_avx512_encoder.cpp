@@ -31,17 +31,18 @@ constexpr int kMaxVectors = 8;  // head_dim <= 128
 
 // scores[r][j] = q_r . k_j for R rows and the tile's keys [0, width) (width rounded up to 32; the
 // transposed keys are zero-padded there), and each row's largest score, taken while the sums are in
-// registers.
+// registers. Each block of 32 keys reads its head_dim x 32 transposed values in order (a whole row of
+// transposed keys apart, they would fall in the same few L1 sets).
 template <int R>
-inline void score_rows(const float* const* q, const float* kt, int64_t kt_stride, int64_t head_dim, int64_t width, float* const* scores,
-                       float* row_max) {
+inline void score_rows(const float* const* q, const float* kt, int64_t head_dim, int64_t width, float* const* scores, float* row_max) {
   __m512 mx[R];
   for (int r = 0; r < R; r++) mx[r] = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int64_t j = 0; j < width; j += 32) {
     __m512 acc[R][2];
     for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    const float* block = kt + j * head_dim;
     for (int64_t d = 0; d < head_dim; d++) {
-      const __m512 k0 = _mm512_loadu_ps(kt + d * kt_stride + j), k1 = _mm512_loadu_ps(kt + d * kt_stride + j + 16);
+      const __m512 k0 = _mm512_loadu_ps(block + d * 32), k1 = _mm512_loadu_ps(block + d * 32 + 16);
       for (int r = 0; r < R; r++) {
         const __m512 b = _mm512_set1_ps(q[r][d]);
         acc[r][0] = _mm512_fmadd_ps(k0, b, acc[r][0]);
@@ -145,7 +146,7 @@ bool encoder_attention(const EncoderAttentionBlock& b, float (*)(float* x, int64
   const int64_t last_key = b.causal ? std::min(b.n_keys, b.q_pos0 + b.n_q) : b.n_keys;  // keys any row sees
   for (int64_t k0 = 0; k0 < last_key; k0 += kTileKeys) {
     const int64_t width = std::min(kTileKeys, last_key - k0), padded = (width + 31) / 32 * 32;
-    const float* kt = b.kt + k0;
+    const float* kt = b.kt + k0 * b.head_dim;
     const float* v = b.v + k0 * b.v_stride;
     for (int64_t i0 = 0; i0 < b.n_q; i0 += kScoreRows) {
       const int rows = int(std::min<int64_t>(kScoreRows, b.n_q - i0));
@@ -155,9 +156,9 @@ bool encoder_attention(const EncoderAttentionBlock& b, float (*)(float* x, int64
       for (int r = 0; r < rows; r++) q[r] = queries.data() + (i0 + r) * b.head_dim, s[r] = scores.data() + r * kTileKeys;
       for (int r0 = 0; r0 < rows;) {  // 8 rows, then what is left in fours and ones
         const int n = rows - r0 >= 8 ? 8 : rows - r0 >= 4 ? 4 : 1;
-        if (n == 8) score_rows<8>(q + r0, kt, b.kt_stride, b.head_dim, padded, s + r0, tile_max + r0);
-        else if (n == 4) score_rows<4>(q + r0, kt, b.kt_stride, b.head_dim, padded, s + r0, tile_max + r0);
-        else score_rows<1>(q + r0, kt, b.kt_stride, b.head_dim, padded, s + r0, tile_max + r0);
+        if (n == 8) score_rows<8>(q + r0, kt, b.head_dim, padded, s + r0, tile_max + r0);
+        else if (n == 4) score_rows<4>(q + r0, kt, b.head_dim, padded, s + r0, tile_max + r0);
+        else score_rows<1>(q + r0, kt, b.head_dim, padded, s + r0, tile_max + r0);
         r0 += n;
       }
       // Online softmax. Keys a row does not see (past the tile, or after it when causal) become -inf,
