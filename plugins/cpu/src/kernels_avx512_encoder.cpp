@@ -28,6 +28,7 @@ constexpr int64_t kTileKeys = 256;
 constexpr int kRows = 4;        // query rows per register block of the weighted values
 constexpr int kScoreRows = 8;   // and of the scores (16 accumulators: 10 loads per 16 FMAs)
 constexpr int kMaxVectors = 8;  // head_dim <= 128
+constexpr int64_t kWeighKeys = 64;  // keys per slice of the weighted values (in L1 for all the block's rows)
 
 // scores[r][j] = q_r . k_j for R rows and the tile's keys [0, width) (width rounded up to 32; the
 // transposed keys are zero-padded there), and each row's largest score, taken while the sums are in
@@ -79,13 +80,16 @@ inline __m512 exp512(__m512 x) {
   return _mm512_mask_blend_ps(overflow, _mm512_mul_ps(_mm512_mul_ps(p, scale_a), scale_b), _mm512_set1_ps(__builtin_huge_valf()));
 }
 
-// x[j] = exp(x[j] - shift) over n (a multiple of 16), -inf giving 0; returns their sum.
+// x[j] = exp(x[j] - shift) over n (a multiple of 16), -inf giving 0 where the row has any (Masked);
+// returns their sum.
+template <bool Masked>
 inline float exp_shifted_512(float* x, int64_t n, float shift) {
   const __m512 m = _mm512_set1_ps(shift), minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 16) {
     const __m512 v = _mm512_loadu_ps(x + j);
-    const __m512 e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, minus_inf, _CMP_NEQ_OQ), exp512(_mm512_sub_ps(v, m)));
+    __m512 e = exp512(_mm512_sub_ps(v, m));
+    if constexpr (Masked) e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, minus_inf, _CMP_NEQ_OQ), e);
     _mm512_storeu_ps(x + j, e);
     sum = _mm512_add_ps(sum, e);
   }
@@ -176,29 +180,39 @@ bool encoder_attention(const EncoderAttentionBlock& b, float (*)(float* x, int64
           continue;
         }
         const float rescale = std::exp(row_max[size_t(i)] - m);
-        row_sum[size_t(i)] = row_sum[size_t(i)] * rescale + exp_shifted_512(s[r], padded, m);
+        const float sum = visible < padded ? exp_shifted_512<true>(s[r], padded, m) : exp_shifted_512<false>(s[r], padded, m);
+        row_sum[size_t(i)] = row_sum[size_t(i)] * rescale + sum;
         row_max[size_t(i)] = m;
-        if (rescale != 1.0f)
-          for (int64_t d = 0; d < stride; d++) acc[size_t(i * stride + d)] *= rescale;
-      }
-      for (int r0 = 0; r0 < rows; r0 += kRows) {
-        const int n = std::min(kRows, rows - r0);
-        const float* p[kRows];
-        float* a[kRows];
-        for (int r = 0; r < n; r++) p[r] = s[r0 + r], a[r] = acc.data() + (i0 + r0 + r) * stride;
-        // Many value vectors leave no registers for four rows: two at a time then.
-        if (vectors > 6) {
-          for (int r = 0; r < n; r += 2) {
-            if (r + 1 < n) weigh_dispatch<2>(vectors, p + r, v, b.v_stride, width, last, a + r);
-            else weigh_dispatch<1>(vectors, p + r, v, b.v_stride, width, last, a + r);
-          }
-          continue;
+        if (rescale != 1.0f) {
+          float* a = acc.data() + i * stride;
+          for (int64_t d = 0; d < stride; d += 16) _mm512_storeu_ps(a + d, _mm512_mul_ps(_mm512_loadu_ps(a + d), _mm512_set1_ps(rescale)));
         }
-        switch (n) {
-          case 4: weigh_dispatch<4>(vectors, p, v, b.v_stride, width, last, a); break;
-          case 3: weigh_dispatch<3>(vectors, p, v, b.v_stride, width, last, a); break;
-          case 2: weigh_dispatch<2>(vectors, p, v, b.v_stride, width, last, a); break;
-          default: weigh_dispatch<1>(vectors, p, v, b.v_stride, width, last, a); break;
+      }
+      // The tile's values in slices of kWeighKeys keys (18 KiB at head size 72), each weighed for all
+      // the block's rows before the next: a whole tile's values (73 KiB) would stream from L2 once
+      // per group of 4 rows.
+      for (int64_t j0 = 0; j0 < width; j0 += kWeighKeys) {
+        const int64_t keys = std::min(kWeighKeys, width - j0);
+        const float* vj = v + j0 * b.v_stride;
+        for (int r0 = 0; r0 < rows; r0 += kRows) {
+          const int n = std::min(kRows, rows - r0);
+          const float* p[kRows];
+          float* a[kRows];
+          for (int r = 0; r < n; r++) p[r] = s[r0 + r] + j0, a[r] = acc.data() + (i0 + r0 + r) * stride;
+          // Many value vectors leave no registers for four rows: two at a time then.
+          if (vectors > 6) {
+            for (int r = 0; r < n; r += 2) {
+              if (r + 1 < n) weigh_dispatch<2>(vectors, p + r, vj, b.v_stride, keys, last, a + r);
+              else weigh_dispatch<1>(vectors, p + r, vj, b.v_stride, keys, last, a + r);
+            }
+            continue;
+          }
+          switch (n) {
+            case 4: weigh_dispatch<4>(vectors, p, vj, b.v_stride, keys, last, a); break;
+            case 3: weigh_dispatch<3>(vectors, p, vj, b.v_stride, keys, last, a); break;
+            case 2: weigh_dispatch<2>(vectors, p, vj, b.v_stride, keys, last, a); break;
+            default: weigh_dispatch<1>(vectors, p, vj, b.v_stride, keys, last, a); break;
+          }
         }
       }
     }
