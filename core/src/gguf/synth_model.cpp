@@ -14,6 +14,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "gguf/synth_builder.h"
+#include "gguf/synth_bert.h"
 #include "gguf/synth_gemma4.h"
 #include "gguf/synth_qwen35.h"
 
@@ -91,9 +92,9 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
   const bool is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2" || spec.arch == "gemma4";
   const bool is_moe = spec.arch == "qwen3moe" || spec.arch == "gpt-oss" || spec.arch == "qwen2moe" || spec.arch == "qwen35moe" ||
                       spec.arch == "qwen3next";
-  require(is_llama || is_gemma || is_moe || spec.arch == "qwen2" || spec.arch == "qwen2vl" || spec.arch == "qwen3" || spec.arch == "qwen3vl" || spec.arch == "qwen35" || spec.arch == "olmo2" ||
+  require(is_llama || is_gemma || is_moe || spec.arch == "bert" || spec.arch == "qwen2" || spec.arch == "qwen2vl" || spec.arch == "qwen3" || spec.arch == "qwen3vl" || spec.arch == "qwen35" || spec.arch == "olmo2" ||
               spec.arch == "granite" || spec.arch == "phi3" || spec.arch == "mistral3",
-          "arch '" + spec.arch + "' is not supported (llama, qwen2, qwen2vl, qwen2moe, qwen3, qwen3vl, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
+          "arch '" + spec.arch + "' is not supported (bert, llama, qwen2, qwen2vl, qwen2moe, qwen3, qwen3vl, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
   require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
   require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
   require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
@@ -170,6 +171,10 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
     }
     writer.set_uint32(a + ".vocab_size", static_cast<uint32_t>(spec.n_vocab));
     add_qwen35_tensors(spec, writer);
+    return;
+  }
+  if (a == "bert") {  // its own vocabulary (WordPiece) and layout
+    build_bert_model(spec, writer);
     return;
   }
   if (a == "gemma4") {

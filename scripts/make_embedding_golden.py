@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Record llama.cpp's embeddings for Loom's embedding tests (tests/golden/embed/<name>.json).
+
+For each case: a synthetic encoder model written by `loom gguf synth` (regenerated bit for bit by the
+test; the fnv1a64 hash proves it) and a few texts of mixed lengths. scripts/reference/embedding_reference.cpp,
+built against a llama.cpp build, records each text's tokens and pooled embedding (not normalised), all
+texts decoded in one batch, one sequence each.
+
+Usage: python3 scripts/make_embedding_golden.py --llama-cpp DIR [--loom build/bin/loom] [--only NAME...]
+  DIR is a llama.cpp source tree with a CPU build in DIR/build (libllama), e.g. the one llama-cpp-python's
+  sdist vendors: cmake -B build -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF && cmake --build build --target llama
+"""
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+
+TEXTS = [
+    "hello world",
+    "the cat sat on the mat",
+    "a search query about the river bank and the money in it, which is not the same bank at all",
+    "Embedding models turn text into vectors!",
+    "dog",
+]
+
+CASES = [
+    {
+        # all-MiniLM's shape, small: absolute positions, post-norm, GELU, mean pooling.
+        "name": "bert-synth",
+        "model": ["--arch", "bert", "--layers", "3", "--dim", "128", "--heads", "4", "--ff", "256", "--vocab", "800",
+                  "--ctx", "128", "--seed", "111", "--type", "F16"],
+    },
+]
+
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return "%016x" % h
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--llama-cpp", required=True)
+    ap.add_argument("--loom", default="build/bin/loom")
+    ap.add_argument("--out", default="tests/golden/embed")
+    ap.add_argument("--only", nargs="*", help="the cases to record (default: all)")
+    args = ap.parse_args()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    lcpp = os.path.abspath(args.llama_cpp)
+    os.makedirs(args.out, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        helper = os.path.join(tmp, "embedding_reference")
+        subprocess.run(["g++", "-std=c++17", "-O2", os.path.join(root, "scripts/reference/embedding_reference.cpp"),
+                        "-I" + lcpp + "/include", "-I" + lcpp + "/ggml/include", "-L" + lcpp + "/build/bin", "-lllama",
+                        "-lggml", "-lggml-base", "-Wl,-rpath," + lcpp + "/build/bin", "-o", helper], check=True)
+        for case in CASES:
+            if args.only and case["name"] not in args.only:
+                continue
+            model = os.path.join(tmp, "model.gguf")
+            subprocess.run([args.loom, "gguf", "synth", *case["model"], "-o", model], check=True, stdout=subprocess.DEVNULL)
+            out = subprocess.run([helper, model, *TEXTS], check=True, capture_output=True, text=True).stdout
+            ref = json.loads(out)
+            golden = {
+                "generator": "scripts/make_embedding_golden.py (llama-cpp-python 0.3.36's llama.cpp)",
+                "model": {"args": case["model"], "fnv1a64": fnv1a64(open(model, "rb").read())},
+                "inputs": [{"text": t, "tokens": r["tokens"], "embedding": [float("%.7g" % v) for v in r["embedding"]]}
+                           for t, r in zip(TEXTS, ref["inputs"])],
+            }
+            path = os.path.join(args.out, case["name"] + ".json")
+            with open(path, "w") as f:
+                json.dump(golden, f, separators=(",", ":"))
+                f.write("\n")
+            print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()

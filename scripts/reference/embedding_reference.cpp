@@ -1,0 +1,70 @@
+// Reference output of llama.cpp's embeddings for Loom's embedding tests (built and run by
+// scripts/make_embedding_golden.py against a llama.cpp build; not part of Loom's build).
+//
+// usage: embedding_reference MODEL TEXT...
+// Prints one JSON object: each text's tokens (llama.cpp's tokenizer, specials added) and its pooled
+// embedding (the model's pooling type, not normalised). CPU, 2 threads.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "llama.h"
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s MODEL TEXT...\n", argv[0]);
+    return 2;
+  }
+  llama_backend_init();
+  llama_model_params mp = llama_model_default_params();
+  llama_model* model = llama_model_load_from_file(argv[1], mp);
+  if (model == nullptr) return 1;
+  const llama_vocab* vocab = llama_model_get_vocab(model);
+  std::vector<std::vector<llama_token>> inputs;
+  size_t total = 0;
+  for (int i = 2; i < argc; i++) {
+    const std::string text = argv[i];
+    std::vector<llama_token> ids(text.size() + 8);
+    const int n = llama_tokenize(vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), true, false);
+    if (n < 0) return 1;
+    ids.resize(size_t(n));
+    total += ids.size();
+    inputs.push_back(ids);
+  }
+  // One context and one decode per text (a batch of one sequence): the reference values do not depend
+  // on batching, and this llama.cpp aborts reserving a mean-pooled graph for several sequences.
+  const int n_embd = llama_model_n_embd(model);
+  std::printf("{\"inputs\": [");
+  for (size_t s = 0; s < inputs.size(); s++) {
+    llama_context_params cp = llama_context_default_params();
+    cp.embeddings = true;
+    cp.n_ctx = uint32_t(inputs[s].size() + 16);
+    cp.n_batch = cp.n_ubatch = cp.n_ctx;
+    cp.n_threads = cp.n_threads_batch = 2;
+    llama_context* ctx = llama_init_from_model(model, cp);
+    if (ctx == nullptr) return 1;
+    llama_batch batch = llama_batch_init(int32_t(inputs[s].size()), 0, 1);
+    for (size_t i = 0; i < inputs[s].size(); i++) {
+      const int32_t at = batch.n_tokens++;
+      batch.token[at] = inputs[s][i];
+      batch.pos[at] = int32_t(i);
+      batch.n_seq_id[at] = 1;
+      batch.seq_id[at][0] = 0;
+      batch.logits[at] = true;
+    }
+    const int rc = llama_model_has_encoder(model) && !llama_model_has_decoder(model) ? llama_encode(ctx, batch) : llama_decode(ctx, batch);
+    if (rc != 0) return 1;
+    std::printf("%s{\"tokens\": [", s ? ", " : "");
+    for (size_t i = 0; i < inputs[s].size(); i++) std::printf("%s%d", i ? ", " : "", inputs[s][i]);
+    std::printf("], \"embedding\": [");
+    const float* e = llama_get_embeddings_seq(ctx, 0);
+    if (e == nullptr) return 1;
+    for (int j = 0; j < n_embd; j++) std::printf("%s%.9g", j ? ", " : "", double(e[j]));
+    std::printf("]}");
+    llama_batch_free(batch);
+    llama_free(ctx);
+  }
+  std::printf("]}\n");
+  llama_model_free(model);
+  return 0;
+}
