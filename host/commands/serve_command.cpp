@@ -17,10 +17,13 @@
 
 #include "command.h"
 #include "common/error.h"
+#include "embed/text_encoder.h"
 #include "engine/engine.h"
+#include "gguf/gguf_file.h"
 #include "server/kv_event_publisher.h"
 #include "host_options.h"
 #include "model/default_model.h"
+#include "server/embedding_server.h"
 #include "server/http_server.h"
 #include "server/server_state.h"
 #include "progress_bar.h"
@@ -34,7 +37,8 @@ const char* kUsage =
     "\n"
     "Serves the model over HTTP with OpenAI's API: POST /v1/completions, POST /v1/chat/completions\n"
     "(stream: true for server-sent events), GET /v1/models, plus GET /health, GET /metrics (Prometheus),\n"
-    "POST /tokenize and POST /detokenize. See docs/server.md.\n"
+    "POST /tokenize and POST /detokenize. An embedding model (bert) serves POST /v1/embeddings instead.\n"
+    "See docs/server.md.\n"
     "\n"
     "options:\n"
     "  --model FILE              GGUF model (default: [model] path, $LOOM_MODEL, $LOOM_CHAT_MODEL, the installed chat model)\n"
@@ -111,6 +115,44 @@ void raise_open_file_limit(int64_t max_connections) {
   }
 }
 
+// An embedding model (a text encoder such as bert) is served by the embedding routes alone: no engine,
+// no KV cache; each request's inputs run in batches of [scheduler] max_batched_tokens rows.
+int serve_embeddings(const Config& config, const gguf::GgufFile& file, const std::filesystem::path& model_path, int64_t shutdown_seconds) {
+  auto backend = Backend::create(find_backend_plugin(config, config.backend.name), backend_config_json(config));
+  const auto tokenizer = Tokenizer::from_gguf(file);
+  const auto load_start = std::chrono::steady_clock::now();
+  auto encoder = embed::TextEncoder::load(file, *backend, config.scheduler.max_batched_tokens);
+  const embed::TextEncoderInfo& m = encoder->info();
+  const std::string served_name = config.server.model_name.empty() ? model_path.stem().string() : config.server.model_name;
+  server::EmbeddingService service(*encoder, *tokenizer, served_name, {config.server.max_embedding_inputs});
+  server::EmbeddingServer http(service, config.server);
+  const int bound = http.bind(config.server.host, static_cast<int>(config.server.port));
+  std::fprintf(stderr, "loom serve: embedding model '%s' (%s, %lld dimensions, %s pooling, inputs up to %lld tokens) on %s, loaded in %.2f s%s\n",
+               served_name.c_str(), m.arch.c_str(), static_cast<long long>(m.dim), embed::pooling_name(m.pooling),
+               static_cast<long long>(std::min(m.n_ctx_train, encoder->max_tokens())), backend->name().c_str(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count(),
+               config.server.api_key.empty() ? "" : "; API key required");
+  std::printf("loom serve: listening on http://%s:%d\n", config.server.host.c_str(), bound);
+  std::fflush(stdout);
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    const timespec poll = {0, 200'000'000};
+    while (!done && sigtimedwait(&signals, nullptr, &poll) < 0) {
+    }
+    if (!done) std::fprintf(stderr, "loom serve: stopping (requests in flight finish within %llds)\n", static_cast<long long>(shutdown_seconds));
+    http.stop();
+  });
+  http.run();
+  done = true;
+  waiter.join();
+  std::fprintf(stderr, "loom serve: stopped\n");
+  return 0;
+}
+
 int run_serve(const CommandArgs& args) {
   HostOptions options;
   std::string model, host, api_key, model_name, backend;
@@ -184,6 +226,8 @@ int run_serve(const CommandArgs& args) {
       config.model.path.empty() ? default_chat_model_path(&model_note) : std::filesystem::path(config.model.path);
   if (!model_note.empty()) std::fprintf(stderr, "loom serve: warning: %s\n", model_note.c_str());
   std::fprintf(stderr, "loom serve: loading %s on backend '%s'...\n", model_path.string().c_str(), config.backend.name.c_str());
+  if (const gguf::GgufFile file = gguf::GgufFile::open(model_path); embed::is_text_encoder(file))
+    return serve_embeddings(config, file, model_path, shutdown_seconds);
   const auto load_start = std::chrono::steady_clock::now();
   ProgressBar load_bar("loading model", "MiB", 1 << 20);
   Engine engine(config, model_path, [&load_bar](uint64_t done, uint64_t total) { load_bar.update(done, total); });

@@ -119,6 +119,8 @@ struct ServerSettings {
   // Images in chat requests (models with a vision encoder): how many per request, the largest encoded
   // image and decoded size, and the one folder file:// URLs may read from (empty: none; Loom never
   // fetches over the network). The body limit rises to hold max_images_per_request such images.
+  // Embedding models: inputs one /v1/embeddings request may send.
+  int64_t max_embedding_inputs = 2048;
   int64_t max_images_per_request = 8;
   int64_t max_image_bytes = 20ll << 20;
   int64_t max_image_pixels = 4096ll * 4096ll;

@@ -1,0 +1,142 @@
+#include "server/embeddings_api.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+#include "server/api_error.h"
+
+namespace loom::server {
+
+using nlohmann::json;
+
+std::string base64_floats(const std::vector<float>& values) {
+  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string bytes(values.size() * 4, '\0');
+  std::memcpy(bytes.data(), values.data(), bytes.size());  // x86 and ARM are little-endian, as the API wants
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const uint32_t b0 = uint8_t(bytes[i]), b1 = i + 1 < bytes.size() ? uint8_t(bytes[i + 1]) : 0u,
+                   b2 = i + 2 < bytes.size() ? uint8_t(bytes[i + 2]) : 0u;
+    const uint32_t triple = (b0 << 16) | (b1 << 8) | b2;
+    out += kAlphabet[(triple >> 18) & 63];
+    out += kAlphabet[(triple >> 12) & 63];
+    out += i + 1 < bytes.size() ? kAlphabet[(triple >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kAlphabet[triple & 63] : '=';
+  }
+  return out;
+}
+
+namespace {
+
+// `input`: a string, an array of strings, an array of token ids, or an array of such arrays.
+std::vector<std::vector<int32_t>> read_inputs(const json& input, const Tokenizer& tokenizer, int64_t n_vocab, int64_t max_inputs) {
+  if (input.is_null()) throw invalid_param("input", "'input' is required");
+  std::vector<std::vector<int32_t>> out;
+  auto tokens_of = [&](const json& ids, const std::string& where) {
+    std::vector<int32_t> tokens;
+    for (size_t j = 0; j < ids.size(); j++) {
+      const json& id = ids[j];
+      if (!id.is_number_integer()) throw invalid_param(where, "'" + where + "' must hold token ids (integers)");
+      const int64_t v = id.get<int64_t>();
+      if (v < 0 || v >= n_vocab)
+        throw invalid_param(where, "'" + where + "[" + std::to_string(j) + "]' is token id " + std::to_string(v) + ", outside the vocabulary (0.." +
+                                       std::to_string(n_vocab - 1) + ")");
+      tokens.push_back(int32_t(v));
+    }
+    if (tokens.empty()) throw invalid_param(where, "'" + where + "' is empty");
+    return tokens;
+  };
+  auto text_of = [&](const json& text, const std::string& where) {
+    const std::string s = text.get<std::string>();
+    if (s.empty()) throw invalid_param(where, "'" + where + "' is an empty string");
+    return tokenizer.encode(s, /*add_special=*/true, /*parse_special=*/false);
+  };
+  if (input.is_string()) {
+    out.push_back(text_of(input, "input"));
+  } else if (input.is_array()) {
+    if (input.empty()) throw invalid_param("input", "'input' is an empty array");
+    if (int64_t(input.size()) > max_inputs)
+      throw invalid_param("input", "'input' holds " + std::to_string(input.size()) + " inputs, more than the " + std::to_string(max_inputs) +
+                                       " one request may send ([server] max_embedding_inputs)");
+    if (input[0].is_number()) {
+      out.push_back(tokens_of(input, "input"));
+    } else {
+      for (size_t i = 0; i < input.size(); i++) {
+        const std::string where = "input[" + std::to_string(i) + "]";
+        if (input[i].is_string()) out.push_back(text_of(input[i], where));
+        else if (input[i].is_array()) out.push_back(tokens_of(input[i], where));
+        else throw invalid_param("input", "'" + where + "' must be a string or an array of token ids");
+      }
+    }
+  } else {
+    throw invalid_param("input", "'input' must be a string, an array of strings, or token ids");
+  }
+  return out;
+}
+
+}  // namespace
+
+json EmbeddingService::embeddings(const json& request) {
+  if (!request.is_object()) throw invalid_param("body", "the request body must be a JSON object");
+  const embed::TextEncoderInfo& m = encoder_.info();
+  if (request.contains("model") && request["model"].is_string() && request["model"].get<std::string>() != model_name_)
+    throw ApiError(404, "model '" + request["model"].get<std::string>() + "' is not served here (this server serves '" + model_name_ + "')",
+                   "model", "invalid_request_error", "model_not_found");
+  const std::string format = request.value("encoding_format", std::string("float"));
+  if (format != "float" && format != "base64")
+    throw invalid_param("encoding_format", "'encoding_format' must be \"float\" or \"base64\", not \"" + format + "\"");
+  int64_t dimensions = m.dim;
+  if (request.contains("dimensions") && !request["dimensions"].is_null()) {
+    if (!request["dimensions"].is_number_integer()) throw invalid_param("dimensions", "'dimensions' must be an integer");
+    dimensions = request["dimensions"].get<int64_t>();
+    if (dimensions < 1 || dimensions > m.dim)
+      throw invalid_param("dimensions", "'dimensions' is " + std::to_string(dimensions) + "; this model's embeddings have 1 to " + std::to_string(m.dim));
+  }
+  std::vector<std::vector<int32_t>> inputs = read_inputs(request.value("input", json()), tokenizer_, m.n_vocab, limits_.max_inputs);
+  const int64_t longest = std::min(m.n_ctx_train, encoder_.max_tokens());
+  // vLLM's truncate_prompt_tokens: keep the last k tokens of a longer input (-1: as many as fit).
+  if (request.contains("truncate_prompt_tokens") && !request["truncate_prompt_tokens"].is_null()) {
+    if (!request["truncate_prompt_tokens"].is_number_integer()) throw invalid_param("truncate_prompt_tokens", "'truncate_prompt_tokens' must be an integer");
+    int64_t keep = request["truncate_prompt_tokens"].get<int64_t>();
+    if (keep == -1) keep = longest;
+    if (keep < 1 || keep > longest)
+      throw invalid_param("truncate_prompt_tokens", "'truncate_prompt_tokens' is " + std::to_string(keep) + "; it must be -1 or 1 to " + std::to_string(longest));
+    for (std::vector<int32_t>& tokens : inputs)
+      if (int64_t(tokens.size()) > keep) tokens.erase(tokens.begin(), tokens.end() - keep);
+  }
+  int64_t prompt_tokens = 0;
+  for (size_t i = 0; i < inputs.size(); i++) {
+    prompt_tokens += int64_t(inputs[i].size());
+    if (int64_t(inputs[i].size()) > longest)
+      throw invalid_param("input", "input " + std::to_string(i) + " is " + std::to_string(inputs[i].size()) + " tokens, more than the " +
+                                       std::to_string(longest) + " this model takes (send truncate_prompt_tokens to cut it)");
+  }
+  std::vector<std::vector<float>> vectors;
+  {
+    std::lock_guard lock(encoder_mutex_);
+    vectors = encoder_.embed(inputs, /*normalize=*/true);
+  }
+  json data = json::array();
+  for (size_t i = 0; i < vectors.size(); i++) {
+    std::vector<float>& e = vectors[i];
+    if (dimensions < m.dim) {  // Matryoshka: the leading values, renormalised
+      e.resize(size_t(dimensions));
+      double norm = 0;
+      for (float v : e) norm += double(v) * v;
+      if (norm > 0)
+        for (float& v : e) v = float(v / std::sqrt(norm));
+    }
+    json item = {{"object", "embedding"}, {"index", i}};
+    if (format == "base64") item["embedding"] = base64_floats(e);
+    else item["embedding"] = e;
+    data.push_back(std::move(item));
+  }
+  return {{"object", "list"},
+          {"data", std::move(data)},
+          {"model", model_name_},
+          {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+}
+
+}  // namespace loom::server

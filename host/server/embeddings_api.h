@@ -1,0 +1,45 @@
+// POST /v1/embeddings — OpenAI's embeddings request over a TextEncoder: parsing and checking the
+// request (every refusal a 400 naming the field), tokenizing, truncation (vLLM's
+// truncate_prompt_tokens), Matryoshka `dimensions` (cut, then renormalised) and the float or base64
+// response with its usage.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "embed/text_encoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace loom::server {
+
+struct EmbeddingLimits {
+  int64_t max_inputs = 2048;  // inputs per request ([server] max_embedding_inputs)
+};
+
+// One encoder shared by the server's handler threads; embed() runs one request's batches at a time.
+class EmbeddingService {
+ public:
+  EmbeddingService(embed::TextEncoder& encoder, const Tokenizer& tokenizer, std::string model_name, EmbeddingLimits limits)
+      : encoder_(encoder), tokenizer_(tokenizer), model_name_(std::move(model_name)), limits_(limits) {}
+
+  const std::string& model_name() const { return model_name_; }
+  const embed::TextEncoderInfo& info() const { return encoder_.info(); }
+
+  // The response body; ApiError (400) naming the field for a bad request.
+  nlohmann::json embeddings(const nlohmann::json& request);
+
+ private:
+  embed::TextEncoder& encoder_;
+  const Tokenizer& tokenizer_;
+  const std::string model_name_;
+  const EmbeddingLimits limits_;
+  std::mutex encoder_mutex_;
+};
+
+// The float32 values little-endian, base64-encoded (OpenAI's encoding_format "base64").
+std::string base64_floats(const std::vector<float>& values);
+
+}  // namespace loom::server

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Embeddings through `loom serve` (issue 37): a synthetic bert model (the golden's, so the vectors can be
+checked against llama.cpp's), driven by the official `openai` client and raw HTTP. Float and base64
+vectors agree and match tests/golden/embed/bert-synth.json; `dimensions` cuts and renormalises;
+token-id inputs work; every bad input is a 400 naming the field, and the server keeps serving; a chat
+request to an embedding model is a 400 naming its task. Skips (77) without the `openai` package.
+
+usage: test_embeddings.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
+"""
+import argparse
+import base64
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import unittest
+
+parser = argparse.ArgumentParser(add_help=False)
+parser.add_argument("--loom", required=True)
+parser.add_argument("--plugins", required=True)
+ARGS, UNITTEST_ARGS = parser.parse_known_args()
+
+try:
+    import openai
+except ImportError:
+    print("skipped: the openai package is not installed (scripts/setup.sh installs it)")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import server_harness  # noqa: E402
+from server_harness import TMP, LoomServer  # noqa: E402
+
+server_harness.configure(ARGS.loom, ARGS.plugins)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GOLDEN = json.load(open(os.path.join(ROOT, "tests", "golden", "embed", "bert-synth.json")))
+
+
+def normalised(v):
+    n = math.sqrt(sum(x * x for x in v))
+    return [x / n for x in v]
+
+
+def cosine(a, b):
+    return sum(x * y for x, y in zip(normalised(a), normalised(b)))
+
+
+class EmbeddingServerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        model = os.path.join(TMP.name, "bert-synth.gguf")
+        subprocess.run([ARGS.loom, "gguf", "synth", *GOLDEN["model"]["args"], "-o", model], check=True, stdout=subprocess.DEVNULL)
+        config = server_harness.write_config("embeddings.toml", extra="max_embedding_inputs = 16")
+        cls.server = LoomServer(config, model)
+        cls.client = openai.OpenAI(base_url=cls.server.base + "/v1", api_key="none", max_retries=0)
+        cls.texts = [i["text"] for i in GOLDEN["inputs"]]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.terminate()
+
+    def test_float_and_base64_match_llama_cpp(self):
+        floats = self.client.embeddings.create(model="bert-synth", input=self.texts)
+        self.assertEqual([d.index for d in floats.data], list(range(len(self.texts))))
+        self.assertEqual(floats.usage.prompt_tokens, sum(len(i["tokens"]) for i in GOLDEN["inputs"]))
+        for d, want in zip(floats.data, GOLDEN["inputs"]):
+            self.assertEqual(len(d.embedding), 128)
+            self.assertAlmostEqual(math.sqrt(sum(x * x for x in d.embedding)), 1.0, places=5)
+            self.assertGreater(cosine(d.embedding, want["embedding"]), 0.9999)
+        # base64 through the raw API (the SDK would decode it): the same float32 values, little-endian.
+        status, body = self.server.json("POST", "/v1/embeddings", {"input": self.texts, "encoding_format": "base64"})
+        self.assertEqual(status, 200)
+        for d, f in zip(body["data"], floats.data):
+            raw = base64.b64decode(d["embedding"])
+            self.assertEqual(list(struct.unpack("<%df" % (len(raw) // 4), raw)), [struct.unpack("<f", struct.pack("<f", x))[0] for x in f.embedding])
+        # And through the SDK's own base64 path.
+        sdk = self.client.embeddings.create(model="bert-synth", input=self.texts[:2], encoding_format="base64")
+        self.assertEqual(len(sdk.data), 2)
+
+    def test_tokens_dimensions_and_truncation(self):
+        ids = GOLDEN["inputs"][1]["tokens"]
+        by_ids = self.client.embeddings.create(model="bert-synth", input=[ids]).data[0].embedding
+        by_text = self.client.embeddings.create(model="bert-synth", input=GOLDEN["inputs"][1]["text"]).data[0].embedding
+        self.assertGreater(cosine(by_ids, by_text), 0.999999)
+        short = self.client.embeddings.create(model="bert-synth", input="hello world", dimensions=32).data[0].embedding
+        full = self.client.embeddings.create(model="bert-synth", input="hello world").data[0].embedding
+        self.assertEqual(len(short), 32)
+        self.assertGreater(cosine(short, full[:32]), 0.999999)
+        self.assertAlmostEqual(math.sqrt(sum(x * x for x in short)), 1.0, places=5)
+        long_input = [101] + [264] * 200 + [102]  # past the 128-token context
+        status, body = self.server.json("POST", "/v1/embeddings", {"input": [long_input]})
+        self.assertEqual(status, 400)
+        self.assertIn("more than the 128", body["error"]["message"])
+        status, body = self.server.json("POST", "/v1/embeddings", {"input": [long_input], "truncate_prompt_tokens": 100})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["usage"]["prompt_tokens"], 100)
+
+    def test_bad_inputs_name_the_field(self):
+        cases = [
+            ({"input": ""}, "input", "empty string"),
+            ({"input": []}, "input", "empty array"),
+            ({"input": ["ok", ""]}, "input[1]", "empty string"),
+            ({"input": ["x"] * 17}, "input", "more than the 16"),
+            ({"input": [[101, 900000]]}, "input[0]", "outside the vocabulary"),
+            ({"input": "hi", "encoding_format": "int8"}, "encoding_format", "\"float\" or \"base64\""),
+            ({"input": "hi", "dimensions": 129}, "dimensions", "1 to 128"),
+            ({"input": 7}, "input", "must be a string"),
+        ]
+        for body, param, words in cases:
+            status, answer = self.server.json("POST", "/v1/embeddings", body)
+            self.assertEqual(status, 400, (body, answer))
+            self.assertEqual(answer["error"]["param"], param, answer)
+            self.assertIn(words, answer["error"]["message"])
+        status, _, _ = self.server.request("POST", "/v1/embeddings", "{not json")
+        self.assertEqual(status, 400)
+        with self.assertRaises(openai.BadRequestError) as refused:
+            self.client.chat.completions.create(model="bert-synth", messages=[{"role": "user", "content": "hi"}])
+        self.assertIn("embedding model", refused.exception.message)
+        status, models = self.server.json("GET", "/v1/models")
+        self.assertEqual(models["data"][0]["loom"]["task"], "embedding")
+        # Still serving.
+        self.assertEqual(len(self.client.embeddings.create(model="bert-synth", input="dog").data), 1)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], *UNITTEST_ARGS])
