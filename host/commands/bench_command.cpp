@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "backend/backend.h"
+#include "bench_embeddings.h"
 #include "bench_image.h"
 #include "bench/compute_peak.h"
 #include "bench/memory_bandwidth.h"
@@ -37,6 +38,7 @@ struct BenchOptions {
   bool grammar = true;        // the JSON-schema mask cost at batch 1 and the largest batch
   std::string json_path;
   std::string image;  // --image: the vision encoder's figures instead (bench_image.h)
+  bool embeddings = false;  // --embeddings: a text encoder's tokens/s instead (bench_embeddings.h)
 };
 
 // Multiply-adds of one token's matmuls: every 2-D weight once, except an embedding table that is
@@ -185,7 +187,8 @@ int run_bench(const CommandArgs& args) {
       std::cout << "usage: loom bench [--model F] [--backend NAME] [--threads N] [--pp N] [--tg N]\n"
                    "                  [--rounds N] [--batch 1,4,16] [--reference-tokens N] [--no-grammar] [--json FILE]\n"
                    "                  [--config FILE]\n"
-                   "       loom bench --image FILE [--mmproj F] [--model F] [--rounds N] [--json FILE]\n\n"
+                   "       loom bench --image FILE [--mmproj F] [--model F] [--rounds N] [--json FILE]\n"
+                   "       loom bench --embeddings [--model F] [--rounds N] [--json FILE]\n\n"
                    "Prefill (pp) and decode (tg) tokens/s through the engine, decode throughput per batch size,\n"
                    "the fraction of the measured memory bandwidth decode achieves, and the fast kernels' prefill\n"
                    "speed against the backend's reference kernels (--reference-tokens 0 skips it), and the cost of a\n"
@@ -195,7 +198,10 @@ int run_bench(const CommandArgs& args) {
                    "Decode runs in --rounds rounds (default 5) of --tg tokens, each between two measurements of the\n"
                    "memory bandwidth, and reports the median round: on a shared machine the bandwidth drifts.\n\n"
                    "With --image, a model with a vision projector: the encoder's time per image (uncached), and the time\n"
-                   "to the first token of a prompt holding the image, without and with the encoding (median of --rounds).\n";
+                   "to the first token of a prompt holding the image, without and with the encoding (median of --rounds).\n\n"
+                   "With --embeddings, a text encoder (bert; without --model a synthetic one of all-MiniLM-L6's shape):\n"
+                   "embedded tokens/s over 256 inputs of 16-256 tokens (median of --rounds; scripts/bench_embeddings.py\n"
+                   "compares llama-server --embedding through the same client).\n";
       return 0;
     } else if (a == "--model" || a == "-m") {
       o.model = value();
@@ -217,6 +223,8 @@ int run_bench(const CommandArgs& args) {
       o.json_path = value();
     } else if (a == "--image") {
       o.image = value();
+    } else if (a == "--embeddings") {
+      o.embeddings = true;
     } else if (a == "--batch") {
       o.batches.clear();
       std::string list = value();
@@ -237,6 +245,7 @@ int run_bench(const CommandArgs& args) {
   Config config = host.load_config();
   if (!o.backend.empty()) config.backend.name = o.backend;
   if (o.threads > 0) config.backend.threads = o.threads;
+  if (o.embeddings) return run_embedding_bench(config, o.model, o.rounds, o.json_path);
   if (!o.image.empty()) {
     const std::filesystem::path path = !o.model.empty() ? std::filesystem::path(o.model)
                                        : (!config.model.path.empty() ? std::filesystem::path(config.model.path) : default_model_path());

@@ -55,6 +55,15 @@ void add_wordpiece_vocab(GgufWriter& writer, int n_vocab) {
   for (const char* suffix : {"##s", "##ed", "##ing", "##er", "##ly", "##tion"}) add_piece(suffix);
   for (char a = 'a'; a <= 'z'; ++a)
     for (char b = 'a'; b <= 'z'; ++b) add_piece(std::string("##") + a + b);
+  // Larger vocabularies (MiniLM's 30,522) take two- and three-letter word starts and continuations.
+  for (char a = 'a'; a <= 'z'; ++a)
+    for (char b = 'a'; b <= 'z'; ++b) add_piece(std::string(1, a) + b);
+  for (char a = 'a'; a <= 'z' && int(tokens.size()) < n_vocab; ++a)
+    for (char b = 'a'; b <= 'z'; ++b)
+      for (char c = 'a'; c <= 'z'; ++c) {
+        add_piece(std::string(1, a) + b + c);
+        add_piece(std::string("##") + a + b + c);
+      }
   if (int(tokens.size()) < n_vocab) throw Error("synthetic vocabulary: BERT's synthetic pieces stop at " + std::to_string(tokens.size()) + " tokens");
   writer.set_string("tokenizer.ggml.model", "bert");
   writer.set_string_array("tokenizer.ggml.tokens", tokens);
