@@ -34,8 +34,10 @@ constexpr int64_t kWeighKeys = 64;  // keys per slice of the weighted values (in
 // transposed keys are zero-padded there), and each row's largest score, taken while the sums are in
 // registers. Each block of 32 keys reads its head_dim x 32 transposed values in order (a whole row of
 // transposed keys apart, they would fall in the same few L1 sets).
+// The maxima leave out keys from `valid` on (the zero padding of a short tile).
 template <int R>
-inline void score_rows(const float* const* q, const float* kt, int64_t head_dim, int64_t width, float* const* scores, float* row_max) {
+inline void score_rows(const float* const* q, const float* kt, int64_t head_dim, int64_t width, int64_t valid, float* const* scores,
+                       float* row_max) {
   __m512 mx[R];
   for (int r = 0; r < R; r++) mx[r] = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int64_t j = 0; j < width; j += 32) {
@@ -50,10 +52,14 @@ inline void score_rows(const float* const* q, const float* kt, int64_t head_dim,
         acc[r][1] = _mm512_fmadd_ps(k1, b, acc[r][1]);
       }
     }
+    const int64_t left = valid - j;
+    const __mmask16 m0 = left >= 16 ? __mmask16(0xffff) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+    const __mmask16 m1 = left >= 32 ? __mmask16(0xffff) : left <= 16 ? __mmask16(0) : __mmask16((1u << (left - 16)) - 1);
     for (int r = 0; r < R; r++) {
       _mm512_storeu_ps(scores[r] + j, acc[r][0]);
       _mm512_storeu_ps(scores[r] + j + 16, acc[r][1]);
-      mx[r] = _mm512_max_ps(mx[r], _mm512_max_ps(acc[r][0], acc[r][1]));
+      mx[r] = _mm512_mask_max_ps(mx[r], m0, mx[r], acc[r][0]);
+      mx[r] = _mm512_mask_max_ps(mx[r], m1, mx[r], acc[r][1]);
     }
   }
   for (int r = 0; r < R; r++) row_max[r] = _mm512_reduce_max_ps(mx[r]);
@@ -91,6 +97,26 @@ inline float exp_shifted_512(float* x, int64_t n, float shift) {
     __m512 e = exp512(_mm512_sub_ps(v, m));
     if constexpr (Masked) e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, minus_inf, _CMP_NEQ_OQ), e);
     _mm512_storeu_ps(x + j, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  return _mm512_reduce_add_ps(sum);
+}
+
+// x[j] = exp(x[j] - shift) over the first n values (the rest of the last vector untouched); returns
+// their sum.
+inline float exp_shifted_valid_512(float* x, int64_t n, float shift) {
+  const __m512 m = _mm512_set1_ps(shift);
+  __m512 sum = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + j), m));
+    _mm512_storeu_ps(x + j, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  if (j < n) {
+    const __mmask16 tail = __mmask16((1u << (n - j)) - 1);
+    const __m512 e = _mm512_maskz_mov_ps(tail, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + j), m)));
+    _mm512_mask_storeu_ps(x + j, tail, e);
     sum = _mm512_add_ps(sum, e);
   }
   return _mm512_reduce_add_ps(sum);
@@ -160,17 +186,18 @@ bool encoder_attention(const EncoderAttentionBlock& b, float (*)(float* x, int64
       for (int r = 0; r < rows; r++) q[r] = queries.data() + (i0 + r) * b.head_dim, s[r] = scores.data() + r * kTileKeys;
       for (int r0 = 0; r0 < rows;) {  // 8 rows, then what is left in fours and ones
         const int n = rows - r0 >= 8 ? 8 : rows - r0 >= 4 ? 4 : 1;
-        if (n == 8) score_rows<8>(q + r0, kt, b.head_dim, padded, s + r0, tile_max + r0);
-        else if (n == 4) score_rows<4>(q + r0, kt, b.head_dim, padded, s + r0, tile_max + r0);
-        else score_rows<1>(q + r0, kt, b.head_dim, padded, s + r0, tile_max + r0);
+        if (n == 8) score_rows<8>(q + r0, kt, b.head_dim, padded, width, s + r0, tile_max + r0);
+        else if (n == 4) score_rows<4>(q + r0, kt, b.head_dim, padded, width, s + r0, tile_max + r0);
+        else score_rows<1>(q + r0, kt, b.head_dim, padded, width, s + r0, tile_max + r0);
         r0 += n;
       }
-      // Online softmax. Keys a row does not see (past the tile, or after it when causal) become -inf,
-      // and its maximum is taken again over the keys it sees.
+      // Online softmax. The tile's maxima already leave out its zero padding; a causal row's keys past
+      // its own become -inf and its maximum is taken again over the keys it sees.
       for (int r = 0; r < rows; r++) {
         const int64_t i = i0 + r;
         const int64_t visible = b.causal ? std::clamp<int64_t>(b.q_pos0 + i + 1 - k0, 0, width) : width;
-        if (visible < padded) {
+        const bool masked = visible < width;
+        if (masked) {
           std::fill(s[r] + visible, s[r] + padded, kMinusInf);
           tile_max[r] = visible > 0 ? *std::max_element(s[r], s[r] + visible) : kMinusInf;
         }
@@ -180,7 +207,8 @@ bool encoder_attention(const EncoderAttentionBlock& b, float (*)(float* x, int64
           continue;
         }
         const float rescale = std::exp(row_max[size_t(i)] - m);
-        const float sum = visible < padded ? exp_shifted_512<true>(s[r], padded, m) : exp_shifted_512<false>(s[r], padded, m);
+        // Only the first `width` scores are weighed: the padding past them needs no exponential.
+        const float sum = masked ? exp_shifted_512<true>(s[r], padded, m) : exp_shifted_valid_512(s[r], width, m);
         row_sum[size_t(i)] = row_sum[size_t(i)] * rescale + sum;
         row_max[size_t(i)] = m;
         if (rescale != 1.0f) {
