@@ -24,12 +24,28 @@ TEXTS = [
     "dog",
 ]
 
+QUERY = "where is the river bank"
+DOCUMENTS = [
+    "the river bank is where the water meets the land",
+    "the cat sat on the mat",
+    "a bank holds money",
+    "river",
+]
+
 CASES = [
     {
         # all-MiniLM's shape, small: absolute positions, post-norm, GELU, mean pooling.
         "name": "bert-synth",
         "model": ["--arch", "bert", "--layers", "3", "--dim", "128", "--heads", "4", "--ff", "256", "--vocab", "800",
                   "--ctx", "128", "--seed", "111", "--type", "F16"],
+    },
+    {
+        # bge-reranker's shape, small: the same blocks, rank pooling through cls and cls.output, one label;
+        # each (query, document) pair laid out as llama-server's rerank does.
+        "name": "bert-reranker-synth",
+        "model": ["--arch", "bert", "--layers", "3", "--dim", "128", "--heads", "4", "--ff", "256", "--vocab", "800",
+                  "--ctx", "128", "--seed", "121", "--type", "F16", "--classifier"],
+        "rerank": True,
     },
 ]
 
@@ -61,14 +77,17 @@ def main():
                 continue
             model = os.path.join(tmp, "model.gguf")
             subprocess.run([args.loom, "gguf", "synth", *case["model"], "-o", model], check=True, stdout=subprocess.DEVNULL)
-            out = subprocess.run([helper, model, *TEXTS], check=True, capture_output=True, text=True).stdout
-            ref = json.loads(out)
+            texts = DOCUMENTS if case.get("rerank") else TEXTS
+            argv = [helper, model, "--rerank", QUERY, *DOCUMENTS] if case.get("rerank") else [helper, model, *TEXTS]
+            ref = json.loads(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)
             golden = {
                 "generator": "scripts/make_embedding_golden.py (llama-cpp-python 0.3.36's llama.cpp)",
                 "model": {"args": case["model"], "fnv1a64": fnv1a64(open(model, "rb").read())},
                 "inputs": [{"text": t, "tokens": r["tokens"], "embedding": [float("%.7g" % v) for v in r["embedding"]]}
-                           for t, r in zip(TEXTS, ref["inputs"])],
+                           for t, r in zip(texts, ref["inputs"])],
             }
+            if case.get("rerank"):
+                golden["query"] = QUERY
             path = os.path.join(args.out, case["name"] + ".json")
             with open(path, "w") as f:
                 json.dump(golden, f, separators=(",", ":"))

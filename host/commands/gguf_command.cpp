@@ -47,6 +47,7 @@ constexpr const char* kSynthHelp =
     "  --yarn-original-ctx N  YaRN extending context N to --ctx (mistral3: with temperature tuning)\n"
     "  --longrope-original-ctx N  phi3: LongRoPE factors extending context N to --ctx (Phi-3.5 style)\n"
     "  --llama3-rope     llama: Llama 3.1's rope frequency factors (rope_freqs.weight) and base 500000\n"
+    "  --classifier      bert: a cross-encoder reranker (rank pooling, cls and cls.output heads, one label)\n"
     "  --experts N       the MoE archs: experts per layer (default 8)\n"
     "  --experts-used N  the MoE archs: experts chosen per token (default 2)\n"
     "  --expert-ff N     the MoE archs: each expert's FFN width (default --ff)\n"
@@ -187,8 +188,8 @@ int run_synth(const CommandArgs& args) {
       if (!loom::host::nothing_after_end_of_options("gguf synth", args, i)) return 1;
       break;
     }
-    if (flag == "--llama3-rope" || flag == "--image-markers") {  // the options without a value
-      (flag == "--llama3-rope" ? spec.llama3_rope : spec.image_markers) = true;
+    if (flag == "--llama3-rope" || flag == "--image-markers" || flag == "--classifier") {  // the options without a value
+      (flag == "--llama3-rope" ? spec.llama3_rope : flag == "--classifier" ? spec.classifier : spec.image_markers) = true;
       continue;
     }
     if (i + 1 >= args.size()) {

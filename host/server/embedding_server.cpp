@@ -93,11 +93,16 @@ void EmbeddingServer::install_routes() {
   });
   http_->Post("/v1/embeddings", embeddings);
   http_->Post("/embeddings", embeddings);  // llama-server's name
+  const auto rerank = guarded([&service](const httplib::Request& req, httplib::Response& res) {
+    send_json(res, 200, service.rerank(parse_json_body(req.body)));
+  });
+  http_->Post("/v1/rerank", rerank);
+  http_->Post("/rerank", rerank);
   const int64_t created = created_;
   const auto card = [&service, created] {
     const embed::TextEncoderInfo& m = service.info();
     return json{{"id", service.model_name()}, {"object", "model"}, {"created", created}, {"owned_by", "loom"},
-                {"loom", {{"task", "embedding"}, {"architecture", m.arch}, {"dimensions", m.dim}, {"max_input_tokens", m.n_ctx_train},
+                {"loom", {{"task", service.is_reranker() ? "rerank" : "embedding"}, {"architecture", m.arch}, {"dimensions", m.dim}, {"max_input_tokens", m.n_ctx_train},
                           {"pooling", embed::pooling_name(m.pooling)}}}};
   };
   http_->Get("/v1/models", guarded([card](const httplib::Request&, httplib::Response& res) {
@@ -106,7 +111,10 @@ void EmbeddingServer::install_routes() {
   http_->Get("/health", guarded([](const httplib::Request&, httplib::Response& res) { send_json(res, 200, {{"status", "ok"}}); }));
   // An embedding model generates nothing: say so by name rather than 404.
   const auto wrong_task = guarded([&service](const httplib::Request& req, httplib::Response&) {
-    throw ApiError(400, "model '" + service.model_name() + "' is an embedding model (task: embedding); it serves POST /v1/embeddings, not " + req.path,
+    const bool reranker = service.is_reranker();
+    throw ApiError(400, "model '" + service.model_name() + "' is " + (reranker ? "a reranker (task: rerank); it serves POST /v1/rerank" :
+                                                                    "an embedding model (task: embedding); it serves POST /v1/embeddings") +
+                            ", not " + req.path,
                    "model", "invalid_request_error", "model_not_supported");
   });
   http_->Post("/v1/chat/completions", wrong_task);

@@ -1,5 +1,6 @@
 #include "server/embeddings_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -81,6 +82,9 @@ std::vector<std::vector<int32_t>> read_inputs(const json& input, const Tokenizer
 json EmbeddingService::embeddings(const json& request) {
   if (!request.is_object()) throw invalid_param("body", "the request body must be a JSON object");
   const embed::TextEncoderInfo& m = encoder_.info();
+  if (is_reranker())
+    throw ApiError(400, "model '" + model_name_ + "' is a reranker (task: rerank); it serves POST /v1/rerank, not /v1/embeddings", "model",
+                   "invalid_request_error", "model_not_supported");
   if (request.contains("model") && request["model"].is_string() && request["model"].get<std::string>() != model_name_)
     throw ApiError(404, "model '" + request["model"].get<std::string>() + "' is not served here (this server serves '" + model_name_ + "')",
                    "model", "invalid_request_error", "model_not_found");
@@ -137,6 +141,74 @@ json EmbeddingService::embeddings(const json& request) {
           {"data", std::move(data)},
           {"model", model_name_},
           {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+}
+
+json EmbeddingService::rerank(const json& request) {
+  if (!request.is_object()) throw invalid_param("body", "the request body must be a JSON object");
+  const embed::TextEncoderInfo& m = encoder_.info();
+  if (!is_reranker())
+    throw ApiError(400, "model '" + model_name_ + "' is an embedding model (task: embedding); it serves POST /v1/embeddings, not rerank", "model",
+                   "invalid_request_error", "model_not_supported");
+  if (request.contains("model") && request["model"].is_string() && request["model"].get<std::string>() != model_name_)
+    throw ApiError(404, "model '" + request["model"].get<std::string>() + "' is not served here (this server serves '" + model_name_ + "')",
+                   "model", "invalid_request_error", "model_not_found");
+  if (!request.contains("query") || !request["query"].is_string() || request["query"].get<std::string>().empty())
+    throw invalid_param("query", "'query' must be a non-empty string");
+  const json documents = request.value("documents", json());
+  if (!documents.is_array() || documents.empty()) throw invalid_param("documents", "'documents' must be a non-empty array");
+  if (int64_t(documents.size()) > limits_.max_inputs)
+    throw invalid_param("documents", "'documents' holds " + std::to_string(documents.size()) + ", more than the " +
+                                         std::to_string(limits_.max_inputs) + " one request may send ([server] max_embedding_inputs)");
+  int64_t top_n = int64_t(documents.size());
+  if (request.contains("top_n") && !request["top_n"].is_null()) {
+    if (!request["top_n"].is_number_integer() || request["top_n"].get<int64_t>() < 1)
+      throw invalid_param("top_n", "'top_n' must be a positive integer");
+    top_n = std::min(top_n, request["top_n"].get<int64_t>());
+  }
+  const bool return_documents = request.value("return_documents", true);
+  // llama-server's layout: [BOS] query [EOS] [SEP] document [EOS], each where the vocabulary adds it.
+  const std::vector<int32_t> query = tokenizer_.encode(request["query"].get<std::string>(), false, false);
+  std::vector<std::string> texts;
+  std::vector<std::vector<int32_t>> inputs;
+  const int64_t longest = std::min(m.n_ctx_train, encoder_.max_tokens());
+  int64_t total = 0;
+  for (size_t i = 0; i < documents.size(); i++) {
+    const std::string where = "documents[" + std::to_string(i) + "]";
+    const json& d = documents[i];
+    const json& text = d.is_object() ? d.value("text", json()) : d;
+    if (!text.is_string() || text.get<std::string>().empty()) throw invalid_param(where, "'" + where + "' must be a non-empty string (or {\"text\": ...})");
+    texts.push_back(text.get<std::string>());
+    std::vector<int32_t> ids;
+    if (tokenizer_.add_bos() && tokenizer_.bos_id() >= 0) ids.push_back(tokenizer_.bos_id());
+    ids.insert(ids.end(), query.begin(), query.end());
+    const int32_t eos = tokenizer_.eos_id() >= 0 ? tokenizer_.eos_id() : tokenizer_.sep_id();
+    if (tokenizer_.add_eos() && eos >= 0) ids.push_back(eos);
+    if (tokenizer_.add_sep() && tokenizer_.sep_id() >= 0) ids.push_back(tokenizer_.sep_id());
+    const std::vector<int32_t> doc = tokenizer_.encode(texts.back(), false, false);
+    ids.insert(ids.end(), doc.begin(), doc.end());
+    if (tokenizer_.add_eos() && eos >= 0) ids.push_back(eos);
+    if (int64_t(ids.size()) > longest)
+      throw invalid_param(where, "the query and '" + where + "' are " + std::to_string(ids.size()) + " tokens, more than the " + std::to_string(longest) +
+                                     " this model takes");
+    total += int64_t(ids.size());
+    inputs.push_back(std::move(ids));
+  }
+  std::vector<std::vector<float>> scores;
+  {
+    std::lock_guard lock(encoder_mutex_);
+    scores = encoder_.embed(inputs, false);
+  }
+  std::vector<size_t> order(scores.size());
+  for (size_t i = 0; i < order.size(); i++) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a][0] > scores[b][0]; });
+  json results = json::array();
+  for (int64_t r = 0; r < top_n; r++) {
+    const size_t i = order[size_t(r)];
+    json item = {{"index", i}, {"relevance_score", scores[i][0]}};
+    if (return_documents) item["document"] = {{"text", texts[i]}};
+    results.push_back(std::move(item));
+  }
+  return {{"object", "list"}, {"model", model_name_}, {"results", std::move(results)}, {"usage", {{"prompt_tokens", total}, {"total_tokens", total}}}};
 }
 
 }  // namespace loom::server

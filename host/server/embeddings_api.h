@@ -28,8 +28,13 @@ class EmbeddingService {
   const std::string& model_name() const { return model_name_; }
   const embed::TextEncoderInfo& info() const { return encoder_.info(); }
 
-  // The response body; ApiError (400) naming the field for a bad request.
+  // The response bodies; ApiError (400) naming the field for a bad request, or the model's task when
+  // an embedding model is asked to rerank or a reranker to embed.
   nlohmann::json embeddings(const nlohmann::json& request);
+  // POST /v1/rerank (the Jina/Cohere shape vLLM and llama-server take): query, documents, top_n,
+  // return_documents; each (query, document) pair scored by the cross-encoder, best first.
+  nlohmann::json rerank(const nlohmann::json& request);
+  bool is_reranker() const { return encoder_.info().pooling == embed::Pooling::rank; }
 
  private:
   embed::TextEncoder& encoder_;

@@ -2,8 +2,11 @@
 // scripts/make_embedding_golden.py against a llama.cpp build; not part of Loom's build).
 //
 // usage: embedding_reference MODEL TEXT...
+//        embedding_reference MODEL --rerank QUERY DOCUMENT...
 // Prints one JSON object: each text's tokens (llama.cpp's tokenizer, specials added) and its pooled
-// embedding (the model's pooling type, not normalised). CPU, 2 threads.
+// embedding (the model's pooling type, not normalised); with --rerank, each (query, document) pair laid
+// out as llama-server's rerank does ([BOS] query [EOS] [SEP] document [EOS], each where the vocabulary
+// adds it) and its scores (rank pooling: the classifier's outputs). CPU, 2 threads.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -20,20 +23,35 @@ int main(int argc, char** argv) {
   llama_model* model = llama_model_load_from_file(argv[1], mp);
   if (model == nullptr) return 1;
   const llama_vocab* vocab = llama_model_get_vocab(model);
-  std::vector<std::vector<llama_token>> inputs;
-  size_t total = 0;
-  for (int i = 2; i < argc; i++) {
-    const std::string text = argv[i];
+  auto tokenize = [&](const std::string& text, bool specials) {
     std::vector<llama_token> ids(text.size() + 8);
-    const int n = llama_tokenize(vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), true, false);
-    if (n < 0) return 1;
-    ids.resize(size_t(n));
-    total += ids.size();
-    inputs.push_back(ids);
+    const int n = llama_tokenize(vocab, text.c_str(), int32_t(text.size()), ids.data(), int32_t(ids.size()), specials, false);
+    ids.resize(size_t(n < 0 ? 0 : n));
+    return ids;
+  };
+  std::vector<std::vector<llama_token>> inputs;
+  const bool rerank = std::string(argv[2]) == "--rerank";
+  if (rerank) {
+    const std::vector<llama_token> query = tokenize(argv[3], false);
+    llama_token eos = llama_vocab_eos(vocab);
+    if (eos == LLAMA_TOKEN_NULL) eos = llama_vocab_sep(vocab);
+    for (int i = 4; i < argc; i++) {
+      std::vector<llama_token> ids;
+      if (llama_vocab_get_add_bos(vocab)) ids.push_back(llama_vocab_bos(vocab));
+      ids.insert(ids.end(), query.begin(), query.end());
+      if (llama_vocab_get_add_eos(vocab)) ids.push_back(eos);
+      if (llama_vocab_get_add_sep(vocab)) ids.push_back(llama_vocab_sep(vocab));
+      const std::vector<llama_token> doc = tokenize(argv[i], false);
+      ids.insert(ids.end(), doc.begin(), doc.end());
+      if (llama_vocab_get_add_eos(vocab)) ids.push_back(eos);
+      inputs.push_back(ids);
+    }
+  } else {
+    for (int i = 2; i < argc; i++) inputs.push_back(tokenize(argv[i], true));
   }
   // One context and one decode per text (a batch of one sequence): the reference values do not depend
   // on batching, and this llama.cpp aborts reserving a mean-pooled graph for several sequences.
-  const int n_embd = llama_model_n_embd(model);
+  const int n_embd = rerank ? int(llama_model_n_cls_out(model)) : llama_model_n_embd(model);
   std::printf("{\"inputs\": [");
   for (size_t s = 0; s < inputs.size(); s++) {
     llama_context_params cp = llama_context_default_params();

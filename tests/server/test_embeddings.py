@@ -119,8 +119,50 @@ class EmbeddingServerTest(unittest.TestCase):
         self.assertIn("embedding model", refused.exception.message)
         status, models = self.server.json("GET", "/v1/models")
         self.assertEqual(models["data"][0]["loom"]["task"], "embedding")
+        status, answer = self.server.json("POST", "/v1/rerank", {"query": "q", "documents": ["a"]})
+        self.assertEqual(status, 400)
+        self.assertIn("embedding model", answer["error"]["message"])
         # Still serving.
         self.assertEqual(len(self.client.embeddings.create(model="bert-synth", input="dog").data), 1)
+
+
+class RerankServerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.golden = json.load(open(os.path.join(ROOT, "tests", "golden", "embed", "bert-reranker-synth.json")))
+        model = os.path.join(TMP.name, "bert-reranker-synth.gguf")
+        subprocess.run([ARGS.loom, "gguf", "synth", *cls.golden["model"]["args"], "-o", model], check=True, stdout=subprocess.DEVNULL)
+        cls.server = LoomServer(server_harness.write_config("rerank.toml"), model)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.terminate()
+
+    def test_rerank_orders_as_llama_cpp(self):
+        docs = [i["text"] for i in self.golden["inputs"]]
+        want = [i["embedding"][0] for i in self.golden["inputs"]]
+        want_order = sorted(range(len(docs)), key=lambda i: -want[i])
+        for path in ("/v1/rerank", "/rerank"):
+            status, body = self.server.json("POST", path, {"query": self.golden["query"], "documents": docs})
+            self.assertEqual(status, 200, body)
+            self.assertEqual([r["index"] for r in body["results"]], want_order)
+            for r in body["results"]:
+                self.assertAlmostEqual(r["relevance_score"], want[r["index"]], delta=2e-3)
+                self.assertEqual(r["document"]["text"], docs[r["index"]])
+        status, body = self.server.json("POST", "/v1/rerank", {"query": self.golden["query"], "documents": docs, "top_n": 2,
+                                                               "return_documents": False})
+        self.assertEqual([r["index"] for r in body["results"]], want_order[:2])
+        self.assertNotIn("document", body["results"][0])
+
+    def test_bad_rerank_requests_name_the_field(self):
+        for body, param in [({"documents": ["a"]}, "query"), ({"query": "q", "documents": []}, "documents"),
+                            ({"query": "q", "documents": ["a", ""]}, "documents[1]"), ({"query": "q", "documents": ["a"], "top_n": 0}, "top_n")]:
+            status, answer = self.server.json("POST", "/v1/rerank", body)
+            self.assertEqual(status, 400, answer)
+            self.assertEqual(answer["error"]["param"], param)
+        status, answer = self.server.json("POST", "/v1/embeddings", {"input": "hello"})
+        self.assertEqual(status, 400)
+        self.assertIn("reranker", answer["error"]["message"])
 
 
 if __name__ == "__main__":

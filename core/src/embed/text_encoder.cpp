@@ -37,6 +37,7 @@ const char* pooling_name(Pooling pooling) {
     case Pooling::mean: return "mean";
     case Pooling::cls: return "cls";
     case Pooling::last: return "last";
+    case Pooling::rank: return "rank";
   }
   return "?";
 }
@@ -62,9 +63,15 @@ TextEncoderInfo read_text_encoder_info(const gguf::GgufFile& file) {
   if (file.get_bool(a + "attention.causal").value_or(false))
     throw Error(file.label() + ": a causal bert (" + a + "attention.causal) is not supported; Loom runs bert with bidirectional attention");
   const uint64_t pooling = file.get_uint(a + "pooling_type").value_or(1);
-  if (pooling < 1 || pooling > 3)
-    throw Error(file.label() + ": " + a + "pooling_type " + std::to_string(pooling) + " is not supported (1 mean, 2 cls, 3 last)");
+  if (pooling < 1 || pooling > 4)
+    throw Error(file.label() + ": " + a + "pooling_type " + std::to_string(pooling) + " is not supported (1 mean, 2 cls, 3 last, 4 rank)");
   info.pooling = Pooling(pooling);
+  if (info.pooling == Pooling::rank) {
+    const gguf::TensorInfo* out = file.find_tensor("cls.output.weight");
+    if (out == nullptr || out->dims.size() != 2 || out->dims[0] != info.dim || out->dims[1] < 1)
+      throw Error(file.label() + ": a reranker (" + a + "pooling_type 4) needs tensor 'cls.output.weight' [" + std::to_string(info.dim) + ", labels]");
+    info.n_cls_out = out->dims[1];
+  }
   const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
   if (embd == nullptr || embd->dims.size() != 2 || embd->dims[0] != info.dim)
     throw Error(file.label() + ": tensor 'token_embd.weight' is missing or not [" + std::to_string(info.dim) + ", n_vocab]");
@@ -179,6 +186,43 @@ void TextEncoder::load_weights(const gguf::GgufFile& file) {
   }
   // llama.cpp adds token type 0's row to every token (single-segment inputs).
   type_row_ = types.buffer != nullptr ? row_range(types, 0, 1) : no_tensor();
+  if (m.pooling == Pooling::rank) {
+    auto host = [&](const std::string& name, std::vector<int64_t> dims, std::vector<float>& out, bool optional) {
+      const gguf::TensorInfo* t = file.find_tensor(name);
+      if (t == nullptr) {
+        if (!optional) throw Error(file.label() + ": tensor '" + name + "' is missing (required by a reranker)");
+        return;
+      }
+      if (t->dims != dims) throw Error(file.label() + ": tensor '" + name + "' has shape " + shape_text(t->dims) + ", expected " + shape_text(dims));
+      if (dtype_traits(t->type) == nullptr) throw Error(file.label() + ": tensor '" + name + "' has type " + dtype_name(t->type) + ", which Loom cannot read");
+      out = dequantize_rows(t->type, file.tensor_data(*t), t->n_elements);
+    };
+    host("cls.weight", {c, c}, cls_, true);
+    if (!cls_.empty()) host("cls.bias", {c}, cls_b_, true);
+    host("cls.output.weight", {c, m.n_cls_out}, cls_out_, false);
+    host("cls.output.bias", {m.n_cls_out}, cls_out_b_, true);
+  }
+}
+
+std::vector<float> TextEncoder::classify(const float* row) const {
+  const auto c = size_t(info_.dim);
+  std::vector<double> h(row, row + c);
+  if (!cls_.empty()) {  // the pooler: tanh(W x + b)
+    std::vector<double> dense(c);
+    for (size_t o = 0; o < c; o++) {
+      double sum = cls_b_.empty() ? 0.0 : cls_b_[o];
+      for (size_t i = 0; i < c; i++) sum += double(cls_[o * c + i]) * row[i];
+      dense[o] = std::tanh(sum);
+    }
+    h = dense;
+  }
+  std::vector<float> scores(size_t(info_.n_cls_out));
+  for (size_t o = 0; o < scores.size(); o++) {
+    double sum = cls_out_b_.empty() ? 0.0 : cls_out_b_[o];
+    for (size_t i = 0; i < c; i++) sum += double(cls_out_[o * c + i]) * h[i];
+    scores[o] = float(sum);
+  }
+  return scores;
 }
 
 void TextEncoder::build_ops(int64_t n, int64_t n_seqs) {
@@ -273,6 +317,11 @@ std::vector<std::vector<float>> TextEncoder::embed(const std::vector<std::vector
     size_t row = 0;
     for (size_t b = 0; b < batch.size(); b++) {
       const size_t count = batch[b]->size();
+      if (m.pooling == Pooling::rank) {  // the first row ([CLS]) through the heads
+        out[first + b] = classify(&hidden[row * c]);
+        row += count;
+        continue;
+      }
       std::vector<double> sum(c, 0.0);
       if (m.pooling == Pooling::mean) {
         for (size_t r = 0; r < count; r++)

@@ -30,7 +30,8 @@ class GgufFile;
 namespace embed {
 
 // llama.cpp's pooling types (LLAMA_POOLING_TYPE_*): how an input's rows become one embedding.
-enum class Pooling { none = 0, mean = 1, cls = 2, last = 3 };
+// rank: a cross-encoder's score, its first row through the classification heads (bge-reranker).
+enum class Pooling { none = 0, mean = 1, cls = 2, last = 3, rank = 4 };
 const char* pooling_name(Pooling pooling);
 
 struct TextEncoderInfo {
@@ -40,6 +41,8 @@ struct TextEncoderInfo {
   int64_t n_ctx_train = 0;  // the position table's length: the longest input
   float eps = 1e-12f;
   Pooling pooling = Pooling::mean;
+  int64_t n_cls_out = 0;  // rank: the scores per input (cls.output's rows; 1 for a reranker)
+  int64_t output_width() const { return pooling == Pooling::rank ? n_cls_out : dim; }
 };
 
 // True when the file's architecture is an encoder Loom runs as a TextEncoder ("bert").
@@ -59,8 +62,9 @@ class TextEncoder {
   int64_t max_tokens() const { return max_tokens_; }
 
   // One embedding of info().dim values per input, pooled as info().pooling, and L2-normalised when
-  // `normalize`. loom::Error naming the input for an empty one, one longer than the model's context
-  // or max_tokens, or a token id outside the vocabulary.
+  // `normalize`; a reranker's (rank pooling) info().n_cls_out scores per input instead, never
+  // normalised. loom::Error naming the input for an empty one, one longer than the model's context or
+  // max_tokens, or a token id outside the vocabulary.
   std::vector<std::vector<float>> embed(const std::vector<std::vector<int32_t>>& inputs, bool normalize);
 
  private:
@@ -79,6 +83,10 @@ class TextEncoder {
   Buffer weights_, compute_;
   loom_tensor tok_embd_{}, type_row_{}, pos_embd_{}, tok_norm_w_{}, tok_norm_b_{};
   std::vector<LayerWeights> layers_;
+  // rank: the classification heads, on the host (one row per input): tanh(cls x + cls_b), then
+  // cls_out · + cls_out_b. cls may be absent.
+  std::vector<float> cls_, cls_b_, cls_out_, cls_out_b_;
+  std::vector<float> classify(const float* row) const;
   std::vector<loom_op> ops_;
   int64_t ops_tok_ = 0, ops_seqs_ = 0;  // the batch shape ops_ is built for
   struct Scratch {

@@ -88,7 +88,9 @@ void build_bert_model(const SynthSpec& spec, GgufWriter& writer) {
   writer.set_uint32(a + ".attention.head_count", static_cast<uint32_t>(spec.n_heads));
   writer.set_float32(a + ".attention.layer_norm_epsilon", 1e-12f);
   writer.set_bool(a + ".attention.causal", false);
-  writer.set_uint32(a + ".pooling_type", 1);  // mean, as sentence-transformers' MiniLM
+  // Mean pooling, as sentence-transformers' MiniLM; a reranker ranks: its [CLS] row through the heads.
+  writer.set_uint32(a + ".pooling_type", spec.classifier ? 4 : 1);
+  if (spec.classifier) writer.set_string_array(a + ".classifier.output_labels", {"LABEL_0"});
   add_wordpiece_vocab(writer, spec.n_vocab);
 
   ModelBuilder b(spec, writer);
@@ -118,6 +120,12 @@ void build_bert_model(const SynthSpec& spec, GgufWriter& writer) {
     b.vector(n + "ffn_down.bias", d, 0.0f, 0.1f);
     b.vector(n + "layer_output_norm.weight", d, 1.0f, 0.1f);
     b.vector(n + "layer_output_norm.bias", d, 0.0f, 0.1f);
+  }
+  if (spec.classifier) {  // bge-reranker's head: tanh(dense(cls row)), then one logit
+    b.matrix("cls.weight", d, d, in_scale);
+    b.vector("cls.bias", d, 0.0f, 0.1f);
+    b.matrix("cls.output.weight", d, 1, in_scale);
+    b.vector("cls.output.bias", 1, 0.0f, 0.1f);
   }
 }
 

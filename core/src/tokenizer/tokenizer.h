@@ -47,6 +47,8 @@ class Tokenizer {
   int32_t pad_id() const { return vocab_.data.pad_id; }
   bool add_bos() const { return vocab_.data.add_bos; }
   bool add_eos() const { return vocab_.data.add_eos; }
+  int32_t sep_id() const { return vocab_.data.sep_id; }  // WordPiece's [SEP]; -1 when the model has none
+  bool add_sep() const { return vocab_.data.add_sep; }
   bool add_space_prefix() const { return vocab_.data.add_space_prefix; }
   tokenizer::VocabKind kind() const { return vocab_.data.kind; }
   const std::string& pre() const { return vocab_.data.pre; }
