@@ -98,6 +98,11 @@ void EmbeddingServer::install_routes() {
   });
   http_->Post("/v1/rerank", rerank);
   http_->Post("/rerank", rerank);
+  const auto score = guarded([&service](const httplib::Request& req, httplib::Response& res) {
+    send_json(res, 200, service.score(parse_json_body(req.body)));
+  });
+  http_->Post("/v1/score", score);
+  http_->Post("/score", score);  // vLLM's names
   const int64_t created = created_;
   const auto card = [&service, created] {
     const embed::TextEncoderInfo& m = service.info();

@@ -145,7 +145,6 @@ json EmbeddingService::embeddings(const json& request) {
 
 json EmbeddingService::rerank(const json& request) {
   if (!request.is_object()) throw invalid_param("body", "the request body must be a JSON object");
-  const embed::TextEncoderInfo& m = encoder_.info();
   if (!is_reranker())
     throw ApiError(400, "model '" + model_name_ + "' is an embedding model (task: embedding); it serves POST /v1/embeddings, not rerank", "model",
                    "invalid_request_error", "model_not_supported");
@@ -166,49 +165,94 @@ json EmbeddingService::rerank(const json& request) {
     top_n = std::min(top_n, request["top_n"].get<int64_t>());
   }
   const bool return_documents = request.value("return_documents", true);
-  // llama-server's layout: [BOS] query [EOS] [SEP] document [EOS], each where the vocabulary adds it.
-  const std::vector<int32_t> query = tokenizer_.encode(request["query"].get<std::string>(), false, false);
   std::vector<std::string> texts;
-  std::vector<std::vector<int32_t>> inputs;
-  const int64_t longest = std::min(m.n_ctx_train, encoder_.max_tokens());
-  int64_t total = 0;
   for (size_t i = 0; i < documents.size(); i++) {
     const std::string where = "documents[" + std::to_string(i) + "]";
     const json& d = documents[i];
     const json& text = d.is_object() ? d.value("text", json()) : d;
     if (!text.is_string() || text.get<std::string>().empty()) throw invalid_param(where, "'" + where + "' must be a non-empty string (or {\"text\": ...})");
     texts.push_back(text.get<std::string>());
-    std::vector<int32_t> ids;
-    if (tokenizer_.add_bos() && tokenizer_.bos_id() >= 0) ids.push_back(tokenizer_.bos_id());
-    ids.insert(ids.end(), query.begin(), query.end());
-    const int32_t eos = tokenizer_.eos_id() >= 0 ? tokenizer_.eos_id() : tokenizer_.sep_id();
-    if (tokenizer_.add_eos() && eos >= 0) ids.push_back(eos);
-    if (tokenizer_.add_sep() && tokenizer_.sep_id() >= 0) ids.push_back(tokenizer_.sep_id());
-    const std::vector<int32_t> doc = tokenizer_.encode(texts.back(), false, false);
-    ids.insert(ids.end(), doc.begin(), doc.end());
-    if (tokenizer_.add_eos() && eos >= 0) ids.push_back(eos);
-    if (int64_t(ids.size()) > longest)
-      throw invalid_param(where, "the query and '" + where + "' are " + std::to_string(ids.size()) + " tokens, more than the " + std::to_string(longest) +
-                                     " this model takes");
-    total += int64_t(ids.size());
-    inputs.push_back(std::move(ids));
   }
-  std::vector<std::vector<float>> scores;
-  {
-    std::lock_guard lock(encoder_mutex_);
-    scores = encoder_.embed(inputs, false);
-  }
+  int64_t total = 0;
+  const std::vector<float> scores = score_pairs({request["query"].get<std::string>()}, texts, "documents", total);
   std::vector<size_t> order(scores.size());
   for (size_t i = 0; i < order.size(); i++) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a][0] > scores[b][0]; });
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
   json results = json::array();
   for (int64_t r = 0; r < top_n; r++) {
     const size_t i = order[size_t(r)];
-    json item = {{"index", i}, {"relevance_score", scores[i][0]}};
+    json item = {{"index", i}, {"relevance_score", scores[i]}};
     if (return_documents) item["document"] = {{"text", texts[i]}};
     results.push_back(std::move(item));
   }
   return {{"object", "list"}, {"model", model_name_}, {"results", std::move(results)}, {"usage", {{"prompt_tokens", total}, {"total_tokens", total}}}};
+}
+
+std::vector<float> EmbeddingService::score_pairs(const std::vector<std::string>& firsts, const std::vector<std::string>& seconds,
+                                                 const std::string& where, int64_t& total_tokens) {
+  const embed::TextEncoderInfo& m = encoder_.info();
+  const int64_t longest = std::min(m.n_ctx_train, encoder_.max_tokens());
+  const int32_t eos = tokenizer_.eos_id() >= 0 ? tokenizer_.eos_id() : tokenizer_.sep_id();
+  std::vector<std::vector<int32_t>> inputs;
+  total_tokens = 0;
+  for (size_t i = 0; i < seconds.size(); i++) {
+    const std::vector<int32_t> first = tokenizer_.encode(firsts[firsts.size() == 1 ? 0 : i], false, false);
+    std::vector<int32_t> ids;
+    if (tokenizer_.add_bos() && tokenizer_.bos_id() >= 0) ids.push_back(tokenizer_.bos_id());
+    ids.insert(ids.end(), first.begin(), first.end());
+    if (tokenizer_.add_eos() && eos >= 0) ids.push_back(eos);
+    if (tokenizer_.add_sep() && tokenizer_.sep_id() >= 0) ids.push_back(tokenizer_.sep_id());
+    const std::vector<int32_t> second = tokenizer_.encode(seconds[i], false, false);
+    ids.insert(ids.end(), second.begin(), second.end());
+    if (tokenizer_.add_eos() && eos >= 0) ids.push_back(eos);
+    const std::string name = where + "[" + std::to_string(i) + "]";
+    if (int64_t(ids.size()) > longest)
+      throw invalid_param(name, "the pair of '" + name + "' is " + std::to_string(ids.size()) + " tokens, more than the " + std::to_string(longest) +
+                                    " this model takes");
+    total_tokens += int64_t(ids.size());
+    inputs.push_back(std::move(ids));
+  }
+  std::vector<std::vector<float>> out;
+  {
+    std::lock_guard lock(encoder_mutex_);
+    out = encoder_.embed(inputs, false);
+  }
+  std::vector<float> scores;
+  for (const std::vector<float>& s : out) scores.push_back(s[0]);
+  return scores;
+}
+
+json EmbeddingService::score(const json& request) {
+  if (!request.is_object()) throw invalid_param("body", "the request body must be a JSON object");
+  if (!is_reranker())
+    throw ApiError(400, "model '" + model_name_ + "' is an embedding model (task: embedding); it serves POST /v1/embeddings, not score", "model",
+                   "invalid_request_error", "model_not_supported");
+  auto texts = [&](const char* field) {
+    const json v = request.value(field, json());
+    std::vector<std::string> out;
+    if (v.is_string()) out.push_back(v.get<std::string>());
+    else if (v.is_array())
+      for (const json& t : v) {
+        if (!t.is_string()) throw invalid_param(field, std::string("'") + field + "' must hold strings");
+        out.push_back(t.get<std::string>());
+      }
+    else throw invalid_param(field, std::string("'") + field + "' must be a string or an array of strings");
+    if (out.empty()) throw invalid_param(field, std::string("'") + field + "' is empty");
+    for (const std::string& t : out)
+      if (t.empty()) throw invalid_param(field, std::string("'") + field + "' holds an empty string");
+    if (int64_t(out.size()) > limits_.max_inputs)
+      throw invalid_param(field, std::string("'") + field + "' holds more than the " + std::to_string(limits_.max_inputs) + " texts one request may send");
+    return out;
+  };
+  const std::vector<std::string> first = texts("text_1"), second = texts("text_2");
+  if (first.size() != 1 && first.size() != second.size())
+    throw invalid_param("text_1", "'text_1' holds " + std::to_string(first.size()) + " texts; it must hold one, or as many as 'text_2' (" +
+                                      std::to_string(second.size()) + ")");
+  int64_t total = 0;
+  const std::vector<float> scores = score_pairs(first, second, "text_2", total);
+  json data = json::array();
+  for (size_t i = 0; i < scores.size(); i++) data.push_back({{"index", i}, {"object", "score"}, {"score", scores[i]}});
+  return {{"object", "list"}, {"model", model_name_}, {"data", std::move(data)}, {"usage", {{"prompt_tokens", total}, {"total_tokens", total}}}};
 }
 
 }  // namespace loom::server

@@ -34,6 +34,9 @@ class EmbeddingService {
   // POST /v1/rerank (the Jina/Cohere shape vLLM and llama-server take): query, documents, top_n,
   // return_documents; each (query, document) pair scored by the cross-encoder, best first.
   nlohmann::json rerank(const nlohmann::json& request);
+  // POST /v1/score (vLLM): text_1 (a string, or a list as long as text_2's) against text_2 (a string or
+  // a list) → one score per pair, in order.
+  nlohmann::json score(const nlohmann::json& request);
   bool is_reranker() const { return encoder_.info().pooling == embed::Pooling::rank; }
 
  private:
@@ -42,6 +45,10 @@ class EmbeddingService {
   const std::string model_name_;
   const EmbeddingLimits limits_;
   std::mutex encoder_mutex_;
+  // The pairs' scores (llama-server's layout: [BOS] query [EOS] [SEP] document [EOS]); `where` names each
+  // second text in errors ("documents[i]", "text_2[i]").
+  std::vector<float> score_pairs(const std::vector<std::string>& firsts, const std::vector<std::string>& seconds, const std::string& where,
+                                 int64_t& total_tokens);
 };
 
 // The float32 values little-endian, base64-encoded (OpenAI's encoding_format "base64").

@@ -154,6 +154,20 @@ class RerankServerTest(unittest.TestCase):
         self.assertEqual([r["index"] for r in body["results"]], want_order[:2])
         self.assertNotIn("document", body["results"][0])
 
+    def test_score_pairs_as_rerank(self):
+        docs = [i["text"] for i in self.golden["inputs"]]
+        want = [i["embedding"][0] for i in self.golden["inputs"]]
+        status, body = self.server.json("POST", "/v1/score", {"text_1": self.golden["query"], "text_2": docs})
+        self.assertEqual(status, 200, body)
+        self.assertEqual([d["index"] for d in body["data"]], list(range(len(docs))))
+        for d in body["data"]:
+            self.assertAlmostEqual(d["score"], want[d["index"]], delta=2e-3)
+        status, body = self.server.json("POST", "/score", {"text_1": [self.golden["query"]] * 2, "text_2": docs[:2]})
+        self.assertEqual(status, 200, body)
+        status, body = self.server.json("POST", "/v1/score", {"text_1": ["a", "b"], "text_2": ["c", "d", "e"]})
+        self.assertEqual(status, 400)
+        self.assertEqual(body["error"]["param"], "text_1")
+
     def test_bad_rerank_requests_name_the_field(self):
         for body, param in [({"documents": ["a"]}, "query"), ({"query": "q", "documents": []}, "documents"),
                             ({"query": "q", "documents": ["a", ""]}, "documents[1]"), ({"query": "q", "documents": ["a"], "top_n": 0}, "top_n")]:
