@@ -40,6 +40,13 @@ CASES = [
                   "--ctx", "128", "--seed", "111", "--type", "F16"],
     },
     {
+        # nomic-embed-text's shape, small: no position table, NEOX rope at base 1000 from a fused q/k/v,
+        # a SiLU-gated FFN.
+        "name": "nomic-bert-synth",
+        "model": ["--arch", "nomic-bert", "--layers", "3", "--dim", "128", "--heads", "4", "--ff", "256", "--vocab", "800",
+                  "--ctx", "128", "--seed", "131", "--type", "F16"],
+    },
+    {
         # bge-reranker's shape, small: the same blocks, rank pooling through cls and cls.output, one label;
         # each (query, document) pair laid out as llama-server's rerank does.
         "name": "bert-reranker-synth",

@@ -31,7 +31,7 @@ constexpr const char* kInfoHelp =
 constexpr const char* kSynthHelp =
     "usage: loom gguf synth [options] -o OUT\n\n"
     "Write a synthetic model with seeded random weights in llama.cpp's GGUF layout.\n"
-    "  --arch A          bert | llama | qwen2 | qwen2vl | qwen2moe | qwen3 | qwen3vl | qwen3moe | qwen35 | qwen35moe | gpt-oss | gemma2 | gemma3 | gemma4 | olmo2 | granite | smollm3 | phi3 | mistral3\n"
+    "  --arch A          bert | nomic-bert | llama | qwen2 | qwen2vl | qwen2moe | qwen3 | qwen3vl | qwen3moe | qwen35 | qwen35moe | gpt-oss | gemma2 | gemma3 | gemma4 | olmo2 | granite | smollm3 | phi3 | mistral3\n"
     "                    (default llama)\n"
     "  --layers N        block count (default 2)\n"
     "  --dim D           embedding length (default 64)\n"

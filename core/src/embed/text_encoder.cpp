@@ -42,13 +42,16 @@ const char* pooling_name(Pooling pooling) {
   return "?";
 }
 
-bool is_text_encoder(const gguf::GgufFile& file) { return file.get_string("general.architecture").value_or("") == "bert"; }
+bool is_text_encoder(const gguf::GgufFile& file) {
+  const std::string arch = file.get_string("general.architecture").value_or("");
+  return arch == "bert" || arch == "nomic-bert";
+}
 
 TextEncoderInfo read_text_encoder_info(const gguf::GgufFile& file) {
   TextEncoderInfo info;
   info.arch = file.get_string("general.architecture").value_or("");
-  if (info.arch != "bert")
-    throw Error(file.label() + ": architecture '" + info.arch + "' is not a text encoder Loom runs (bert)");
+  if (info.arch != "bert" && info.arch != "nomic-bert")
+    throw Error(file.label() + ": architecture '" + info.arch + "' is not a text encoder Loom runs (bert, nomic-bert)");
   info.name = file.get_string("general.name").value_or("");
   const std::string a = info.arch + ".";
   info.dim = int64_t(required_uint(file, a + "embedding_length", 1, 65536));
@@ -60,6 +63,14 @@ TextEncoderInfo read_text_encoder_info(const gguf::GgufFile& file) {
     throw Error(file.label() + ": embedding_length " + std::to_string(info.dim) + " is not a multiple of head_count " + std::to_string(info.n_heads));
   info.head_dim = info.dim / info.n_heads;
   info.eps = float(file.get_float(a + "attention.layer_norm_epsilon").value_or(1e-12));
+  if (info.arch == "nomic-bert") {
+    info.rope = info.ffn_gated = true;
+    info.n_rot = int64_t(file.get_uint(a + "rope.dimension_count").value_or(uint64_t(info.head_dim)));
+    if (info.n_rot < 2 || info.n_rot > info.head_dim || info.n_rot % 2 != 0)
+      throw Error(file.label() + ": " + a + "rope.dimension_count " + std::to_string(info.n_rot) + " must be even and at most the head size " +
+                  std::to_string(info.head_dim));
+    info.rope_base = float(file.get_float(a + "rope.freq_base").value_or(10000.0));
+  }
   if (file.get_bool(a + "attention.causal").value_or(false))
     throw Error(file.label() + ": a causal bert (" + a + "attention.causal) is not supported; Loom runs bert with bidirectional attention");
   const uint64_t pooling = file.get_uint(a + "pooling_type").value_or(1);
@@ -99,6 +110,7 @@ std::unique_ptr<TextEncoder> TextEncoder::load(const gguf::GgufFile& file, Backe
   s.tokens = reserve(n), s.positions = reserve(n), s.seqs = reserve(2 * n);
   s.x = reserve(c * n), s.h = reserve(c * n), s.q = reserve(c * n), s.k = reserve(c * n), s.v = reserve(c * n), s.a = reserve(c * n);
   s.ffn = reserve(uint64_t(m.ff_dim) * n);
+  s.ffn_up = reserve(m.ffn_gated ? uint64_t(m.ff_dim) * n : 0);
   encoder->compute_ = backend.alloc(offset, LOOM_BUFFER_USAGE_COMPUTE);
   // Every op of a one-input batch asked once, so a backend without the encoder ops is refused at load.
   encoder->build_ops(1, 1);
@@ -143,27 +155,39 @@ void TextEncoder::load_weights(const gguf::GgufFile& file) {
   add("token_embd.weight", {c, m.n_vocab}, &tok_embd_, true);
   loom_tensor types{};
   add("token_types.weight", {c, 2}, &types, false, /*optional=*/true);
-  add("position_embd.weight", {c, m.n_ctx_train}, &pos_embd_, false);
+  if (!m.rope) add("position_embd.weight", {c, m.n_ctx_train}, &pos_embd_, false);
   add("token_embd_norm.weight", {c}, &tok_norm_w_, false);
   add("token_embd_norm.bias", {c}, &tok_norm_b_, false);
   layers_.resize(size_t(m.n_layers));
   for (int64_t il = 0; il < m.n_layers; il++) {
     LayerWeights& l = layers_[size_t(il)];
     const std::string b = "blk." + std::to_string(il) + ".";
-    add(b + "attn_q.weight", {c, c}, &l.wq, true);
-    add(b + "attn_q.bias", {c}, &l.bq, false, true);
-    add(b + "attn_k.weight", {c, c}, &l.wk, true);
-    add(b + "attn_k.bias", {c}, &l.bk, false, true);
-    add(b + "attn_v.weight", {c, c}, &l.wv, true);
-    add(b + "attn_v.bias", {c}, &l.bv, false, true);
+    if (file.find_tensor(b + "attn_qkv.weight") != nullptr) {  // split into row ranges after the upload
+      add(b + "attn_qkv.weight", {c, 3 * c}, &l.qkv, true);
+      add(b + "attn_qkv.bias", {3 * c}, &l.qkv_b, false, true);
+    } else {
+      add(b + "attn_q.weight", {c, c}, &l.wq, true);
+      add(b + "attn_q.bias", {c}, &l.bq, false, true);
+      add(b + "attn_k.weight", {c, c}, &l.wk, true);
+      add(b + "attn_k.bias", {c}, &l.bk, false, true);
+      add(b + "attn_v.weight", {c, c}, &l.wv, true);
+      add(b + "attn_v.bias", {c}, &l.bv, false, true);
+    }
     add(b + "attn_output.weight", {c, c}, &l.wo, true);
     add(b + "attn_output.bias", {c}, &l.bo, false, true);
     add(b + "attn_output_norm.weight", {c}, &l.ln1_w, false);
     add(b + "attn_output_norm.bias", {c}, &l.ln1_b, false);
-    add(b + "ffn_up.weight", {c, ff}, &l.up, true);
-    add(b + "ffn_up.bias", {ff}, &l.up_b, false, true);
-    add(b + "ffn_down.weight", {ff, c}, &l.down, true);
-    add(b + "ffn_down.bias", {c}, &l.down_b, false, true);
+    if (m.ffn_gated) {  // llama.cpp's nomic-bert reads no FFN biases
+      add(b + "ffn_gate.weight", {c, ff}, &l.gate, true);
+      add(b + "ffn_up.weight", {c, ff}, &l.up, true);
+      add(b + "ffn_down.weight", {ff, c}, &l.down, true);
+      l.up_b = l.down_b = no_tensor();
+    } else {
+      add(b + "ffn_up.weight", {c, ff}, &l.up, true);
+      add(b + "ffn_up.bias", {ff}, &l.up_b, false, true);
+      add(b + "ffn_down.weight", {ff, c}, &l.down, true);
+      add(b + "ffn_down.bias", {c}, &l.down_b, false, true);
+    }
     add(b + "layer_output_norm.weight", {c}, &l.ln2_w, false);
     add(b + "layer_output_norm.bias", {c}, &l.ln2_b, false);
   }
@@ -186,6 +210,14 @@ void TextEncoder::load_weights(const gguf::GgufFile& file) {
   }
   // llama.cpp adds token type 0's row to every token (single-segment inputs).
   type_row_ = types.buffer != nullptr ? row_range(types, 0, 1) : no_tensor();
+  for (LayerWeights& l : layers_) {  // a fused q, k, v: rows (and bias values) in that order
+    if (l.qkv.buffer == nullptr) continue;
+    l.wq = row_range(l.qkv, 0, c), l.wk = row_range(l.qkv, c, c), l.wv = row_range(l.qkv, 2 * c, c);
+    l.bq = l.bk = l.bv = no_tensor();
+    if (l.qkv_b.buffer == nullptr) continue;
+    loom_tensor* parts[3] = {&l.bq, &l.bk, &l.bv};
+    for (int i = 0; i < 3; i++) *parts[i] = tensor_view(weights_, l.qkv_b.offset + uint64_t(i * c) * 4, LOOM_DTYPE_F32, c);
+  }
   if (m.pooling == Pooling::rank) {
     auto host = [&](const std::string& name, std::vector<int64_t> dims, std::vector<float>& out, bool optional) {
       const gguf::TensorInfo* t = file.find_tensor(name);
@@ -231,6 +263,8 @@ void TextEncoder::build_ops(int64_t n, int64_t n_seqs) {
   norm_ = {sizeof(loom_norm_params), m.eps};
   attn_ = {sizeof(loom_encoder_attention_params), 1.0f / std::sqrt(float(d)), 0, 0};
   gelu_ = {sizeof(loom_glu_params), LOOM_ACTIVATION_GELU_TANH};  // llama.cpp's bert runs ggml_gelu
+  silu_ = {sizeof(loom_glu_params), LOOM_ACTIVATION_SILU};
+  rope_ = {sizeof(loom_rope_params), LOOM_ROPE_NEOX, uint32_t(m.n_rot), m.rope_base, 1.0f, 0.0f, {0.0f, 0.0f}, {0, 0, 0, 0}};
   auto f32 = [&](uint64_t off, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) { return tensor_view(compute_, off, LOOM_DTYPE_F32, ne0, ne1, ne2); };
   ops_.clear();
   auto op = [&](loom_op_type type, const loom_tensor& dst, std::initializer_list<loom_tensor> srcs, const void* params = nullptr) {
@@ -245,20 +279,34 @@ void TextEncoder::build_ops(int64_t n, int64_t n_seqs) {
   auto heads = [&](const loom_tensor& t) { return reshape(t, d, m.n_heads, n); };
   op(LOOM_OP_GET_ROWS, x, {tok_embd_, tensor_view(compute_, at_.tokens, LOOM_DTYPE_I32, n)});
   if (type_row_.buffer != nullptr) op(LOOM_OP_ADD, x, {x, type_row_});
-  op(LOOM_OP_GET_ROWS, h, {pos_embd_, tensor_view(compute_, at_.positions, LOOM_DTYPE_I32, n)});
-  op(LOOM_OP_ADD, x, {x, h});
+  const loom_tensor positions = tensor_view(compute_, at_.positions, LOOM_DTYPE_I32, n);
+  if (!m.rope) {
+    op(LOOM_OP_GET_ROWS, h, {pos_embd_, positions});
+    op(LOOM_OP_ADD, x, {x, h});
+  }
   op(LOOM_OP_LAYER_NORM, x, {x, tok_norm_w_, tok_norm_b_}, &norm_);
   const loom_tensor seqs = tensor_view(compute_, at_.seqs, LOOM_DTYPE_I32, 2, n_seqs);
   for (const LayerWeights& l : layers_) {
     linear(q, l.wq, l.bq, x);
     linear(k, l.wk, l.bk, x);
     linear(v, l.wv, l.bv, x);
+    if (m.rope) {
+      op(LOOM_OP_ROPE, heads(q), {heads(q), positions}, &rope_);
+      op(LOOM_OP_ROPE, heads(k), {heads(k), positions}, &rope_);
+    }
     op(LOOM_OP_ATTENTION, heads(a), {heads(q), heads(k), heads(v), seqs}, &attn_);
     linear(h, l.wo, l.bo, a);
     op(LOOM_OP_ADD, h, {h, x});
     op(LOOM_OP_LAYER_NORM, x, {h, l.ln1_w, l.ln1_b}, &norm_);
-    linear(ffn, l.up, l.up_b, x);
-    op(LOOM_OP_UNARY, ffn, {ffn}, &gelu_);
+    if (m.ffn_gated) {
+      const loom_tensor up = f32(at_.ffn_up, m.ff_dim, n);
+      op(LOOM_OP_MATMUL, ffn, {l.gate, x});
+      op(LOOM_OP_MATMUL, up, {l.up, x});
+      op(LOOM_OP_GLU, ffn, {ffn, up}, &silu_);
+    } else {
+      linear(ffn, l.up, l.up_b, x);
+      op(LOOM_OP_UNARY, ffn, {ffn}, &gelu_);
+    }
     linear(h, l.down, l.down_b, ffn);
     op(LOOM_OP_ADD, h, {h, x});
     op(LOOM_OP_LAYER_NORM, x, {h, l.ln2_w, l.ln2_b}, &norm_);

@@ -7,6 +7,8 @@
 //         per layer: x = ln1(x + out(attn(q(x), k(x), v(x))))     (every row sees its whole input)
 //                    x = ln2(x + down(gelu(up(x))))
 //         then per input: the mean of its rows (or its first, or its last), as the file's pooling_type
+//   nomic-bert (nomic-embed-text): bert without the position table; q and k turn by NEOX rope (from one
+//         fused matrix), and the FFN is down(silu(gate(x)) * up(x))
 //
 // Inputs are packed into batches of at most max_tokens rows; an input attends only to its own rows,
 // so an input's embedding does not depend on what else ran in its batch (to float summation order).
@@ -42,6 +44,11 @@ struct TextEncoderInfo {
   float eps = 1e-12f;
   Pooling pooling = Pooling::mean;
   int64_t n_cls_out = 0;  // rank: the scores per input (cls.output's rows; 1 for a reranker)
+  // nomic-bert: rotary positions (NEOX over n_rot dims at rope_base) in place of the position table,
+  // and a SiLU-gated FFN.
+  bool rope = false, ffn_gated = false;
+  int64_t n_rot = 0;
+  float rope_base = 10000.0f;
   int64_t output_width() const { return pooling == Pooling::rank ? n_cls_out : dim; }
 };
 
@@ -70,6 +77,7 @@ class TextEncoder {
  private:
   struct LayerWeights {
     loom_tensor wq, bq, wk, bk, wv, bv, wo, bo, ln1_w, ln1_b, up, up_b, down, down_b, ln2_w, ln2_b;
+    loom_tensor qkv, qkv_b, gate;  // a fused q/k/v matrix (wq, wk, wv its row ranges); the gated FFN's gate
   };
   TextEncoder(TextEncoderInfo info, Backend& backend, int64_t max_tokens);
   void load_weights(const gguf::GgufFile& file);
@@ -90,11 +98,12 @@ class TextEncoder {
   std::vector<loom_op> ops_;
   int64_t ops_tok_ = 0, ops_seqs_ = 0;  // the batch shape ops_ is built for
   struct Scratch {
-    uint64_t tokens, positions, seqs, x, h, q, k, v, a, ffn;
+    uint64_t tokens, positions, seqs, x, h, q, k, v, a, ffn, ffn_up;
   } at_{};
   loom_norm_params norm_{};
   loom_encoder_attention_params attn_{};
-  loom_glu_params gelu_{};
+  loom_glu_params gelu_{}, silu_{};
+  loom_rope_params rope_{};
 };
 
 }  // namespace embed

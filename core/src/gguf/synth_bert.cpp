@@ -80,7 +80,8 @@ void add_wordpiece_vocab(GgufWriter& writer, int n_vocab) {
 }  // namespace
 
 void build_bert_model(const SynthSpec& spec, GgufWriter& writer) {
-  const std::string a = "bert";
+  const std::string a = spec.arch;  // bert or nomic-bert
+  const bool nomic = a == "nomic-bert";
   writer.set_uint32(a + ".context_length", static_cast<uint32_t>(spec.n_ctx));
   writer.set_uint32(a + ".embedding_length", static_cast<uint32_t>(spec.dim));
   writer.set_uint32(a + ".block_count", static_cast<uint32_t>(spec.n_layers));
@@ -88,6 +89,10 @@ void build_bert_model(const SynthSpec& spec, GgufWriter& writer) {
   writer.set_uint32(a + ".attention.head_count", static_cast<uint32_t>(spec.n_heads));
   writer.set_float32(a + ".attention.layer_norm_epsilon", 1e-12f);
   writer.set_bool(a + ".attention.causal", false);
+  if (nomic) {  // nomic-embed-text's rope: NEOX over the whole head at base 1000
+    writer.set_uint32(a + ".rope.dimension_count", static_cast<uint32_t>(spec.dim / spec.n_heads));
+    writer.set_float32(a + ".rope.freq_base", 1000.0f);
+  }
   // Mean pooling, as sentence-transformers' MiniLM; a reranker ranks: its [CLS] row through the heads.
   writer.set_uint32(a + ".pooling_type", spec.classifier ? 4 : 1);
   if (spec.classifier) writer.set_string_array(a + ".classifier.output_labels", {"LABEL_0"});
@@ -98,26 +103,32 @@ void build_bert_model(const SynthSpec& spec, GgufWriter& writer) {
   const float in_scale = 1.0f / std::sqrt(float(d));
   b.matrix("token_embd.weight", d, spec.n_vocab, 0.5f);
   b.matrix_of(LOOM_DTYPE_F32, "token_types.weight", {d, 2}, 0.2f);
-  b.matrix_of(LOOM_DTYPE_F32, "position_embd.weight", {d, spec.n_ctx}, 0.2f);
+  if (!nomic) b.matrix_of(LOOM_DTYPE_F32, "position_embd.weight", {d, spec.n_ctx}, 0.2f);  // nomic-bert: rope instead
   b.vector("token_embd_norm.weight", d, 1.0f, 0.1f);
   b.vector("token_embd_norm.bias", d, 0.0f, 0.1f);
   for (int il = 0; il < spec.n_layers; il++) {
     const std::string n = "blk." + std::to_string(il) + ".";
     // q and k larger than the rest, so the attention is far from uniform and a wrong mask shows.
-    b.matrix(n + "attn_q.weight", d, d, 2.0f * in_scale);
-    b.vector(n + "attn_q.bias", d, 0.0f, 0.1f);
-    b.matrix(n + "attn_k.weight", d, d, 2.0f * in_scale);
-    b.vector(n + "attn_k.bias", d, 0.0f, 0.1f);
-    b.matrix(n + "attn_v.weight", d, d, in_scale);
-    b.vector(n + "attn_v.bias", d, 0.0f, 0.1f);
-    b.matrix(n + "attn_output.weight", d, d, in_scale);
-    b.vector(n + "attn_output.bias", d, 0.0f, 0.1f);
+    if (nomic) {  // q, k, v in one matrix without biases; a SiLU-gated FFN without biases
+      b.matrix(n + "attn_qkv.weight", d, 3 * d, 1.5f * in_scale);
+      b.matrix(n + "attn_output.weight", d, d, in_scale);
+    } else {
+      b.matrix(n + "attn_q.weight", d, d, 2.0f * in_scale);
+      b.vector(n + "attn_q.bias", d, 0.0f, 0.1f);
+      b.matrix(n + "attn_k.weight", d, d, 2.0f * in_scale);
+      b.vector(n + "attn_k.bias", d, 0.0f, 0.1f);
+      b.matrix(n + "attn_v.weight", d, d, in_scale);
+      b.vector(n + "attn_v.bias", d, 0.0f, 0.1f);
+      b.matrix(n + "attn_output.weight", d, d, in_scale);
+      b.vector(n + "attn_output.bias", d, 0.0f, 0.1f);
+    }
     b.vector(n + "attn_output_norm.weight", d, 1.0f, 0.1f);
     b.vector(n + "attn_output_norm.bias", d, 0.0f, 0.1f);
+    if (nomic) b.matrix(n + "ffn_gate.weight", d, ff, in_scale);
     b.matrix(n + "ffn_up.weight", d, ff, in_scale);
-    b.vector(n + "ffn_up.bias", ff, 0.0f, 0.1f);
+    if (!nomic) b.vector(n + "ffn_up.bias", ff, 0.0f, 0.1f);
     b.matrix(n + "ffn_down.weight", ff, d, 1.0f / std::sqrt(float(ff)));
-    b.vector(n + "ffn_down.bias", d, 0.0f, 0.1f);
+    if (!nomic) b.vector(n + "ffn_down.bias", d, 0.0f, 0.1f);
     b.vector(n + "layer_output_norm.weight", d, 1.0f, 0.1f);
     b.vector(n + "layer_output_norm.bias", d, 0.0f, 0.1f);
   }

@@ -92,9 +92,9 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
   const bool is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2" || spec.arch == "gemma4";
   const bool is_moe = spec.arch == "qwen3moe" || spec.arch == "gpt-oss" || spec.arch == "qwen2moe" || spec.arch == "qwen35moe" ||
                       spec.arch == "qwen3next";
-  require(is_llama || is_gemma || is_moe || spec.arch == "bert" || spec.arch == "qwen2" || spec.arch == "qwen2vl" || spec.arch == "qwen3" || spec.arch == "qwen3vl" || spec.arch == "qwen35" || spec.arch == "olmo2" ||
+  require(is_llama || is_gemma || is_moe || spec.arch == "bert" || spec.arch == "nomic-bert" || spec.arch == "qwen2" || spec.arch == "qwen2vl" || spec.arch == "qwen3" || spec.arch == "qwen3vl" || spec.arch == "qwen35" || spec.arch == "olmo2" ||
               spec.arch == "granite" || spec.arch == "phi3" || spec.arch == "mistral3",
-          "arch '" + spec.arch + "' is not supported (bert, llama, qwen2, qwen2vl, qwen2moe, qwen3, qwen3vl, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
+          "arch '" + spec.arch + "' is not supported (bert, nomic-bert, llama, qwen2, qwen2vl, qwen2moe, qwen3, qwen3vl, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
   require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
   require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
   require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
@@ -173,7 +173,7 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
     add_qwen35_tensors(spec, writer);
     return;
   }
-  if (a == "bert") {  // its own vocabulary (WordPiece) and layout
+  if (a == "bert" || a == "nomic-bert") {  // their own vocabulary (WordPiece) and layout
     build_bert_model(spec, writer);
     return;
   }
