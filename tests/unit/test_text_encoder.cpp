@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "embed/text_encoder.h"
 #include "gguf/gguf_file.h"
+#include "model/model.h"
 #include "test_model_helpers.h"
 #include "test_vision_golden.h"
 #include "tokenizer/tokenizer.h"
@@ -122,6 +123,8 @@ TEST_CASE("text encoder: bad inputs are refused naming the input", "[embed]") {
   // The model's context (128) bounds inputs even when a batch could hold more.
   auto roomy = embed::TextEncoder::load(file, *backend, 512);
   CHECK_THROWS_WITH(roomy->embed({std::vector<int32_t>(129, 264)}, true), Catch::Contains("more than the 128 this model takes (its context)"));
+  // A text encoder is not a generative model: the engine's loader says where it is served.
+  CHECK_THROWS_WITH(Model::load(g.model, *backend), Catch::Contains("is an embedding model (a text encoder)"));
   // A decoder model is not a text encoder.
   const auto llama = test::write_small_model(test::small_spec("llama"), "embed-not-encoder");
   const gguf::GgufFile decoder = gguf::GgufFile::open(llama);

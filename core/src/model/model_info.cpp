@@ -275,6 +275,9 @@ ModelInfo read_model_info(const gguf::GgufFile& file) {
     info.arch = ModelArch::phi3;
   } else if (*arch == "mistral3") {
     info.arch = ModelArch::mistral3;
+  } else if (*arch == "bert" || *arch == "nomic-bert") {
+    throw Error(file.label() + ": '" + *arch + "' is an embedding model (a text encoder), not a generative one: `loom serve` serves it at "
+                "POST /v1/embeddings (or /v1/rerank)");
   } else {
     throw Error(file.label() + ": architecture '" + *arch + "' is not supported (supported: " + arch_list() + ")");
   }
