@@ -47,6 +47,13 @@ CASES = [
                   "--ctx", "128", "--seed", "131", "--type", "F16"],
     },
     {
+        # A decoder used as an embedder (Qwen3-Embedding's way): qwen3 blocks, causal, the last row of
+        # each input after the final norm (qwen3.pooling_type 3).
+        "name": "qwen3-embed-synth",
+        "model": ["--arch", "qwen3", "--layers", "3", "--dim", "128", "--heads", "4", "--kv-heads", "2", "--ff", "256",
+                  "--vocab", "512", "--ctx", "256", "--seed", "141", "--type", "F16", "--pooling", "last"],
+    },
+    {
         # bge-reranker's shape, small: the same blocks, rank pooling through cls and cls.output, one label;
         # each (query, document) pair laid out as llama-server's rerank does.
         "name": "bert-reranker-synth",

@@ -1,4 +1,5 @@
 // `loom gguf info FILE` and `loom gguf synth ...`: inspect GGUF files and write synthetic models.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -48,6 +49,7 @@ constexpr const char* kSynthHelp =
     "  --longrope-original-ctx N  phi3: LongRoPE factors extending context N to --ctx (Phi-3.5 style)\n"
     "  --llama3-rope     llama: Llama 3.1's rope frequency factors (rope_freqs.weight) and base 500000\n"
     "  --classifier      bert: a cross-encoder reranker (rank pooling, cls and cls.output heads, one label)\n"
+    "  --pooling P       a decoder arch: mean | cls | last, an embedding model (<arch>.pooling_type, Qwen3-Embedding: last)\n"
     "  --experts N       the MoE archs: experts per layer (default 8)\n"
     "  --experts-used N  the MoE archs: experts chosen per token (default 2)\n"
     "  --expert-ff N     the MoE archs: each expert's FFN width (default --ff)\n"
@@ -198,6 +200,16 @@ int run_synth(const CommandArgs& args) {
       return 1;
     }
     const std::string& value = args[++i];
+    if (flag == "--pooling") {
+      const std::vector<std::string> names = {"none", "mean", "cls", "last"};
+      const auto it = std::find(names.begin(), names.end(), value);
+      if (it == names.end() || it == names.begin()) {
+        std::cerr << "loom gguf synth: --pooling takes mean, cls or last, not '" << value << "'\n";
+        return 1;
+      }
+      spec.pooling = int(it - names.begin());
+      continue;
+    }
     if (flag == "--arch") spec.arch = value;
     else if (flag == "--control-tokens") {
       for (size_t at = 0; at <= value.size();) {

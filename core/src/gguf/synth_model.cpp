@@ -191,6 +191,7 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   writer.set_uint32(a + ".context_length", static_cast<uint32_t>(spec.n_ctx));
   writer.set_uint32(a + ".embedding_length", static_cast<uint32_t>(spec.dim));
   writer.set_uint32(a + ".block_count", static_cast<uint32_t>(spec.n_layers));
+  if (spec.pooling > 0) writer.set_uint32(a + ".pooling_type", static_cast<uint32_t>(spec.pooling));  // an embedding model (Qwen3-Embedding: 3, last)
   writer.set_uint32(a + ".feed_forward_length", static_cast<uint32_t>(spec.ff_dim));
   writer.set_uint32(a + ".attention.head_count", static_cast<uint32_t>(spec.n_heads));
   writer.set_uint32(a + ".attention.head_count_kv", static_cast<uint32_t>(spec.n_kv_heads));

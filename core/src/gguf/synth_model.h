@@ -37,6 +37,7 @@ struct SynthSpec {
   // > 0: YaRN extending this original context to n_ctx (rope.scaling.type yarn, factor n_ctx / it);
   // mistral3 adds Ministral 3's yarn_log_multiplier 1 and temperature tuning (beta 0.1).
   int yarn_original_ctx = 0;
+  int pooling = 0;                   // > 0: <arch>.pooling_type (1 mean, 2 cls, 3 last), a decoder used as an embedder
   bool classifier = false;           // bert only: a reranker (pooling rank, the cls and cls.output heads of bge-reranker)
   int longrope_original_ctx = 0;     // phi3 only, > 0: LongRoPE (long/short factors, attn factor) extending this context to n_ctx
   // the MoE archs only (qwen2moe, qwen3moe, qwen35moe, qwen3next, gpt-oss): experts per layer (0: 8), chosen per token (0: 2) and their FFN width (0: ff_dim).

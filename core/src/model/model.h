@@ -99,6 +99,9 @@ class Model {
   // [logit_rows.size() * n_vocab] (row r holds the logits of batch row logit_rows[r]).
   // loom::Error for an inconsistent batch (the message says which field) or position >= n_ctx.
   void forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>& logits_out);
+  // The same pass, but hidden_out gets the final-normed hidden rows ([logit_rows.size() * dim]) in
+  // place of their logits: what a decoder used as an embedder (Qwen3-Embedding) pools.
+  void forward_hidden(const ForwardBatch& batch, KvCache& kv, std::vector<float>& hidden_out);
 
  private:
   struct LayerWeights {
@@ -128,6 +131,7 @@ class Model {
     const void* compute_buffer = nullptr;
     const void* input_buffer = nullptr;
     bool q_temperature = false;
+    bool hidden_only = false;        // forward_hidden: no output projection
     std::vector<int32_t> embd_runs;  // (first row, rows) of each run of given embedding rows
     bool operator==(const GraphKey&) const = default;
   };
@@ -216,6 +220,8 @@ class Model {
 
   std::vector<loom_op> ops_;
   GraphKey graph_key_;
+  bool hidden_only_ = false;  // the graph being run ends at the normed hidden rows (forward_hidden)
+  void run_graph(const ForwardBatch& batch, KvCache& kv);  // validate, stage, build (when the shape changed) and run
   uint64_t next_kv_generation_ = 1;
 };
 

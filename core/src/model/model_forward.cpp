@@ -505,13 +505,43 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
     const loom_tensor xo = f32(off_xo_, dim, n_out);
     op(LOOM_OP_GET_ROWS, xo, {x, i32(off_rows_, n_out)});
     norm(xo, xo, output_norm_);
-    const loom_tensor logits = f32(off_logits_, m.n_vocab, n_out);
-    op(LOOM_OP_MATMUL, logits, {output_, xo});
-    if (m.logit_scale != 1.0f) op(LOOM_OP_SCALE, logits, {logits}, &logit_scale_);
+    if (!hidden_only_) {
+      const loom_tensor logits = f32(off_logits_, m.n_vocab, n_out);
+      op(LOOM_OP_MATMUL, logits, {output_, xo});
+      if (m.logit_scale != 1.0f) op(LOOM_OP_SCALE, logits, {logits}, &logit_scale_);
+    }
   }
 }
 
+void Model::forward_hidden(const ForwardBatch& batch, KvCache& kv, std::vector<float>& hidden_out) {
+  hidden_only_ = true;
+  try {
+    run_graph(batch, kv);
+  } catch (...) {
+    hidden_only_ = false;
+    throw;
+  }
+  hidden_only_ = false;
+  hidden_out.resize(batch.logit_rows.size() * static_cast<size_t>(info_.dim));
+  backend_.download(hidden_out.data(), compute_, off_xo_, hidden_out.size() * sizeof(float));
+  backend_.synchronize();
+}
+
 void Model::forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>& logits_out) {
+  run_graph(batch, kv);
+  const int64_t n_out = static_cast<int64_t>(batch.logit_rows.size());
+  logits_out.resize(static_cast<size_t>(n_out) * static_cast<size_t>(info_.n_vocab));
+  backend_.download(logits_out.data(), compute_, off_logits_, logits_out.size() * sizeof(float));
+  backend_.synchronize();
+  // Gemma 2's final soft-capping, on the host: the logits are here anyway, and the backend ABI has
+  // no tanh op (a backend op would save this pass over n_vocab values per row).
+  if (info_.final_softcap > 0.0f) {
+    const float cap = info_.final_softcap, inv_cap = 1.0f / info_.final_softcap;
+    for (float& logit : logits_out) logit = cap * std::tanh(logit * inv_cap);
+  }
+}
+
+void Model::run_graph(const ForwardBatch& batch, KvCache& kv) {
   validate(batch, kv);
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   const int64_t n_out = static_cast<int64_t>(batch.logit_rows.size());
@@ -523,22 +553,13 @@ void Model::forward(const ForwardBatch& batch, KvCache& kv, std::vector<float>& 
   stage_inputs(batch, static_cast<int64_t>(max_blocks), kv);
   const GraphKey key{n,          n_out,           n_seqs,           static_cast<int64_t>(max_blocks),
                      cap_tok_,   cap_out_,        kv.generation(),  kv.buffer_.get(),
-                     compute_.get(), inputs_.get(), q_temperature_, embd_runs_};
+                     compute_.get(), inputs_.get(), q_temperature_, hidden_only_, embd_runs_};
   if (!(key == graph_key_)) {
     graph_key_ = GraphKey{};  // a failed build must not leave a half-built list marked valid
     build_graph(n, n_out, n_seqs, static_cast<int64_t>(max_blocks), kv);
     graph_key_ = key;
   }
   backend_.run(ops_);
-  logits_out.resize(static_cast<size_t>(n_out) * static_cast<size_t>(info_.n_vocab));
-  backend_.download(logits_out.data(), compute_, off_logits_, logits_out.size() * sizeof(float));
-  backend_.synchronize();
-  // Gemma 2's final soft-capping, on the host: the logits are here anyway, and the backend ABI has
-  // no tanh op (a backend op would save this pass over n_vocab values per row).
-  if (info_.final_softcap > 0.0f) {
-    const float cap = info_.final_softcap, inv_cap = 1.0f / info_.final_softcap;
-    for (float& logit : logits_out) logit = cap * std::tanh(logit * inv_cap);
-  }
 }
 
 }  // namespace loom

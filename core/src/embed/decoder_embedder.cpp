@@ -1,0 +1,103 @@
+#include "embed/decoder_embedder.h"
+
+#include <cmath>
+
+#include "common/error.h"
+#include "gguf/gguf_file.h"
+
+namespace loom::embed {
+
+Pooling decoder_pooling(const gguf::GgufFile& file) {
+  const std::string arch = file.get_string("general.architecture").value_or("");
+  const uint64_t pooling = file.get_uint(arch + ".pooling_type").value_or(0);
+  return pooling <= 4 ? Pooling(pooling) : Pooling::none;
+}
+
+DecoderEmbedder::DecoderEmbedder(std::unique_ptr<Model> model, const std::string& name, Pooling pooling, int64_t max_tokens)
+    : model_(std::move(model)), max_tokens_(max_tokens) {
+  const ModelInfo& m = model_->info();
+  if (pooling != Pooling::mean && pooling != Pooling::last && pooling != Pooling::cls)
+    throw Error(name + ": a decoder model embeds with mean, cls or last pooling, not " + pooling_name(pooling));
+  if (m.is_hybrid()) throw Error(name + ": a hybrid model (" + m.arch_name + ") cannot serve embeddings yet");
+  for (bool local : m.layer_is_local)
+    if (local && m.sliding_window > 0) throw Error(name + ": a model with sliding-window layers (" + m.arch_name + ") cannot serve embeddings yet");
+  info_.arch = m.arch_name;
+  info_.name = m.name;
+  info_.dim = m.dim;
+  info_.n_layers = m.n_layers;
+  info_.n_heads = m.n_heads;
+  info_.head_dim = m.head_dim;
+  info_.ff_dim = m.ff_dim;
+  info_.n_vocab = m.n_vocab;
+  info_.n_ctx_train = std::min<int64_t>(m.n_ctx_train, max_tokens);
+  info_.pooling = pooling;
+  // One batch's rows, plus a partial block per sequence in it.
+  n_blocks_ = uint32_t((max_tokens + block_size_ - 1) / block_size_ + 256);
+  kv_ = model_->create_kv_cache(n_blocks_, block_size_, LOOM_DTYPE_F16);
+}
+
+std::vector<std::vector<float>> DecoderEmbedder::embed(const std::vector<std::vector<int32_t>>& inputs, bool normalize) {
+  const int64_t longest = std::min(info_.n_ctx_train, max_tokens_);
+  for (size_t i = 0; i < inputs.size(); i++) {
+    const std::string which = "input " + std::to_string(i) + ": ";
+    if (inputs[i].empty()) throw Error(which + "it holds no tokens");
+    if (int64_t(inputs[i].size()) > longest)
+      throw Error(which + std::to_string(inputs[i].size()) + " tokens, more than the " + std::to_string(longest) + " this model takes");
+    for (int32_t id : inputs[i])
+      if (id < 0 || id >= info_.n_vocab)
+        throw Error(which + "token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(info_.n_vocab - 1) + ")");
+  }
+  const auto c = size_t(info_.dim);
+  const auto bs = int32_t(block_size_);
+  std::vector<std::vector<float>> out(inputs.size());
+  std::vector<float> hidden;
+  size_t next = 0;
+  while (next < inputs.size()) {
+    // As many whole inputs as fit the rows and the blocks, each its own sequence from position 0.
+    ForwardBatch batch;
+    std::vector<size_t> members;
+    int32_t block = 0;
+    while (next < inputs.size()) {
+      const auto len = int32_t(inputs[next].size());
+      const int32_t blocks = (len + bs - 1) / bs;
+      if (!members.empty() && (int64_t(batch.tokens.size()) + len > max_tokens_ || block + blocks > int32_t(n_blocks_))) break;
+      ForwardBatch::Seq seq;
+      seq.first_row = int32_t(batch.tokens.size());
+      seq.n_query = len;
+      seq.context_len = len;
+      for (int32_t b = 0; b < blocks; b++) seq.block_table.push_back(block + b);
+      for (int32_t p = 0; p < len; p++) {
+        batch.tokens.push_back(inputs[next][size_t(p)]);
+        batch.positions.push_back(p);
+        batch.slot_mapping.push_back((block + p / bs) * bs + p % bs);
+        // The last row only, or every row for the mean.
+        if (info_.pooling == Pooling::mean || (info_.pooling == Pooling::last && p == len - 1) || (info_.pooling == Pooling::cls && p == 0))
+          batch.logit_rows.push_back(int32_t(batch.tokens.size()) - 1);
+      }
+      block += blocks;
+      batch.seqs.push_back(std::move(seq));
+      members.push_back(next++);
+    }
+    model_->forward_hidden(batch, kv_, hidden);
+    size_t row = 0;
+    for (size_t member : members) {
+      const size_t rows = info_.pooling == Pooling::mean ? inputs[member].size() : 1;
+      std::vector<double> sum(c, 0.0);
+      for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < c; j++) sum[j] += hidden[(row + r) * c + j];
+      row += rows;
+      double norm = 0.0;
+      for (double& s : sum) {
+        s /= double(rows);
+        norm += s * s;
+      }
+      const double scale = normalize && norm > 0.0 ? 1.0 / std::sqrt(norm) : 1.0;
+      std::vector<float>& e = out[member];
+      e.resize(c);
+      for (size_t j = 0; j < c; j++) e[j] = float(sum[j] * scale);
+    }
+  }
+  return out;
+}
+
+}  // namespace loom::embed
