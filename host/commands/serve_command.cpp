@@ -17,6 +17,7 @@
 
 #include "command.h"
 #include "common/error.h"
+#include "embed/decoder_embedder.h"
 #include "embed/text_encoder.h"
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
@@ -37,7 +38,8 @@ const char* kUsage =
     "\n"
     "Serves the model over HTTP with OpenAI's API: POST /v1/completions, POST /v1/chat/completions\n"
     "(stream: true for server-sent events), GET /v1/models, plus GET /health, GET /metrics (Prometheus),\n"
-    "POST /tokenize and POST /detokenize. An embedding model (bert) serves POST /v1/embeddings instead.\n"
+    "POST /tokenize and POST /detokenize. An embedding model (bert, nomic-bert, a decoder with a pooling type\n"
+    "or [model] pooling) serves POST /v1/embeddings instead.\n"
     "See docs/server.md.\n"
     "\n"
     "options:\n"
@@ -117,11 +119,27 @@ void raise_open_file_limit(int64_t max_connections) {
 
 // An embedding model (a text encoder such as bert) is served by the embedding routes alone: no engine,
 // no KV cache; each request's inputs run in batches of [scheduler] max_batched_tokens rows.
+// A decoder serves embeddings when its file says how to pool it (Qwen3-Embedding) or [model] pooling does.
+embed::Pooling embedding_pooling(const Config& config, const gguf::GgufFile& file) {
+  if (config.model.pooling == "mean") return embed::Pooling::mean;
+  if (config.model.pooling == "cls") return embed::Pooling::cls;
+  if (config.model.pooling == "last") return embed::Pooling::last;
+  return embed::decoder_pooling(file);
+}
+
 int serve_embeddings(const Config& config, const gguf::GgufFile& file, const std::filesystem::path& model_path, int64_t shutdown_seconds) {
   auto backend = Backend::create(find_backend_plugin(config, config.backend.name), backend_config_json(config));
   const auto tokenizer = Tokenizer::from_gguf(file);
   const auto load_start = std::chrono::steady_clock::now();
-  auto encoder = embed::TextEncoder::load(file, *backend, config.scheduler.max_batched_tokens);
+  std::unique_ptr<embed::Embedder> encoder;
+  if (embed::is_text_encoder(file)) {
+    encoder = embed::TextEncoder::load(file, *backend, config.scheduler.max_batched_tokens);
+  } else {
+    ModelOptions options;
+    options.n_ctx = config.model.n_ctx;
+    encoder = std::make_unique<embed::DecoderEmbedder>(Model::load(file, *backend, options), model_path.string(), embedding_pooling(config, file),
+                                                       config.scheduler.max_batched_tokens);
+  }
   const embed::TextEncoderInfo& m = encoder->info();
   const std::string served_name = config.server.model_name.empty() ? model_path.stem().string() : config.server.model_name;
   server::EmbeddingService service(*encoder, *tokenizer, served_name, {config.server.max_embedding_inputs});
@@ -226,7 +244,7 @@ int run_serve(const CommandArgs& args) {
       config.model.path.empty() ? default_chat_model_path(&model_note) : std::filesystem::path(config.model.path);
   if (!model_note.empty()) std::fprintf(stderr, "loom serve: warning: %s\n", model_note.c_str());
   std::fprintf(stderr, "loom serve: loading %s on backend '%s'...\n", model_path.string().c_str(), config.backend.name.c_str());
-  if (const gguf::GgufFile file = gguf::GgufFile::open(model_path); embed::is_text_encoder(file))
+  if (const gguf::GgufFile file = gguf::GgufFile::open(model_path); embed::is_text_encoder(file) || embedding_pooling(config, file) != embed::Pooling::none)
     return serve_embeddings(config, file, model_path, shutdown_seconds);
   const auto load_start = std::chrono::steady_clock::now();
   ProgressBar load_bar("loading model", "MiB", 1 << 20);

@@ -1,4 +1,4 @@
-// POST /v1/embeddings — OpenAI's embeddings request over a TextEncoder: parsing and checking the
+// POST /v1/embeddings — OpenAI's embeddings request over an Embedder (an encoder or a decoder): parsing and checking the
 // request (every refusal a 400 naming the field), tokenizing, truncation (vLLM's
 // truncate_prompt_tokens), Matryoshka `dimensions` (cut, then renormalised) and the float or base64
 // response with its usage.
@@ -22,7 +22,7 @@ struct EmbeddingLimits {
 // One encoder shared by the server's handler threads; embed() runs one request's batches at a time.
 class EmbeddingService {
  public:
-  EmbeddingService(embed::TextEncoder& encoder, const Tokenizer& tokenizer, std::string model_name, EmbeddingLimits limits)
+  EmbeddingService(embed::Embedder& encoder, const Tokenizer& tokenizer, std::string model_name, EmbeddingLimits limits)
       : encoder_(encoder), tokenizer_(tokenizer), model_name_(std::move(model_name)), limits_(limits) {}
 
   const std::string& model_name() const { return model_name_; }
@@ -40,7 +40,7 @@ class EmbeddingService {
   bool is_reranker() const { return encoder_.info().pooling == embed::Pooling::rank; }
 
  private:
-  embed::TextEncoder& encoder_;
+  embed::Embedder& encoder_;
   const Tokenizer& tokenizer_;
   const std::string model_name_;
   const EmbeddingLimits limits_;

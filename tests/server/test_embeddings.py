@@ -179,5 +179,41 @@ class RerankServerTest(unittest.TestCase):
         self.assertIn("reranker", answer["error"]["message"])
 
 
+class DecoderEmbeddingServerTest(unittest.TestCase):
+    """A decoder used as an embedder: by its file's pooling type (Qwen3-Embedding's way), or by [model] pooling."""
+
+    def test_pooling_from_the_file_matches_llama_cpp(self):
+        golden = json.load(open(os.path.join(ROOT, "tests", "golden", "embed", "qwen3-embed-synth.json")))
+        model = os.path.join(TMP.name, "qwen3-embed-synth.gguf")
+        subprocess.run([ARGS.loom, "gguf", "synth", *golden["model"]["args"], "-o", model], check=True, stdout=subprocess.DEVNULL)
+        server = LoomServer(server_harness.write_config("decoder-embed.toml"), model)
+        try:
+            client = openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
+            answer = client.embeddings.create(model="qwen3-embed-synth", input=[i["text"] for i in golden["inputs"]])
+            for d, want in zip(answer.data, golden["inputs"]):
+                self.assertGreater(cosine(d.embedding, want["embedding"]), 0.9999)
+            with self.assertRaises(openai.BadRequestError):
+                client.chat.completions.create(model="qwen3-embed-synth", messages=[{"role": "user", "content": "hi"}])
+        finally:
+            server.terminate()
+
+    def test_pooling_from_the_config(self):
+        model = os.path.join(TMP.name, "qwen3-plain.gguf")
+        subprocess.run([ARGS.loom, "gguf", "synth", "--arch", "qwen3", "--layers", "2", "--dim", "64", "-o", model], check=True,
+                       stdout=subprocess.DEVNULL)
+        config = server_harness.write_config("decoder-mean.toml")
+        with open(config, "a") as f:
+            f.write('\n[model]\npooling = "mean"\n')
+        server = LoomServer(config, model)
+        try:
+            status, body = server.json("POST", "/v1/embeddings", {"input": ["hello world", "the cat"]})
+            self.assertEqual(status, 200, body)
+            self.assertEqual([len(d["embedding"]) for d in body["data"]], [64, 64])
+            status, models = server.json("GET", "/v1/models")
+            self.assertEqual(models["data"][0]["loom"]["pooling"], "mean")
+        finally:
+            server.terminate()
+
+
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], *UNITTEST_ARGS])

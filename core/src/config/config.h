@@ -16,6 +16,9 @@ struct ModelSettings {
   int64_t n_ctx = 0;          // 0 = the model's own context length
   std::string chat_template;  // empty = the model's template
   std::string mmproj;         // vision projector GGUF; empty = the one mmproj*.gguf beside the model, if any
+  // mean | cls | last: serve a generative model as an embedding model (loom serve's /v1/embeddings);
+  // empty = as the file says (<arch>.pooling_type, which Qwen3-Embedding's converter writes).
+  std::string pooling;
 };
 
 // One [backend.options] value. Loom does not know these keys: the plugin named by [backend] name reads and

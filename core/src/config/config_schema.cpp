@@ -241,6 +241,7 @@ std::vector<KeySpec> build_schema() {
       integer_key("model", "n_ctx", LOOM_FIELD(model, n_ctx), 0, 1 << 20),
       string_key("model", "chat_template", LOOM_FIELD(model, chat_template)),
       string_key("model", "mmproj", LOOM_FIELD(model, mmproj)),
+      string_key("model", "pooling", LOOM_FIELD(model, pooling), {"mean", "cls", "last"}),
 
       string_key("backend", "name", LOOM_FIELD(backend, name)),
       integer_key("backend", "device", LOOM_FIELD(backend, device), 0, 255),

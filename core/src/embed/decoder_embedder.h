@@ -18,15 +18,15 @@
 
 namespace loom::embed {
 
-class DecoderEmbedder {
+class DecoderEmbedder : public Embedder {
  public:
   // loom::Error for a pooling it cannot do (rank, none), a hybrid model, or a model with sliding
   // windows (their rings would have to be sized per sequence).
   DecoderEmbedder(std::unique_ptr<Model> model, const std::string& name, Pooling pooling, int64_t max_tokens);
 
-  const TextEncoderInfo& info() const { return info_; }
-  int64_t max_tokens() const { return max_tokens_; }
-  std::vector<std::vector<float>> embed(const std::vector<std::vector<int32_t>>& inputs, bool normalize);
+  const TextEncoderInfo& info() const override { return info_; }
+  int64_t max_tokens() const override { return max_tokens_; }
+  std::vector<std::vector<float>> embed(const std::vector<std::vector<int32_t>>& inputs, bool normalize) override;
 
  private:
   std::unique_ptr<Model> model_;

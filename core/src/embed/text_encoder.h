@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "embed/embedder.h"
 
 namespace loom {
 namespace gguf {
@@ -57,22 +58,22 @@ bool is_text_encoder(const gguf::GgufFile& file);
 // loom::Error naming the file and the key or tensor when it is not a text encoder Loom runs.
 TextEncoderInfo read_text_encoder_info(const gguf::GgufFile& file);
 
-class TextEncoder {
+class TextEncoder : public Embedder {
  public:
   // max_tokens: the most rows one batch holds (at least the longest input it will be given).
   static std::unique_ptr<TextEncoder> load(const gguf::GgufFile& file, Backend& backend, int64_t max_tokens);
-  ~TextEncoder();
+  ~TextEncoder() override;
   TextEncoder(const TextEncoder&) = delete;
   TextEncoder& operator=(const TextEncoder&) = delete;
 
-  const TextEncoderInfo& info() const { return info_; }
-  int64_t max_tokens() const { return max_tokens_; }
+  const TextEncoderInfo& info() const override { return info_; }
+  int64_t max_tokens() const override { return max_tokens_; }
 
   // One embedding of info().dim values per input, pooled as info().pooling, and L2-normalised when
   // `normalize`; a reranker's (rank pooling) info().n_cls_out scores per input instead, never
   // normalised. loom::Error naming the input for an empty one, one longer than the model's context or
   // max_tokens, or a token id outside the vocabulary.
-  std::vector<std::vector<float>> embed(const std::vector<std::vector<int32_t>>& inputs, bool normalize);
+  std::vector<std::vector<float>> embed(const std::vector<std::vector<int32_t>>& inputs, bool normalize) override;
 
  private:
   struct LayerWeights {
