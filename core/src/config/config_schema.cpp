@@ -121,7 +121,10 @@ KeySpec bool_key(std::string section, std::string key, Access access) {
 // A string, optionally one of `choices`.
 template <class Access>
 KeySpec string_key(std::string section, std::string key, Access access, std::vector<std::string> choices = {}) {
-  std::string allowed = choices.empty() ? "a string" : "one of " + join(choices, ", ");
+  // An empty choice (the default "as the file says") reads as "" in the message.
+  std::vector<std::string> shown;
+  for (const std::string& choice : choices) shown.push_back(choice.empty() ? "\"\"" : choice);
+  std::string allowed = choices.empty() ? "a string" : "one of " + join(shown, ", ");
   return {section, key, allowed,
           [=](Config& c, const toml::node& node) -> std::string {
             auto v = string_of(node);
@@ -241,7 +244,7 @@ std::vector<KeySpec> build_schema() {
       integer_key("model", "n_ctx", LOOM_FIELD(model, n_ctx), 0, 1 << 20),
       string_key("model", "chat_template", LOOM_FIELD(model, chat_template)),
       string_key("model", "mmproj", LOOM_FIELD(model, mmproj)),
-      string_key("model", "pooling", LOOM_FIELD(model, pooling), {"mean", "cls", "last"}),
+      string_key("model", "pooling", LOOM_FIELD(model, pooling), {"", "mean", "cls", "last"}),
 
       string_key("backend", "name", LOOM_FIELD(backend, name)),
       integer_key("backend", "device", LOOM_FIELD(backend, device), 0, 255),
