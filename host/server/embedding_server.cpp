@@ -13,36 +13,6 @@ namespace loom::server {
 
 using nlohmann::json;
 
-namespace {
-
-// Every handler's refusals become OpenAI error bodies; nothing a client sends escapes as a crash.
-template <typename Fn>
-httplib::Server::Handler guarded(Fn fn) {
-  return [fn](const httplib::Request& req, httplib::Response& res) {
-    try {
-      fn(req, res);
-    } catch (const ApiError& e) {
-      send_error(res, e);
-    } catch (const Error& e) {
-      send_error(res, ApiError(400, e.what()));
-    } catch (const std::exception& e) {
-      send_error(res, ApiError(500, std::string("internal error: ") + e.what(), std::nullopt, "server_error"));
-    }
-  };
-}
-
-ConnectionLimits connection_limits(const ServerSettings& settings) {
-  ConnectionLimits limits;
-  limits.max_connections = settings.max_connections;
-  limits.keep_alive_timeout = std::chrono::milliseconds(static_cast<int64_t>(settings.keep_alive_timeout * 1000));
-  limits.max_requests_per_connection = settings.keep_alive_max_requests;
-  limits.request_read_timeout = std::chrono::milliseconds(static_cast<int64_t>(settings.request_read_timeout * 1000));
-  limits.n_workers = static_cast<size_t>(std::clamp<int64_t>(settings.max_queue, 8, 512) + 16);
-  return limits;
-}
-
-}  // namespace
-
 EmbeddingServer::EmbeddingServer(EmbeddingService& service, const ServerSettings& settings)
     : service_(service), settings_(settings), http_(std::make_unique<ManagedServer>(connection_limits(settings))),
       created_(static_cast<int64_t>(std::time(nullptr))) {

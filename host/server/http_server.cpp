@@ -214,38 +214,6 @@ void handle_detokenize(ServerState& state, const httplib::Request& req, httplib:
   send_json(res, 200, {{"content", tok.decode(tokens)}});
 }
 
-// Every handler's refusals become OpenAI error bodies; nothing a client sends escapes as a crash.
-template <typename Fn>
-httplib::Server::Handler guarded(Fn fn) {
-  return [fn](const httplib::Request& req, httplib::Response& res) {
-    try {
-      fn(req, res);
-    } catch (const ApiError& e) {
-      send_error(res, e);
-    } catch (const Error& e) {
-      send_error(res, ApiError(400, e.what()));
-    } catch (const std::exception& e) {
-      send_error(res, ApiError(500, std::string("internal error: ") + e.what(), std::nullopt, "server_error"));
-    }
-  };
-}
-
-}  // namespace
-
-namespace {
-
-ConnectionLimits connection_limits(const ServerSettings& settings) {
-  ConnectionLimits limits;
-  limits.max_connections = settings.max_connections;
-  limits.keep_alive_timeout = std::chrono::milliseconds(static_cast<int64_t>(settings.keep_alive_timeout * 1000));
-  limits.max_requests_per_connection = settings.keep_alive_max_requests;
-  limits.request_read_timeout = std::chrono::milliseconds(static_cast<int64_t>(settings.request_read_timeout * 1000));
-  // One worker per request being served: enough for every admissible request to stream at once, plus
-  // room for /metrics and /health. Idle connections hold none.
-  limits.n_workers = static_cast<size_t>(std::clamp<int64_t>(settings.max_queue, 8, 512) + 16);
-  return limits;
-}
-
 }  // namespace
 
 HttpServer::HttpServer(ServerState& state)
