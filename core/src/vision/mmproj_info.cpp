@@ -82,28 +82,21 @@ void read_gemma4v(const gguf::GgufFile& file, MmprojInfo& info) {
   info.n_embd_text = proj->dims[1];
 }
 
-// Qwen2.5-VL's encoder: any size (8 to 4096 merged cells, bicubic, letterboxed), 2 x 2 merging, RMS
-// norms, window attention every layer but each n_wa_pattern-th, a two-layer merger (mm.0, mm.2).
-void read_qwen25vl(const gguf::GgufFile& file, MmprojInfo& info) {
+// What Qwen2.5-VL's and Qwen3-VL's towers share: any size (8 to 4096 merged cells, bicubic, letterboxed),
+// 2 x 2 merging, the 2-D M-RoPE, the 3-D patch kernel's second frame, and the merger (mm.0 over a
+// block's 4 rows, mm.2 into the text width).
+void read_qwen_vision(const gguf::GgufFile& file, MmprojInfo& info, const char* type) {
   const std::string& label = file.label();
   info.merge = uint32_t(file.get_uint("clip.vision.spatial_merge_size").value_or(2));
-  if (info.merge != 2) throw Error(label + ": clip.vision.spatial_merge_size must be 2 for qwen25vl (mtmd's positions assume it)");
+  if (info.merge != 2)
+    throw Error(label + ": clip.vision.spatial_merge_size must be 2 for " + type + " (mtmd's positions assume it)");
   set_dynamic_size(info, 8, 4096);
-  const uint64_t cell = info.preprocess.align;
-  info.rms_norm = true;
   info.rope_theta = 10000.0f;
-  if (info.head_dim % 4 != 0) throw Error(label + ": qwen25vl's 2-D M-RoPE needs a head size that is a multiple of 4");
-  const auto pattern = file.get_uint("clip.vision.n_wa_pattern");
-  if (!pattern || *pattern == 0 || *pattern > uint64_t(info.n_layers))
-    throw Error(label + ": clip.vision.n_wa_pattern (which layers attend over the whole image) is missing or out of range");
-  info.window_pattern = int64_t(*pattern);
-  const uint64_t window = file.get_uint("clip.vision.window_size").value_or(112);
-  if (window < cell || window > 4096) throw Error(label + ": clip.vision.window_size must be 1 to 4096 pixels and at least one merged cell");
-  info.window_cells = int64_t(window / cell);
+  if (info.head_dim % 4 != 0) throw Error(label + ": " + type + "'s 2-D M-RoPE needs a head size that is a multiple of 4");
   if (file.find_tensor("v.patch_embd.weight.1") == nullptr)
     throw Error(label + ": tensor 'v.patch_embd.weight.1' is missing (the second frame of Qwen's 3-D patch kernel)");
-  const gguf::TensorInfo* in = file.find_tensor("mm.0.weight");
   const int64_t merged = info.dim * 4;
+  const gguf::TensorInfo* in = file.find_tensor("mm.0.weight");
   if (in == nullptr || in->dims.size() != 2 || in->dims[0] != merged)
     throw Error(label + ": tensor 'mm.0.weight' is missing or not [" + std::to_string(merged) + ", hidden]");
   info.proj_hidden = in->dims[1];
@@ -113,33 +106,34 @@ void read_qwen25vl(const gguf::GgufFile& file, MmprojInfo& info) {
   info.n_embd_text = out->dims[1];
 }
 
+// Qwen2.5-VL's encoder: any size (8 to 4096 merged cells, bicubic, letterboxed), 2 x 2 merging, RMS
+// norms, window attention every layer but each n_wa_pattern-th, a two-layer merger (mm.0, mm.2).
+void read_qwen25vl(const gguf::GgufFile& file, MmprojInfo& info) {
+  const std::string& label = file.label();
+  read_qwen_vision(file, info, "qwen25vl");
+  info.rms_norm = true;
+  const auto pattern = file.get_uint("clip.vision.n_wa_pattern");
+  if (!pattern || *pattern == 0 || *pattern > uint64_t(info.n_layers))
+    throw Error(label + ": clip.vision.n_wa_pattern (which layers attend over the whole image) is missing or out of range");
+  info.window_pattern = int64_t(*pattern);
+  const uint64_t cell = info.preprocess.align;
+  const uint64_t window = file.get_uint("clip.vision.window_size").value_or(112);
+  if (window < cell || window > 4096) throw Error(label + ": clip.vision.window_size must be 1 to 4096 pixels and at least one merged cell");
+  info.window_cells = int64_t(window / cell);
+}
+
 // Qwen3-VL's encoder: Qwen2.5-VL's sizes and patch kernel with a bias, a learned position table
 // resized to each grid, layer norms, GELU FFNs, full attention in every layer, a 2 x 2 merger after
 // the post norm, and deepstack mergers (norm over the block's 4 rows, fc1, GELU, fc2) after some layers.
 void read_qwen3vl(const gguf::GgufFile& file, MmprojInfo& info) {
   const std::string& label = file.label();
-  info.merge = uint32_t(file.get_uint("clip.vision.spatial_merge_size").value_or(2));
-  if (info.merge != 2) throw Error(label + ": clip.vision.spatial_merge_size must be 2 for qwen3vl (mtmd's positions assume it)");
-  set_dynamic_size(info, 8, 4096);
-  info.rope_theta = 10000.0f;
-  if (info.head_dim % 4 != 0) throw Error(label + ": qwen3vl's 2-D M-RoPE needs a head size that is a multiple of 4");
-  if (file.find_tensor("v.patch_embd.weight.1") == nullptr)
-    throw Error(label + ": tensor 'v.patch_embd.weight.1' is missing (the second frame of Qwen's 3-D patch kernel)");
+  read_qwen_vision(file, info, "qwen3vl");
   const gguf::TensorInfo* pos = file.find_tensor("v.position_embd.weight");
   if (pos == nullptr || pos->dims.size() != 2 || pos->dims[0] != info.dim)
     throw Error(label + ": tensor 'v.position_embd.weight' is missing or not [" + std::to_string(info.dim) + ", positions]");
   info.pos_side = int64_t(std::llround(std::sqrt(double(pos->dims[1]))));
   if (info.pos_side * info.pos_side != pos->dims[1] || info.pos_side < 1)
     throw Error(label + ": tensor 'v.position_embd.weight' holds " + std::to_string(pos->dims[1]) + " positions, not a square grid");
-  const int64_t merged = info.dim * 4;
-  const gguf::TensorInfo* in = file.find_tensor("mm.0.weight");
-  if (in == nullptr || in->dims.size() != 2 || in->dims[0] != merged)
-    throw Error(label + ": tensor 'mm.0.weight' is missing or not [" + std::to_string(merged) + ", hidden]");
-  info.proj_hidden = in->dims[1];
-  const gguf::TensorInfo* out = file.find_tensor("mm.2.weight");
-  if (out == nullptr || out->dims.size() != 2 || out->dims[0] != info.proj_hidden)
-    throw Error(label + ": tensor 'mm.2.weight' is missing or not [" + std::to_string(info.proj_hidden) + ", n_embd_text]");
-  info.n_embd_text = out->dims[1];
   for (int64_t il = 0; il < info.n_layers; il++)
     if (file.find_tensor("v.deepstack." + std::to_string(il) + ".fc1.weight") != nullptr) info.deepstack_layers.push_back(il);
 }
