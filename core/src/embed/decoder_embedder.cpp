@@ -1,7 +1,5 @@
 #include "embed/decoder_embedder.h"
 
-#include <cmath>
-
 #include "common/error.h"
 #include "gguf/gguf_file.h"
 
@@ -37,16 +35,7 @@ DecoderEmbedder::DecoderEmbedder(std::unique_ptr<Model> model, const std::string
 }
 
 std::vector<std::vector<float>> DecoderEmbedder::embed(const std::vector<std::vector<int32_t>>& inputs, bool normalize) {
-  const int64_t longest = std::min(info_.n_ctx_train, max_tokens_);
-  for (size_t i = 0; i < inputs.size(); i++) {
-    const std::string which = "input " + std::to_string(i) + ": ";
-    if (inputs[i].empty()) throw Error(which + "it holds no tokens");
-    if (int64_t(inputs[i].size()) > longest)
-      throw Error(which + std::to_string(inputs[i].size()) + " tokens, more than the " + std::to_string(longest) + " this model takes");
-    for (int32_t id : inputs[i])
-      if (id < 0 || id >= info_.n_vocab)
-        throw Error(which + "token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(info_.n_vocab - 1) + ")");
-  }
+  check_inputs(inputs, std::min(info_.n_ctx_train, max_tokens_), "", info_.n_vocab);
   const auto c = size_t(info_.dim);
   const auto bs = int32_t(block_size_);
   std::vector<std::vector<float>> out(inputs.size());
@@ -81,20 +70,10 @@ std::vector<std::vector<float>> DecoderEmbedder::embed(const std::vector<std::ve
     model_->forward_hidden(batch, kv_, hidden);
     size_t row = 0;
     for (size_t member : members) {
+      // The rows asked for: every row of the input (mean), or the one pooled.
       const size_t rows = info_.pooling == Pooling::mean ? inputs[member].size() : 1;
-      std::vector<double> sum(c, 0.0);
-      for (size_t r = 0; r < rows; r++)
-        for (size_t j = 0; j < c; j++) sum[j] += hidden[(row + r) * c + j];
+      out[member] = pool_rows(&hidden[row * c], rows, c, normalize);
       row += rows;
-      double norm = 0.0;
-      for (double& s : sum) {
-        s /= double(rows);
-        norm += s * s;
-      }
-      const double scale = normalize && norm > 0.0 ? 1.0 / std::sqrt(norm) : 1.0;
-      std::vector<float>& e = out[member];
-      e.resize(c);
-      for (size_t j = 0; j < c; j++) e[j] = float(sum[j] * scale);
     }
   }
   return out;

@@ -338,17 +338,7 @@ std::vector<float> TextEncoder::run_batch(const std::vector<const std::vector<in
 
 std::vector<std::vector<float>> TextEncoder::embed(const std::vector<std::vector<int32_t>>& inputs, bool normalize) {
   const TextEncoderInfo& m = info_;
-  const int64_t longest = std::min(m.n_ctx_train, max_tokens_);
-  for (size_t i = 0; i < inputs.size(); i++) {
-    const std::string which = "input " + std::to_string(i) + ": ";
-    if (inputs[i].empty()) throw Error(which + "it holds no tokens");
-    if (int64_t(inputs[i].size()) > longest)
-      throw Error(which + std::to_string(inputs[i].size()) + " tokens, more than the " + std::to_string(longest) + " this model takes (" +
-                  (m.n_ctx_train <= max_tokens_ ? "its context" : "max_tokens") + ")");
-    for (int32_t id : inputs[i])
-      if (id < 0 || id >= m.n_vocab)
-        throw Error(which + "token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(m.n_vocab - 1) + ")");
-  }
+  check_inputs(inputs, std::min(m.n_ctx_train, max_tokens_), m.n_ctx_train <= max_tokens_ ? " (its context)" : " (max_tokens)", m.n_vocab);
   std::vector<std::vector<float>> out(inputs.size());
   const auto c = size_t(m.dim);
   size_t next = 0;
@@ -370,21 +360,9 @@ std::vector<std::vector<float>> TextEncoder::embed(const std::vector<std::vector
         row += count;
         continue;
       }
-      std::vector<double> sum(c, 0.0);
-      if (m.pooling == Pooling::mean) {
-        for (size_t r = 0; r < count; r++)
-          for (size_t j = 0; j < c; j++) sum[j] += hidden[(row + r) * c + j];
-        for (double& s : sum) s /= double(count);
-      } else {
-        const size_t pick = m.pooling == Pooling::cls ? row : row + count - 1;
-        for (size_t j = 0; j < c; j++) sum[j] = hidden[pick * c + j];
-      }
-      double norm = 0.0;
-      for (double s : sum) norm += s * s;
-      const double scale = normalize && norm > 0.0 ? 1.0 / std::sqrt(norm) : 1.0;
-      std::vector<float>& e = out[first + b];
-      e.resize(c);
-      for (size_t j = 0; j < c; j++) e[j] = float(sum[j] * scale);
+      // The mean of its rows, or its first or last row.
+      const size_t pick = m.pooling == Pooling::mean || m.pooling == Pooling::cls ? row : row + count - 1;
+      out[first + b] = pool_rows(&hidden[pick * c], m.pooling == Pooling::mean ? count : 1, c, normalize);
       row += count;
     }
   }
