@@ -86,16 +86,15 @@ inline __m512 exp512(__m512 x) {
   return _mm512_mask_blend_ps(overflow, _mm512_mul_ps(_mm512_mul_ps(p, scale_a), scale_b), _mm512_set1_ps(__builtin_huge_valf()));
 }
 
-// x[j] = exp(x[j] - shift) over n (a multiple of 16), -inf giving 0 where the row has any (Masked);
+// x[j] = exp(x[j] - shift) over n (a multiple of 16), -inf giving 0 (a causal row's hidden keys);
 // returns their sum.
-template <bool Masked>
 inline float exp_shifted_512(float* x, int64_t n, float shift) {
   const __m512 m = _mm512_set1_ps(shift), minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 16) {
     const __m512 v = _mm512_loadu_ps(x + j);
     __m512 e = exp512(_mm512_sub_ps(v, m));
-    if constexpr (Masked) e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, minus_inf, _CMP_NEQ_OQ), e);
+    e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, minus_inf, _CMP_NEQ_OQ), e);
     _mm512_storeu_ps(x + j, e);
     sum = _mm512_add_ps(sum, e);
   }
@@ -208,7 +207,7 @@ bool encoder_attention(const EncoderAttentionBlock& b, float (*)(float* x, int64
         }
         const float rescale = std::exp(row_max[size_t(i)] - m);
         // Only the first `width` scores are weighed: the padding past them needs no exponential.
-        const float sum = masked ? exp_shifted_512<true>(s[r], padded, m) : exp_shifted_valid_512(s[r], width, m);
+        const float sum = masked ? exp_shifted_512(s[r], padded, m) : exp_shifted_valid_512(s[r], width, m);
         row_sum[size_t(i)] = row_sum[size_t(i)] * rescale + sum;
         row_max[size_t(i)] = m;
         if (rescale != 1.0f) {
