@@ -47,11 +47,41 @@ CASES = [
                   "--ctx", "128", "--seed", "131", "--type", "F16"],
     },
     {
+        # jina-embeddings-v2's shape, small: ALiBi in place of positions (six heads, so both of ggml's
+        # slope series), a GEGLU FFN from a fused up matrix.
+        "name": "jina-bert-v2-synth",
+        "model": ["--arch", "jina-bert-v2", "--layers", "3", "--dim", "192", "--heads", "6", "--ff", "256", "--vocab", "800",
+                  "--ctx", "128", "--seed", "151", "--type", "F16"],
+    },
+    {
+        # ModernBERT's shape, small: pre-norm without biases, rope at a global and a local base, layers
+        # 1 and 2 within a symmetric window of 8 (narrower than most texts), GEGLU, a final norm.
+        "name": "modern-bert-synth",
+        "model": ["--arch", "modern-bert", "--layers", "3", "--dim", "128", "--heads", "4", "--ff", "256", "--vocab", "800",
+                  "--ctx", "128", "--seed", "161", "--type", "F16", "--sliding-window", "8"],
+    },
+    {
+        # EmbeddingGemma's shape, small: Gemma 3 blocks with bidirectional attention, grouped heads, local
+        # layers (0 and 2) within a symmetric window of 8, mean pooling, then the dense_2 / dense_3 projections.
+        "name": "gemma-embedding-synth",
+        "model": ["--arch", "gemma-embedding", "--layers", "3", "--dim", "128", "--heads", "4", "--kv-heads", "2", "--ff", "256",
+                  "--vocab", "512", "--ctx", "256", "--seed", "171", "--type", "F16", "--sliding-window", "8"],
+    },
+    {
         # A decoder used as an embedder (Qwen3-Embedding's way): qwen3 blocks, causal, the last row of
         # each input after the final norm (qwen3.pooling_type 3).
         "name": "qwen3-embed-synth",
         "model": ["--arch", "qwen3", "--layers", "3", "--dim", "128", "--heads", "4", "--kv-heads", "2", "--ff", "256",
                   "--vocab", "512", "--ctx", "256", "--seed", "141", "--type", "F16", "--pooling", "last"],
+    },
+    {
+        # Qwen3-Reranker's shape, small: qwen3 blocks, causal; the last row of each pair, laid out by the
+        # model's rerank template, through the yes/no head (cls.output), then a softmax (score: P(yes)).
+        "name": "qwen3-reranker-synth",
+        "model": ["--arch", "qwen3", "--layers", "3", "--dim", "128", "--heads", "4", "--kv-heads", "2", "--ff", "256",
+                  "--vocab", "512", "--ctx", "1024", "--seed", "188", "--type", "F16", "--classifier",
+                  "--control-tokens", "<|im_start|>,<|im_end|>"],
+        "rerank": True,
     },
     {
         # bge-reranker's shape, small: the same blocks, rank pooling through cls and cls.output, one label;

@@ -58,9 +58,21 @@ struct AttentionShape {
   int64_t tokens = 20;
   bool causal = false;
   float scale = 0.0f;
+  uint32_t window = 0;   // (ABI 1.14) symmetric: keys j with |i - j| <= window / 2
+  float alibi = 0.0f;    // (ABI 1.14) ALiBi's max bias
 };
 
+// ALiBi's slope of head h (backend.h, loom_encoder_attention_params.alibi_max_bias).
+double alibi_slope(int64_t h, int64_t n_heads, double max_bias) {
+  int64_t n = 1;
+  while (n * 2 <= n_heads) n *= 2;
+  const double m0 = std::pow(2.0, -max_bias / double(n)), m1 = std::pow(2.0, -max_bias / 2.0 / double(n));
+  return h < n ? std::pow(m0, double(h + 1)) : std::pow(m1, double(2 * (h - n) + 1));
+}
+
 void case_attention(CaseContext& ctx, const AttentionShape& sh, uint32_t seed) {
+  if ((sh.window != 0 || sh.alibi != 0.0f) && ctx.plugin->desc().abi_minor < 14)
+    not_supported("ATTENTION's window and ALiBi are ABI 1.14; the plugin speaks 1." + std::to_string(ctx.plugin->desc().abi_minor));
   std::mt19937 rng(seed);
   const int64_t d = sh.head_dim, h = sh.n_heads, hk = sh.n_kv_heads, n = sh.tokens;
   const std::vector<float> q0 = random_floats(rng, size_t(d * h * n), -2.0f, 2.0f);
@@ -70,7 +82,7 @@ void case_attention(CaseContext& ctx, const AttentionShape& sh, uint32_t seed) {
   HostTensor dst = f32_tensor(sentinel, d, h, n);
   std::vector<int32_t> seqs = sh.seqs.empty() ? std::vector<int32_t>{0, int32_t(n)} : sh.seqs;
   HostTensor seq_table = i32_tensor(seqs, 2, int64_t(seqs.size() / 2));
-  const loom_encoder_attention_params params{sizeof(loom_encoder_attention_params), sh.scale, sh.causal ? 1u : 0u, 0};
+  const loom_encoder_attention_params params{sizeof(loom_encoder_attention_params), sh.scale, sh.causal ? 1u : 0u, 0, sh.window, sh.alibi};
   auto dut = device_under_test(ctx);
   std::vector<HostTensor*> srcs = {&q, &k, &v};
   if (!sh.seqs.empty()) srcs.push_back(&seq_table);
@@ -83,13 +95,18 @@ void case_attention(CaseContext& ctx, const AttentionShape& sh, uint32_t seed) {
     for (int64_t i = 0; i < rows; i++)
       for (int64_t head = 0; head < h; head++) {
         const int64_t kv = head / (h / hk), n_keys = sh.causal ? i + 1 : rows;
+        const double slope = sh.alibi > 0.0f ? alibi_slope(head, h, sh.alibi) : 0.0;
         std::vector<double> w(static_cast<size_t>(n_keys));
         double max = -1e300, sum = 0.0;
         for (int64_t j = 0; j < n_keys; j++) {
+          if (sh.window != 0 && std::abs(i - j) > int64_t(sh.window / 2)) {
+            w[size_t(j)] = -INFINITY;
+            continue;
+          }
           double dot = 0.0;
           for (int64_t e = 0; e < d; e++)
             dot += double(q0[size_t(((first + i) * h + head) * d + e)]) * k0[size_t(((first + j) * hk + kv) * d + e)];
-          w[size_t(j)] = dot * scale;
+          w[size_t(j)] = dot * scale - slope * double(std::abs(i - j));
           max = std::max(max, w[size_t(j)]);
         }
         for (double& x : w) sum += x = std::exp(x - max);
@@ -201,6 +218,14 @@ std::vector<Case> backend_encoder_cases() {
       backend_case("backend.attention.causal_scaled",
                    [](CaseContext& ctx) { case_attention(ctx, {64, 2, 2, {0, 12, 12, 5}, 17, true, 0.3f}, 93); }),
       backend_case("backend.attention.many_keys", [](CaseContext& ctx) { case_attention(ctx, {32, 2, 1, {}, 300}, 94); }),
+      // ABI 1.14: windows narrower than some sequences and wider than others; 12 heads, so ALiBi's
+      // slopes take both of ggml's series (8 from m0, 4 from m1).
+      backend_case("backend.attention.window", [](CaseContext& ctx) {
+        case_attention(ctx, {64, 4, 2, {0, 30, 30, 5, 40, 90}, 130, false, 0.0f, 16}, 95);
+      }),
+      backend_case("backend.attention.alibi", [](CaseContext& ctx) {
+        case_attention(ctx, {32, 12, 12, {0, 40, 40, 7}, 47, false, 0.0f, 0, 8.0f}, 96);
+      }),
       backend_case("backend.patches.rgb", [](CaseContext& ctx) { case_patches(ctx, 28, 21, 3, 7); }),
       backend_case("backend.patches.one_channel", [](CaseContext& ctx) { case_patches(ctx, 16, 16, 1, 4); }),
       backend_case("backend.pool_2d.k2", [](CaseContext& ctx) { case_pool_2d(ctx, 5, 8, 6, 2); }),

@@ -137,16 +137,19 @@ int serve_embeddings(const Config& config, const gguf::GgufFile& file, const std
   } else {
     ModelOptions options;
     options.n_ctx = config.model.n_ctx;
-    encoder = std::make_unique<embed::DecoderEmbedder>(Model::load(file, *backend, options), model_path.string(), embedding_pooling(config, file),
-                                                       config.scheduler.max_batched_tokens);
+    std::unique_ptr<Model> model = Model::load(file, *backend, options);
+    const embed::Pooling pooling = embedding_pooling(config, file);
+    embed::ClassifierHead head = pooling == embed::Pooling::rank ? embed::read_classifier_head(file, model->info().dim) : embed::ClassifierHead{};
+    encoder = std::make_unique<embed::DecoderEmbedder>(std::move(model), model_path.string(), pooling, config.scheduler.max_batched_tokens, std::move(head));
   }
   const embed::TextEncoderInfo& m = encoder->info();
   const std::string served_name = config.server.model_name.empty() ? model_path.stem().string() : config.server.model_name;
-  server::EmbeddingService service(*encoder, *tokenizer, served_name, {config.server.max_embedding_inputs});
+  server::EmbeddingService service(*encoder, *tokenizer, served_name,
+                                   {config.server.max_embedding_inputs, file.get_string("tokenizer.chat_template.rerank").value_or("")});
   server::EmbeddingServer http(service, config.server);
   const int bound = http.bind(config.server.host, static_cast<int>(config.server.port));
   std::fprintf(stderr, "loom serve: embedding model '%s' (%s, %lld dimensions, %s pooling, inputs up to %lld tokens) on %s, loaded in %.2f s%s\n",
-               served_name.c_str(), m.arch.c_str(), static_cast<long long>(m.dim), embed::pooling_name(m.pooling),
+               served_name.c_str(), m.arch.c_str(), static_cast<long long>(m.pooled_dim), embed::pooling_name(m.pooling),
                static_cast<long long>(std::min(m.n_ctx_train, encoder->max_tokens())), backend->name().c_str(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count(),
                config.server.api_key.empty() ? "" : "; API key required");

@@ -77,7 +77,7 @@ void EmbeddingServer::install_routes() {
   const auto card = [&service, created] {
     const embed::TextEncoderInfo& m = service.info();
     return json{{"id", service.model_name()}, {"object", "model"}, {"created", created}, {"owned_by", "loom"},
-                {"loom", {{"task", service.is_reranker() ? "rerank" : "embedding"}, {"architecture", m.arch}, {"dimensions", m.dim}, {"max_input_tokens", m.n_ctx_train},
+                {"loom", {{"task", service.is_reranker() ? "rerank" : "embedding"}, {"architecture", m.arch}, {"dimensions", m.pooled_dim}, {"max_input_tokens", m.n_ctx_train},
                           {"pooling", embed::pooling_name(m.pooling)}}}};
   };
   http_->Get("/v1/models", guarded([card](const httplib::Request&, httplib::Response& res) {

@@ -29,6 +29,17 @@ std::string base64_floats(const std::vector<float>& values) {
   return out;
 }
 
+std::string fill_rerank_template(std::string prompt, const std::string& query, const std::string& document) {
+  // As llama-server: every {query}, then every {document} of the result.
+  auto replace_all = [](std::string s, const std::string& key, const std::string& value) {
+    std::string out;
+    size_t at = 0;
+    for (size_t hit; (hit = s.find(key, at)) != std::string::npos; at = hit + key.size()) out += s.substr(at, hit - at) + value;
+    return out + s.substr(at);
+  };
+  return replace_all(replace_all(std::move(prompt), "{query}", query), "{document}", document);
+}
+
 namespace {
 
 // `input`: a string, an array of strings, an array of token ids, or an array of such arrays.
@@ -91,12 +102,12 @@ json EmbeddingService::embeddings(const json& request) {
   const std::string format = request.value("encoding_format", std::string("float"));
   if (format != "float" && format != "base64")
     throw invalid_param("encoding_format", "'encoding_format' must be \"float\" or \"base64\", not \"" + format + "\"");
-  int64_t dimensions = m.dim;
+  int64_t dimensions = m.pooled_dim;
   if (request.contains("dimensions") && !request["dimensions"].is_null()) {
     if (!request["dimensions"].is_number_integer()) throw invalid_param("dimensions", "'dimensions' must be an integer");
     dimensions = request["dimensions"].get<int64_t>();
-    if (dimensions < 1 || dimensions > m.dim)
-      throw invalid_param("dimensions", "'dimensions' is " + std::to_string(dimensions) + "; this model's embeddings have 1 to " + std::to_string(m.dim));
+    if (dimensions < 1 || dimensions > m.pooled_dim)
+      throw invalid_param("dimensions", "'dimensions' is " + std::to_string(dimensions) + "; this model's embeddings have 1 to " + std::to_string(m.pooled_dim));
   }
   std::vector<std::vector<int32_t>> inputs = read_inputs(request.value("input", json()), tokenizer_, m.n_vocab, limits_.max_inputs);
   const int64_t longest = std::min(m.n_ctx_train, encoder_.max_tokens());
@@ -125,7 +136,7 @@ json EmbeddingService::embeddings(const json& request) {
   json data = json::array();
   for (size_t i = 0; i < vectors.size(); i++) {
     std::vector<float>& e = vectors[i];
-    if (dimensions < m.dim) {  // Matryoshka: the leading values, renormalised
+    if (dimensions < m.pooled_dim) {  // Matryoshka: the leading values, renormalised
       e.resize(size_t(dimensions));
       double norm = 0;
       for (float v : e) norm += double(v) * v;
@@ -188,6 +199,19 @@ json EmbeddingService::rerank(const json& request) {
   return {{"object", "list"}, {"model", model_name_}, {"results", std::move(results)}, {"usage", {{"prompt_tokens", total}, {"total_tokens", total}}}};
 }
 
+std::vector<int32_t> EmbeddingService::plain_pair(const std::string& first, const std::string& second, int32_t eos) const {
+  std::vector<int32_t> ids;
+  if (tokenizer_.add_bos() && tokenizer_.bos_id() >= 0) ids.push_back(tokenizer_.bos_id());
+  const std::vector<int32_t> a = tokenizer_.encode(first, false, false);
+  ids.insert(ids.end(), a.begin(), a.end());
+  if (tokenizer_.add_eos() && eos >= 0) ids.push_back(eos);
+  if (tokenizer_.add_sep() && tokenizer_.sep_id() >= 0) ids.push_back(tokenizer_.sep_id());
+  const std::vector<int32_t> b = tokenizer_.encode(second, false, false);
+  ids.insert(ids.end(), b.begin(), b.end());
+  if (tokenizer_.add_eos() && eos >= 0) ids.push_back(eos);
+  return ids;
+}
+
 std::vector<float> EmbeddingService::score_pairs(const std::vector<std::string>& firsts, const std::vector<std::string>& seconds,
                                                  const std::string& where, int64_t& total_tokens) {
   const embed::TextEncoderInfo& m = encoder_.info();
@@ -196,15 +220,13 @@ std::vector<float> EmbeddingService::score_pairs(const std::vector<std::string>&
   std::vector<std::vector<int32_t>> inputs;
   total_tokens = 0;
   for (size_t i = 0; i < seconds.size(); i++) {
-    const std::vector<int32_t> first = tokenizer_.encode(firsts[firsts.size() == 1 ? 0 : i], false, false);
+    const std::string& query = firsts[firsts.size() == 1 ? 0 : i];
     std::vector<int32_t> ids;
-    if (tokenizer_.add_bos() && tokenizer_.bos_id() >= 0) ids.push_back(tokenizer_.bos_id());
-    ids.insert(ids.end(), first.begin(), first.end());
-    if (tokenizer_.add_eos() && eos >= 0) ids.push_back(eos);
-    if (tokenizer_.add_sep() && tokenizer_.sep_id() >= 0) ids.push_back(tokenizer_.sep_id());
-    const std::vector<int32_t> second = tokenizer_.encode(seconds[i], false, false);
-    ids.insert(ids.end(), second.begin(), second.end());
-    if (tokenizer_.add_eos() && eos >= 0) ids.push_back(eos);
+    if (!limits_.rerank_template.empty()) {
+      ids = tokenizer_.encode(fill_rerank_template(limits_.rerank_template, query, seconds[i]), /*add_special=*/false, /*parse_special=*/true);
+    } else {
+      ids = plain_pair(query, seconds[i], eos);
+    }
     const std::string name = where + "[" + std::to_string(i) + "]";
     if (int64_t(ids.size()) > longest)
       throw invalid_param(name, "the pair of '" + name + "' is " + std::to_string(ids.size()) + " tokens, more than the " + std::to_string(longest) +

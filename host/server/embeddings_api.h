@@ -15,8 +15,14 @@
 
 namespace loom::server {
 
+// A rerank template (tokenizer.chat_template.rerank) with every {query} and {document} filled in.
+std::string fill_rerank_template(std::string prompt, const std::string& query, const std::string& document);
+
 struct EmbeddingLimits {
   int64_t max_inputs = 2048;  // inputs per request ([server] max_embedding_inputs)
+  // A reranker's prompt with {query} and {document} (the GGUF's tokenizer.chat_template.rerank:
+  // Qwen3-Reranker's); empty: llama-server's plain pair layout.
+  std::string rerank_template;
 };
 
 // One encoder shared by the server's handler threads; embed() runs one request's batches at a time.
@@ -45,8 +51,10 @@ class EmbeddingService {
   const std::string model_name_;
   const EmbeddingLimits limits_;
   std::mutex encoder_mutex_;
-  // The pairs' scores (llama-server's layout: [BOS] query [EOS] [SEP] document [EOS]); `where` names each
+  // The pairs' scores (llama-server's layout: the rerank template with both filled in, its specials
+  // parsed, or [BOS] query [EOS] [SEP] document [EOS]); `where` names each
   // second text in errors ("documents[i]", "text_2[i]").
+  std::vector<int32_t> plain_pair(const std::string& first, const std::string& second, int32_t eos) const;
   std::vector<float> score_pairs(const std::vector<std::string>& firsts, const std::vector<std::string>& seconds, const std::string& where,
                                  int64_t& total_tokens);
 };

@@ -90,6 +90,9 @@ struct BaseOpRules {
   // LAYER_NORM, ATTENTION, PATCHES and POOL_2D (ABI 1.9); a backend that implements them also has
   // OpParams::causal and OpParams::window.
   static constexpr bool kEncoder = false;
+  // ATTENTION's symmetric window and ALiBi (ABI 1.14); a backend that implements them also has
+  // OpParams::attn_window and OpParams::alibi_max_bias.
+  static constexpr bool kEncoderWindowAlibi = false;
   // PAGED_ATTENTION's per-sequence flags (ABI 1.9, LOOM_SEQ_NON_CAUSAL); a backend that implements them
   // also has OpParams::seq_flags.
   static constexpr bool kSeqFlags = false;
@@ -379,6 +382,18 @@ void resolve_encoder_op(const OpChecker<Rules>& c, const loom_op& op, typename R
       if (!std::isfinite(p->scale)) c.invalid("scale must be finite");
       a.params.attn_scale = p->scale == 0.0f ? 1.0f / std::sqrt(float(q.ne[0])) : p->scale;
       a.params.causal = p->causal != 0;
+      // ABI 1.14: a symmetric sliding window and ALiBi, read only when the caller's struct holds them.
+      const uint32_t window = LOOM_HAS_MEMBER(p, loom_encoder_attention_params, window) ? p->window : 0u;
+      const float max_bias = LOOM_HAS_MEMBER(p, loom_encoder_attention_params, alibi_max_bias) ? p->alibi_max_bias : 0.0f;
+      if (!std::isfinite(max_bias) || max_bias < 0.0f) c.invalid("alibi_max_bias must be finite and >= 0");
+      if ((window != 0 || max_bias != 0.0f) && p->causal != 0) c.invalid("window and alibi_max_bias apply to non-causal attention only");
+      if constexpr (Rules::kEncoderWindowAlibi) {
+        a.params.attn_window = window;
+        a.params.alibi_max_bias = max_bias;
+      } else {
+        if (window != 0) c.unsupported("ATTENTION's sliding window (ABI 1.14) is not implemented by this backend");
+        if (max_bias != 0.0f) c.unsupported("ATTENTION's ALiBi (ABI 1.14) is not implemented by this backend");
+      }
       break;
     }
     case LOOM_OP_PATCHES:

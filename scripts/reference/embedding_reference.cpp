@@ -6,8 +6,10 @@
 // Prints one JSON object: each text's tokens (llama.cpp's tokenizer, specials added) and its pooled
 // embedding (the model's pooling type, not normalised); with --rerank, each (query, document) pair laid
 // out as llama-server's rerank does ([BOS] query [EOS] [SEP] document [EOS], each where the vocabulary
-// adds it) and its scores (rank pooling: the classifier's outputs). CPU, 2 threads.
+// adds it, or the model's rerank template filled in) and its scores (rank pooling: the classifier's
+// outputs). CPU, 2 threads.
 #include <cstdio>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -31,7 +33,20 @@ int main(int argc, char** argv) {
   };
   std::vector<std::vector<llama_token>> inputs;
   const bool rerank = std::string(argv[2]) == "--rerank";
-  if (rerank) {
+  const char* rerank_template = llama_model_chat_template(model, "rerank");
+  if (rerank && rerank_template != nullptr) {
+    // Qwen3-Reranker's way (llama-server's format_prompt_rerank): the template with the pair filled in,
+    // specials parsed, none added.
+    for (int i = 4; i < argc; i++) {
+      std::string prompt = rerank_template;
+      for (const auto& [key, value] : {std::pair<std::string, std::string>{"{query}", argv[3]}, {"{document}", argv[i]}})
+        for (size_t at = prompt.find(key); at != std::string::npos; at = prompt.find(key, at + value.size())) prompt.replace(at, key.size(), value);
+      std::vector<llama_token> ids(prompt.size() + 8);
+      const int n = llama_tokenize(vocab, prompt.c_str(), int32_t(prompt.size()), ids.data(), int32_t(ids.size()), false, true);
+      ids.resize(size_t(n < 0 ? 0 : n));
+      inputs.push_back(ids);
+    }
+  } else if (rerank) {
     const std::vector<llama_token> query = tokenize(argv[3], false);
     llama_token eos = llama_vocab_eos(vocab);
     if (eos == LLAMA_TOKEN_NULL) eos = llama_vocab_sep(vocab);

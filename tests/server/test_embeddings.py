@@ -126,6 +126,24 @@ class EmbeddingServerTest(unittest.TestCase):
         self.assertEqual(len(self.client.embeddings.create(model="bert-synth", input="dog").data), 1)
 
 
+class EncoderFamiliesServerTest(unittest.TestCase):
+    """EmbeddingGemma (symmetric window, dense projections) through the official client."""
+
+    def test_gemma_embedding_matches_llama_cpp(self):
+        golden = json.load(open(os.path.join(ROOT, "tests", "golden", "embed", "gemma-embedding-synth.json")))
+        model = os.path.join(TMP.name, "gemma-embedding-synth.gguf")
+        subprocess.run([ARGS.loom, "gguf", "synth", *golden["model"]["args"], "-o", model], check=True, stdout=subprocess.DEVNULL)
+        server = LoomServer(server_harness.write_config("gemma-embed.toml"), model)
+        try:
+            client = openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
+            answer = client.embeddings.create(model="gemma-embedding-synth", input=[i["text"] for i in golden["inputs"]])
+            self.assertEqual(len(answer.data), len(golden["inputs"]))
+            for d, want in zip(answer.data, golden["inputs"]):
+                self.assertGreater(cosine(d.embedding, want["embedding"]), 0.9999)
+        finally:
+            server.terminate()
+
+
 class RerankServerTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -194,6 +212,24 @@ class DecoderEmbeddingServerTest(unittest.TestCase):
                 self.assertGreater(cosine(d.embedding, want["embedding"]), 0.9999)
             with self.assertRaises(openai.BadRequestError):
                 client.chat.completions.create(model="qwen3-embed-synth", messages=[{"role": "user", "content": "hi"}])
+        finally:
+            server.terminate()
+
+    def test_qwen3_reranker_orders_as_llama_cpp(self):
+        # Qwen3-Reranker: the pairs laid out by the file's rerank template; the score is P(yes).
+        golden = json.load(open(os.path.join(ROOT, "tests", "golden", "embed", "qwen3-reranker-synth.json")))
+        model = os.path.join(TMP.name, "qwen3-reranker-synth.gguf")
+        subprocess.run([ARGS.loom, "gguf", "synth", *golden["model"]["args"], "-o", model], check=True, stdout=subprocess.DEVNULL)
+        server = LoomServer(server_harness.write_config("qwen3-rerank.toml"), model)
+        try:
+            docs = [i["text"] for i in golden["inputs"]]
+            want = [i["embedding"][0] for i in golden["inputs"]]
+            status, body = server.json("POST", "/v1/rerank", {"query": golden["query"], "documents": docs})
+            self.assertEqual(status, 200, body)
+            self.assertEqual([r["index"] for r in body["results"]], sorted(range(len(docs)), key=lambda i: -want[i]))
+            for r in body["results"]:
+                self.assertAlmostEqual(r["relevance_score"], want[r["index"]], delta=5e-3)
+            self.assertEqual(body["usage"]["prompt_tokens"], sum(len(i["tokens"]) for i in golden["inputs"]))
         finally:
             server.terminate()
 

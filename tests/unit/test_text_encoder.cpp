@@ -12,6 +12,7 @@
 #include "embed/text_encoder.h"
 #include "gguf/gguf_file.h"
 #include "model/model.h"
+#include "server/embeddings_api.h"
 #include "test_model_helpers.h"
 #include "test_vision_golden.h"
 #include "tokenizer/tokenizer.h"
@@ -63,11 +64,14 @@ double worst_cosine(const std::vector<std::vector<float>>& got, const EmbedGolde
 
 }  // namespace
 
-TEST_CASE("text encoder: bert and nomic-bert embeddings match llama.cpp's, batched or alone", "[embed]") {
+TEST_CASE("text encoder: each family's embeddings match llama.cpp's, batched or alone", "[embed]") {
   // F16 weights on both sides; llama.cpp rounds activations to F16 before its matmuls and takes GELU
   // from an F16 table. Measured lowest cosines: 1 - 2.2e-7 (bert; a causal mask instead drops it to
-  // 0.71), 1 - 4.1e-7 (nomic-bert: rope and a SiLU-gated FFN; without the rope 0.82).
-  for (const char* name : {"bert-synth", "nomic-bert-synth"}) {
+  // 0.71), 1 - 4.1e-7 (nomic-bert: rope and a SiLU-gated FFN; without the rope 0.82), and the families
+  // of ABI 1.14's window and ALiBi: 1 - 8.6e-7 (jina-bert-v2; without ALiBi 0.946), 1 - 6.1e-7
+  // (modern-bert; without the window 0.919), 1 - 3.1e-7 (gemma-embedding; without the window 0.928,
+  // without the dense projections -0.14).
+  for (const char* name : {"bert-synth", "nomic-bert-synth", "jina-bert-v2-synth", "modern-bert-synth", "gemma-embedding-synth"}) {
     DYNAMIC_SECTION(name) {
       const EmbedGolden g = load_embed_golden(name);
       const gguf::GgufFile file = gguf::GgufFile::open(g.model);
@@ -80,6 +84,7 @@ TEST_CASE("text encoder: bert and nomic-bert embeddings match llama.cpp's, batch
       auto backend = test::cpu_backend();
       auto encoder = embed::TextEncoder::load(file, *backend, 64);
       CHECK(encoder->info().pooling == embed::Pooling::mean);
+      CHECK(encoder->info().output_width() == encoder->info().dim);
       const std::vector<std::vector<int32_t>> inputs = golden_inputs(g);
       // All five texts (4 to 24 tokens) in batches of at most 64 rows: each attends to its own rows only.
       const std::vector<std::vector<float>> batched = encoder->embed(inputs, false);
@@ -134,7 +139,7 @@ TEST_CASE("text encoder: bad inputs are refused naming the input", "[embed]") {
 }
 
 // The portable backend runs the same ops (ABI 1.9's LAYER_NORM and ATTENTION with sequences).
-TEST_CASE("vulkan: bert and nomic-bert embeddings match llama.cpp's", "[embed][vulkan]") {
+TEST_CASE("vulkan: each text encoder family's embeddings match llama.cpp's", "[embed][vulkan]") {
   std::unique_ptr<Backend> vulkan;
   try {
     vulkan = Backend::create(find_backend_plugin(test::model_test_config(), "vulkan"), "{}");
@@ -142,7 +147,7 @@ TEST_CASE("vulkan: bert and nomic-bert embeddings match llama.cpp's", "[embed][v
     WARN("Vulkan backend not available (" << e.what() << "); skipping");
     return;
   }
-  for (const char* name : {"bert-synth", "nomic-bert-synth"}) {
+  for (const char* name : {"bert-synth", "nomic-bert-synth", "jina-bert-v2-synth", "modern-bert-synth", "gemma-embedding-synth"}) {
     const EmbedGolden g = load_embed_golden(name);
     const gguf::GgufFile file = gguf::GgufFile::open(g.model);
     auto encoder = embed::TextEncoder::load(file, *vulkan, 64);
@@ -209,5 +214,49 @@ TEST_CASE("decoder embedder: last-token embeddings of a qwen3 model match llama.
   const double mean_cosine = worst_cosine(mean.embed(inputs, false), g);
   INFO("mean pooling instead: " << mean_cosine);
   CHECK(mean_cosine < 0.99);
-  CHECK_THROWS_WITH(embed::DecoderEmbedder(Model::load(file, *backend), "m", embed::Pooling::rank, 64), Catch::Contains("not rank"));
+  CHECK_THROWS_WITH(embed::DecoderEmbedder(Model::load(file, *backend), "m", embed::Pooling::rank, 64), Catch::Contains("needs the reranker's classification head"));
+  CHECK_THROWS_WITH(embed::read_classifier_head(file, 128), Catch::Contains("needs tensor 'cls.output.weight'"));
+}
+
+// Qwen3-Reranker: each pair laid out by the model's rerank template (tokenized by llama.cpp, specials
+// parsed), run as a causal sequence; its last row through the yes/no head and a softmax, so the score
+// is P(yes).
+TEST_CASE("decoder embedder: a qwen3 reranker's scores match llama.cpp's and order the documents alike", "[embed]") {
+  const EmbedGolden g = load_embed_golden("qwen3-reranker-synth");
+  const gguf::GgufFile file = gguf::GgufFile::open(g.model);
+  REQUIRE(embed::decoder_pooling(file) == embed::Pooling::rank);
+  auto backend = test::cpu_backend();
+  auto model = Model::load(file, *backend);
+  embed::ClassifierHead head = embed::read_classifier_head(file, model->info().dim);
+  REQUIRE(head.n_out == 2);
+  embed::DecoderEmbedder reranker(std::move(model), "qwen3-reranker-synth", embed::Pooling::rank, 2048, std::move(head));
+  // The same tokens as llama.cpp from the template (the server's layout).
+  const auto tokenizer = Tokenizer::from_gguf(file);
+  const std::string prompt = file.get_string("tokenizer.chat_template.rerank").value_or("");
+  REQUIRE(!prompt.empty());
+  for (const auto& input : g.json.at("inputs"))
+    CHECK(tokenizer->encode(server::fill_rerank_template(prompt, g.json.at("query").get<std::string>(), input.at("text").get<std::string>()), false, true) ==
+          input.at("tokens").get<std::vector<int32_t>>());
+  const std::vector<std::vector<float>> scores = reranker.embed(golden_inputs(g), false);
+  double largest = 0;
+  std::vector<float> got, want;
+  for (size_t i = 0; i < scores.size(); i++) {
+    REQUIRE(scores[i].size() == 2);
+    CHECK(std::abs(scores[i][0] + scores[i][1] - 1.0f) < 1e-6);
+    const std::vector<float> ref = g.json.at("inputs")[i].at("embedding").get<std::vector<float>>();
+    for (size_t j = 0; j < 2; j++) largest = std::max(largest, double(std::abs(scores[i][j] - ref[j])));
+    got.push_back(scores[i][0]);
+    want.push_back(ref[0]);
+  }
+  // Measured: 1.7e-3 on scores of 0.05 to 0.59 (llama.cpp rounds activations to F16 before its
+  // matmuls, over 260-280 tokens of template and pair).
+  INFO("largest score difference " << largest);
+  CHECK(largest < 5e-3);
+  auto order = [](const std::vector<float>& s) {
+    std::vector<size_t> o(s.size());
+    for (size_t i = 0; i < o.size(); i++) o[i] = i;
+    std::stable_sort(o.begin(), o.end(), [&](size_t a, size_t b) { return s[a] > s[b]; });
+    return o;
+  };
+  CHECK(order(got) == order(want));
 }

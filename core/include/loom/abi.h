@@ -42,8 +42,10 @@ extern "C" {
  * LOOM_ACTIVATION_GELU_QUICK (backend.h: CLIP's quick GELU in LLaVA-style vision encoders); 1.11
  * added LOOM_OP_CLAMP (backend.h: Gemma 4's clippable linears in its vision encoder); 1.12 added
  * LOOM_ROPE_MROPE and loom_rope_params.sections (backend.h: Qwen2-VL's multi-section positions); 1.13
- * added LOOM_ROPE_MROPE_INTERLEAVED (backend.h: Qwen3-VL's interleaved sections). */
-#define LOOM_ABI_MINOR 13
+ * added LOOM_ROPE_MROPE_INTERLEAVED (backend.h: Qwen3-VL's interleaved sections); 1.14 added
+ * loom_encoder_attention_params.window and .alibi_max_bias (backend.h: the symmetric sliding window and
+ * ALiBi of text encoders). */
+#define LOOM_ABI_MINOR 14
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"
 

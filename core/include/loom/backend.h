@@ -164,6 +164,14 @@ typedef struct loom_encoder_attention_params { /* (ABI 1.9) LOOM_OP_ATTENTION */
   float scale;     /* 0 = 1/sqrt(head_dim) */
   uint32_t causal; /* 1: row i of a sequence sees only rows 0..i of it */
   uint32_t reserved;
+  /* (ABI 1.14) A backend built before 1.14 does not read these; the host checks the plugin's ABI minor
+   * before it sets them, and a backend that does not implement one answers UNSUPPORTED when it is set. */
+  uint32_t window;      /* 0 = none; else row i sees only the rows j of its sequence with |i - j| <= window / 2
+                         * (llama.cpp's symmetric sliding window: EmbeddingGemma, ModernBERT's local layers) */
+  float alibi_max_bias; /* 0 = none; else head h's score of row j from row i gets -slope(h) * |i - j| added
+                         * (symmetric ALiBi, jina-bert-v2), slope(h) from max_bias and n_heads as ggml's
+                         * soft_max_ext: with n = the largest power of two <= n_heads, m0 = 2^(-max_bias / n),
+                         * m1 = 2^(-max_bias / 2n), slope(h) = m0^(h+1) for h < n, else m1^(2(h-n)+1) */
 } loom_encoder_attention_params;
 
 typedef struct loom_patch_params { /* (ABI 1.9) LOOM_OP_PATCHES */

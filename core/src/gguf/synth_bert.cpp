@@ -80,18 +80,24 @@ void add_wordpiece_vocab(GgufWriter& writer, int n_vocab) {
 }  // namespace
 
 void build_bert_model(const SynthSpec& spec, GgufWriter& writer) {
-  const std::string a = spec.arch;  // bert or nomic-bert
-  const bool nomic = a == "nomic-bert";
+  const std::string a = spec.arch;  // bert, nomic-bert, jina-bert-v2 or modern-bert
+  const bool nomic = a == "nomic-bert", jina = a == "jina-bert-v2", modern = a == "modern-bert";
   writer.set_uint32(a + ".context_length", static_cast<uint32_t>(spec.n_ctx));
   writer.set_uint32(a + ".embedding_length", static_cast<uint32_t>(spec.dim));
   writer.set_uint32(a + ".block_count", static_cast<uint32_t>(spec.n_layers));
   writer.set_uint32(a + ".feed_forward_length", static_cast<uint32_t>(spec.ff_dim));
   writer.set_uint32(a + ".attention.head_count", static_cast<uint32_t>(spec.n_heads));
-  writer.set_float32(a + ".attention.layer_norm_epsilon", 1e-12f);
+  writer.set_float32(a + ".attention.layer_norm_epsilon", modern ? 1e-5f : 1e-12f);
   writer.set_bool(a + ".attention.causal", false);
   if (nomic) {  // nomic-embed-text's rope: NEOX over the whole head at base 1000
     writer.set_uint32(a + ".rope.dimension_count", static_cast<uint32_t>(spec.dim / spec.n_heads));
     writer.set_float32(a + ".rope.freq_base", 1000.0f);
+  }
+  if (modern) {  // ModernBERT's bases (global 160000, local 10000); a window narrower than most inputs
+    writer.set_uint32(a + ".rope.dimension_count", static_cast<uint32_t>(spec.dim / spec.n_heads));
+    writer.set_float32(a + ".rope.freq_base", 160000.0f);
+    writer.set_float32(a + ".rope.freq_base_swa", 10000.0f);
+    writer.set_uint32(a + ".attention.sliding_window", static_cast<uint32_t>(spec.sliding_window > 0 ? spec.sliding_window : 8));
   }
   // Mean pooling, as sentence-transformers' MiniLM; a reranker ranks: its [CLS] row through the heads.
   writer.set_uint32(a + ".pooling_type", spec.classifier ? 4 : 1);
@@ -102,14 +108,15 @@ void build_bert_model(const SynthSpec& spec, GgufWriter& writer) {
   const int64_t d = spec.dim, ff = spec.ff_dim;
   const float in_scale = 1.0f / std::sqrt(float(d));
   b.matrix("token_embd.weight", d, spec.n_vocab, 0.5f);
-  b.matrix_of(LOOM_DTYPE_F32, "token_types.weight", {d, 2}, 0.2f);
-  if (!nomic) b.matrix_of(LOOM_DTYPE_F32, "position_embd.weight", {d, spec.n_ctx}, 0.2f);  // nomic-bert: rope instead
+  if (!modern) b.matrix_of(LOOM_DTYPE_F32, "token_types.weight", {d, 2}, 0.2f);
+  if (a == "bert") b.matrix_of(LOOM_DTYPE_F32, "position_embd.weight", {d, spec.n_ctx}, 0.2f);  // the others: rope or ALiBi
   b.vector("token_embd_norm.weight", d, 1.0f, 0.1f);
-  b.vector("token_embd_norm.bias", d, 0.0f, 0.1f);
+  if (!modern) b.vector("token_embd_norm.bias", d, 0.0f, 0.1f);
+  if (modern) b.vector("output_norm.weight", d, 1.0f, 0.1f);
   for (int il = 0; il < spec.n_layers; il++) {
     const std::string n = "blk." + std::to_string(il) + ".";
     // q and k larger than the rest, so the attention is far from uniform and a wrong mask shows.
-    if (nomic) {  // q, k, v in one matrix without biases; a SiLU-gated FFN without biases
+    if (nomic || modern) {  // q, k, v in one matrix without biases
       b.matrix(n + "attn_qkv.weight", d, 3 * d, 1.5f * in_scale);
       b.matrix(n + "attn_output.weight", d, d, in_scale);
     } else {
@@ -122,15 +129,26 @@ void build_bert_model(const SynthSpec& spec, GgufWriter& writer) {
       b.matrix(n + "attn_output.weight", d, d, in_scale);
       b.vector(n + "attn_output.bias", d, 0.0f, 0.1f);
     }
-    b.vector(n + "attn_output_norm.weight", d, 1.0f, 0.1f);
-    b.vector(n + "attn_output_norm.bias", d, 0.0f, 0.1f);
+    if (modern) {  // pre-norm without biases; layer 0 reads the embedding norm's output directly
+      if (il > 0) b.vector(n + "attn_norm.weight", d, 1.0f, 0.1f);
+      b.vector(n + "ffn_norm.weight", d, 1.0f, 0.1f);
+    } else {
+      b.vector(n + "attn_output_norm.weight", d, 1.0f, 0.1f);
+      b.vector(n + "attn_output_norm.bias", d, 0.0f, 0.1f);
+    }
     if (nomic) b.matrix(n + "ffn_gate.weight", d, ff, in_scale);
-    b.matrix(n + "ffn_up.weight", d, ff, in_scale);
-    if (!nomic) b.vector(n + "ffn_up.bias", ff, 0.0f, 0.1f);
+    if (jina || modern) {
+      b.matrix(n + "ffn_up.weight", d, 2 * ff, in_scale);  // GEGLU: gate rows, then up rows
+    } else {
+      b.matrix(n + "ffn_up.weight", d, ff, in_scale);
+    }
+    if (a == "bert") b.vector(n + "ffn_up.bias", ff, 0.0f, 0.1f);
     b.matrix(n + "ffn_down.weight", ff, d, 1.0f / std::sqrt(float(ff)));
-    if (!nomic) b.vector(n + "ffn_down.bias", d, 0.0f, 0.1f);
-    b.vector(n + "layer_output_norm.weight", d, 1.0f, 0.1f);
-    b.vector(n + "layer_output_norm.bias", d, 0.0f, 0.1f);
+    if (a == "bert" || jina) b.vector(n + "ffn_down.bias", d, 0.0f, 0.1f);
+    if (!modern) {
+      b.vector(n + "layer_output_norm.weight", d, 1.0f, 0.1f);
+      b.vector(n + "layer_output_norm.bias", d, 0.0f, 0.1f);
+    }
   }
   if (spec.classifier) {  // bge-reranker's head: tanh(dense(cls row)), then one logit
     b.matrix("cls.weight", d, d, in_scale);

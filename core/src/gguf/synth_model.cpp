@@ -89,12 +89,12 @@ void require(bool ok, const std::string& what) {
 SynthSpec resolve_synth_spec(const SynthSpec& in) {
   SynthSpec spec = in;
   const bool is_llama = spec.arch == "llama" || spec.arch == "smollm3";
-  const bool is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2" || spec.arch == "gemma4";
+  const bool is_gemma = spec.arch == "gemma3" || spec.arch == "gemma2" || spec.arch == "gemma4" || spec.arch == "gemma-embedding";
   const bool is_moe = spec.arch == "qwen3moe" || spec.arch == "gpt-oss" || spec.arch == "qwen2moe" || spec.arch == "qwen35moe" ||
                       spec.arch == "qwen3next";
-  require(is_llama || is_gemma || is_moe || spec.arch == "bert" || spec.arch == "nomic-bert" || spec.arch == "qwen2" || spec.arch == "qwen2vl" || spec.arch == "qwen3" || spec.arch == "qwen3vl" || spec.arch == "qwen35" || spec.arch == "olmo2" ||
+  require(is_llama || is_gemma || is_moe || spec.arch == "bert" || spec.arch == "nomic-bert" || spec.arch == "jina-bert-v2" || spec.arch == "modern-bert" || spec.arch == "qwen2" || spec.arch == "qwen2vl" || spec.arch == "qwen3" || spec.arch == "qwen3vl" || spec.arch == "qwen35" || spec.arch == "olmo2" ||
               spec.arch == "granite" || spec.arch == "phi3" || spec.arch == "mistral3",
-          "arch '" + spec.arch + "' is not supported (bert, nomic-bert, llama, qwen2, qwen2vl, qwen2moe, qwen3, qwen3vl, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
+          "arch '" + spec.arch + "' is not supported (bert, nomic-bert, jina-bert-v2, modern-bert, gemma-embedding, llama, qwen2, qwen2vl, qwen2moe, qwen3, qwen3vl, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, gemma2, gemma3, gemma4, olmo2, granite, smollm3, phi3, mistral3)");
   require(spec.n_layers >= 1 && spec.n_layers <= 1024, "n_layers " + std::to_string(spec.n_layers) + " (1..1024)");
   require(spec.dim >= 1 && spec.dim <= 65536, "dim " + std::to_string(spec.dim) + " (1..65536)");
   require(spec.n_heads >= 1 && spec.n_heads <= 1024, "n_heads " + std::to_string(spec.n_heads) + " (1..1024)");
@@ -152,7 +152,9 @@ SynthSpec resolve_synth_spec(const SynthSpec& in) {
 void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   SynthSpec spec = resolve_synth_spec(in);
   const std::string& a = spec.arch;
-  const bool is_qwen2 = a == "qwen2" || a == "qwen2vl" || a == "qwen2moe", is_gemma3 = a == "gemma3", is_gemma2 = a == "gemma2";
+  const bool is_qwen2 = a == "qwen2" || a == "qwen2vl" || a == "qwen2moe", is_gemma2 = a == "gemma2";
+  const bool is_gemma_embedding = a == "gemma-embedding";  // Gemma 3 blocks, bidirectional, pooled
+  const bool is_gemma3 = a == "gemma3" || is_gemma_embedding;
   const bool is_gemma = is_gemma2 || is_gemma3;
   const bool is_gpt_oss = a == "gpt-oss";
   const bool is_moe = a == "qwen3moe" || a == "qwen2moe" || is_gpt_oss;
@@ -173,7 +175,7 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
     add_qwen35_tensors(spec, writer);
     return;
   }
-  if (a == "bert" || a == "nomic-bert") {  // their own vocabulary (WordPiece) and layout
+  if (a == "bert" || a == "nomic-bert" || a == "jina-bert-v2" || a == "modern-bert") {  // their own vocabulary (WordPiece) and layout
     build_bert_model(spec, writer);
     return;
   }
@@ -192,6 +194,18 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   writer.set_uint32(a + ".embedding_length", static_cast<uint32_t>(spec.dim));
   writer.set_uint32(a + ".block_count", static_cast<uint32_t>(spec.n_layers));
   if (spec.pooling > 0) writer.set_uint32(a + ".pooling_type", static_cast<uint32_t>(spec.pooling));  // an embedding model (Qwen3-Embedding: 3, last)
+  if (spec.classifier) {
+    // Qwen3-Reranker as llama.cpp's converter writes it: rank pooling, labels yes and no (cls.output's
+    // rows, below), and the prompt a (query, document) pair is laid out in.
+    require(a == "qwen3", "classifier: a decoder reranker is qwen3 (Qwen3-Reranker)");
+    writer.set_uint32(a + ".pooling_type", 4);
+    writer.set_string_array(a + ".classifier.output_labels", {"yes", "no"});
+    writer.set_string("tokenizer.chat_template.rerank",
+                      "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct provided. "
+                      "Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n<|im_start|>user\n<Instruct>: Given a web search "
+                      "query, retrieve relevant passages that answer the query\n<Query>: {query}\n<Document>: {document}<|im_end|>\n"
+                      "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  }
   writer.set_uint32(a + ".feed_forward_length", static_cast<uint32_t>(spec.ff_dim));
   writer.set_uint32(a + ".attention.head_count", static_cast<uint32_t>(spec.n_heads));
   writer.set_uint32(a + ".attention.head_count_kv", static_cast<uint32_t>(spec.n_kv_heads));
@@ -247,6 +261,20 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
     writer.set_float32(a + ".residual_scale", 0.22f);
     writer.set_float32(a + ".logit_scale", 8.0f);
   }
+  if (is_gemma_embedding) {
+    // EmbeddingGemma as converted with --sentence-transformers-dense-modules: mean pooling, then
+    // dense_2 (dim -> 2 dim) and dense_3 (back to dim). Local and global layers alternate, so a small
+    // model holds both (the real one: five local of each six).
+    writer.set_uint32(a + ".pooling_type", 1);
+    writer.set_bool(a + ".attention.causal", false);
+    std::vector<bool> local;
+    for (int il = 0; il < spec.n_layers; il++) local.push_back(il % 2 == 0);
+    writer.set_bool_array(a + ".attention.sliding_window_pattern", local);
+    writer.set_uint32(a + ".dense_2_feat_in", static_cast<uint32_t>(spec.dim));
+    writer.set_uint32(a + ".dense_2_feat_out", static_cast<uint32_t>(2 * spec.dim));
+    writer.set_uint32(a + ".dense_3_feat_in", static_cast<uint32_t>(2 * spec.dim));
+    writer.set_uint32(a + ".dense_3_feat_out", static_cast<uint32_t>(spec.dim));
+  }
   if (is_gemma3) {
     writer.set_uint32(a + ".attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
     if (spec.rope_scaling_factor > 1.0f) {
@@ -268,6 +296,11 @@ void build_synthetic_model(const SynthSpec& in, GgufWriter& writer) {
   model.matrix("token_embd.weight", dim, spec.n_vocab, inv_sqrt(dim));
   model.vector("output_norm.weight", dim, 1.0f, 0.05f);
   if (!is_gemma) model.matrix("output.weight", dim, spec.n_vocab, inv_sqrt(dim));  // gemma ties it
+  if (spec.classifier) model.matrix("cls.output.weight", dim, 2, 4.0f * inv_sqrt(dim));  // "yes" and "no", far apart
+  if (is_gemma_embedding) {
+    model.matrix("dense_2.weight", dim, 2 * dim, inv_sqrt(dim));
+    model.matrix("dense_3.weight", 2 * dim, dim, inv_sqrt(2 * dim));
+  }
   if (spec.llama3_rope) writer.add_tensor("rope_freqs.weight", LOOM_DTYPE_F32, {spec.head_dim / 2},
                                           quantize_rows(LOOM_DTYPE_F32, llama3_rope_factors(spec), spec.head_dim / 2));
   if (spec.longrope_original_ctx > 0) {

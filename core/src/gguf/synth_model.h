@@ -38,7 +38,7 @@ struct SynthSpec {
   // mistral3 adds Ministral 3's yarn_log_multiplier 1 and temperature tuning (beta 0.1).
   int yarn_original_ctx = 0;
   int pooling = 0;                   // > 0: <arch>.pooling_type (1 mean, 2 cls, 3 last), a decoder used as an embedder
-  bool classifier = false;           // bert only: a reranker (pooling rank, the cls and cls.output heads of bge-reranker)
+  bool classifier = false;           // a reranker: bert (bge-reranker's cls and cls.output heads) or qwen3 (Qwen3-Reranker's yes/no head)
   int longrope_original_ctx = 0;     // phi3 only, > 0: LongRoPE (long/short factors, attn factor) extending this context to n_ctx
   // the MoE archs only (qwen2moe, qwen3moe, qwen35moe, qwen3next, gpt-oss): experts per layer (0: 8), chosen per token (0: 2) and their FFN width (0: ff_dim).
   int n_expert = 0;

@@ -51,8 +51,20 @@ std::vector<RowRange> attention_sequences(const OpArgs& a) {
   return out;
 }
 
-// One task per (sequence, head, query row): scores against the sequence's keys, softmax, then the
-// weighted sum of values. Rows outside every sequence are left as they are.
+namespace {
+
+// ALiBi's slope for head h, as ggml's soft_max_ext computes it from max_bias (ABI 1.14).
+float alibi_slope(int64_t h, int64_t n_heads, float max_bias) {
+  const auto n_log2 = int64_t(1) << int64_t(std::floor(std::log2(double(n_heads))));
+  const float m0 = std::pow(2.0f, -max_bias / float(n_log2)), m1 = std::pow(2.0f, -max_bias / 2.0f / float(n_log2));
+  return h < n_log2 ? std::pow(m0, float(h + 1)) : std::pow(m1, float(2 * (h - n_log2) + 1));
+}
+
+}  // namespace
+
+// One task per (sequence, head, query row): scores against the sequence's keys (all of them, those up
+// to the row when causal, or those within the symmetric window), softmax, then the weighted sum of
+// values. Rows outside every sequence are left as they are.
 void encoder_attention(const OpArgs& a, const TaskRunner& run, const EncoderKernels& k) {
   const Tensor &q = a.src[0], &keys = a.src[1], &values = a.src[2], &dst = a.dst;
   const int64_t head_dim = q.ne[0], n_heads = q.ne[1], group = n_heads / keys.ne[1];
@@ -67,13 +79,22 @@ void encoder_attention(const OpArgs& a, const TaskRunner& run, const EncoderKern
   run(int64_t(rows.size()) * n_heads, [&](int64_t task) {
     const int64_t row = rows[size_t(task / n_heads)], h = task % n_heads, kv_h = h / group;
     const RowRange& seq = seqs[size_t(row_seq[size_t(row)])];
-    const int64_t n_keys = a.params.causal ? row - seq.first + 1 : seq.count;
+    const int64_t i = row - seq.first, half = int64_t(a.params.attn_window / 2);
+    int64_t first = 0, n_keys = a.params.causal ? i + 1 : seq.count;
+    if (a.params.attn_window != 0) {
+      first = std::max<int64_t>(0, i - half);
+      n_keys = std::min(seq.count, i + half + 1) - first;
+    }
+    const float slope = a.params.alibi_max_bias > 0.0f ? alibi_slope(h, n_heads, a.params.alibi_max_bias) : 0.0f;
     const auto* qr = reinterpret_cast<const float*>(q.at(h, row));
     std::vector<float> scores(static_cast<size_t>(n_keys));
     float max = -INFINITY;
     for (int64_t j = 0; j < n_keys; j++) {
-      scores[size_t(j)] = k.dot(qr, reinterpret_cast<const float*>(keys.at(kv_h, seq.first + j)), head_dim) * a.params.attn_scale;
-      max = std::max(max, scores[size_t(j)]);
+      const int64_t key = first + j;
+      float score = k.dot(qr, reinterpret_cast<const float*>(keys.at(kv_h, seq.first + key)), head_dim) * a.params.attn_scale;
+      if (slope != 0.0f) score -= slope * float(std::abs(i - key));
+      scores[size_t(j)] = score;
+      max = std::max(max, score);
     }
     double sum = 0.0;
     for (float& s : scores) sum += s = std::exp(s - max);
@@ -81,7 +102,7 @@ void encoder_attention(const OpArgs& a, const TaskRunner& run, const EncoderKern
     std::fill(out, out + head_dim, 0.0f);
     const float inv = float(1.0 / sum);
     for (int64_t j = 0; j < n_keys; j++)
-      k.axpy(scores[size_t(j)] * inv, reinterpret_cast<const float*>(values.at(kv_h, seq.first + j)), out, head_dim);
+      k.axpy(scores[size_t(j)] * inv, reinterpret_cast<const float*>(values.at(kv_h, seq.first + first + j)), out, head_dim);
   });
 }
 

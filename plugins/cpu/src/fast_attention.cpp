@@ -449,7 +449,8 @@ void fast_encoder_attention(const OpArgs& a, ThreadPool& pool, const Kernels& k)
   const bool tiled = k.float_dots != nullptr && k.exp_shifted != nullptr && k.weighted_values != nullptr && head_dim % 8 == 0 &&
                      group <= kMaxGroup && q.nb[0] == sizeof(float) && dst.nb[0] == sizeof(float) && q.nb[2] % sizeof(float) == 0 &&
                      dst.nb[2] % sizeof(float) == 0;
-  if (!tiled) {
+  // The window and ALiBi (ABI 1.14: text encoders, short inputs) take the row-by-row path.
+  if (!tiled || a.params.attn_window != 0 || a.params.alibi_max_bias != 0.0f) {
     return encoder_attention(a, [&pool](int64_t n, const std::function<void(int64_t)>& fn) {
       pool.parallel_for(n, [&](int64_t t, int) { fn(t); });
     }, {k.vdot_f32, k.axpy_f32});

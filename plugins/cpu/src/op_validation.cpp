@@ -21,6 +21,7 @@ struct CpuOpRules : plugin_support::BaseOpRules {
   static constexpr bool kRecurrent = true;
   static constexpr bool kSoftplus = true;
   static constexpr bool kEncoder = true;
+  static constexpr bool kEncoderWindowAlibi = true;
   static constexpr bool kGeluQuick = true;
   static constexpr bool kClamp = true;
   static constexpr bool kRopeMrope = true;

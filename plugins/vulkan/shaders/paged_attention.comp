@@ -8,6 +8,9 @@
 // flags (ABI 1.9): bit 0, column 3 of seqs holds LOOM_SEQ_NON_CAUSAL (the rows see keys up to ctx_len - 1);
 // bit 1, ATTENTION over plain tensors: seqs has two columns (first row, rows), a sequence's keys are
 // its own rows of the K/V tensors (no block table), causal only with bit 2.
+// ABI 1.14, dense mode only: bit 3, a symmetric window (row i sees rows j with |i - j| <= sliding_window / 2);
+// bit 4, ALiBi, its max bias carried in bt_off as float bits (dense mode reads no block table, and the
+// push constants are full at 128 bytes).
 // Caches: F32, F16, INT8_KV (one f32 scale per row), F8_E4M3 (one byte per value), or ggml's Q8_0 / Q4_0 blocks (one f16 scale per 32
 // values, 34 / 18 bytes, so rows are only 2-byte aligned and are read through kc_u16 / vc_u16 / *_word).
 #define RED_WG 64u
@@ -105,6 +108,14 @@ float v_elem(uint row, uint i) {
   return float(int(VC[a >> 2] << (24u - ((a & 3u) << 3))) >> 24);
 }
 
+// ALiBi's slope for head h from the max bias, as ggml's soft_max_ext.
+float alibi_slope(uint h) {
+  float max_bias = uintBitsToFloat(pc.bt_off);
+  uint n_log2 = 1u << uint(findMSB(pc.n_heads));
+  float m0 = exp2(-max_bias / float(n_log2)), m1 = exp2(-max_bias / 2.0 / float(n_log2));
+  return h < n_log2 ? pow(m0, float(h + 1u)) : pow(m1, float(2u * (h - n_log2) + 1u));
+}
+
 void main() {
   uint lid = gl_LocalInvocationIndex;
   bool int8 = pc.kv_dtype == DT_INT8_KV;
@@ -141,6 +152,11 @@ void main() {
     uint pos = uint(ctx_len - n_query) + (t - uint(first_row));
     uint first = (pc.sliding_window == 0u || pos < pc.sliding_window) ? 0u : pos - pc.sliding_window + 1u;
     uint last = non_causal ? uint(ctx_len) - 1u : pos;
+    if ((pc.flags & 8u) != 0u) {
+      uint half_window = pc.sliding_window / 2u;
+      first = pos > half_window ? pos - half_window : 0u;
+      last = min(uint(ctx_len) - 1u, pos + half_window);
+    }
     uint table = (pc.bt_off + seq * pc.bt_nb1) >> 2;
     if (pc.max_keys != 0u && last - first + 1u > pc.max_keys) {
       if (lid == 0u) report_error(ERR_KEYS, last - first + 1u);
@@ -149,6 +165,7 @@ void main() {
 
     for (uint h = gl_WorkGroupID.y; h < pc.n_heads; h += gl_NumWorkGroups.y) {
       uint kvh = h / group;
+      float slope = (pc.flags & 16u) != 0u ? alibi_slope(h) : 0.0;
       uint q = (pc.q_off + h * pc.q_nb1 + t * pc.q_nb2) >> 2;
       for (uint i = lid; i < pc.head_dim; i += 64u) q_s[i] = Q[q + i];
       barrier();
@@ -176,6 +193,7 @@ void main() {
             }
             score = dot * pc.scale;
             if (pc.softcap > 0.0) score = pc.softcap * safe_tanh(score / pc.softcap);
+            score -= slope * abs(float(int(pos) - int(j)));
             uint vrow = pc.v_off + kvh * pc.v_nb1 + slot * pc.v_nb2;
             vrow_s[lid] = vrow;
             vscale_s[lid] = int8 ? uintBitsToFloat(VC[vrow >> 2]) : 1.0;

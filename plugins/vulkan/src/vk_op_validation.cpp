@@ -40,6 +40,7 @@ struct VkOpRules : plugin_support::BaseOpRules {
   // The encoder ops (ABI 1.9): layer_norm.comp, patches.comp, pool_2d.comp, and ATTENTION and the
   // non-causal sequence flag in paged_attention.comp.
   static constexpr bool kEncoder = true;
+  static constexpr bool kEncoderWindowAlibi = true;
   static constexpr bool kGeluQuick = true;
   static constexpr bool kClamp = true;
   static constexpr bool kRopeMrope = true;

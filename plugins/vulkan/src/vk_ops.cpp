@@ -293,14 +293,15 @@ void record_encoder_attention(Context& ctx, Stream& s, const OpArgs& a) {
   p.u(bq.rel).u(q.nb[1]).u(q.nb[2]);
   p.u(bk.rel).u(k.nb[1]).u(k.nb[2]);
   p.u(bv.rel).u(v.nb[1]).u(v.nb[2]);
-  p.u(0).u(0);
+  const bool alibi = a.params.alibi_max_bias != 0.0f, window = a.params.attn_window != 0;
+  p.f(alibi ? a.params.alibi_max_bias : 0.0f).u(0);  // bt_off: no block table in dense mode; ALiBi's max bias
   p.u(seqs_rel).u(seqs_nb1);
   p.u(bd.rel).u(d.nb[1]).u(d.nb[2]);
   p.u(q.ne[0]).u(q.ne[1]).u(k.ne[1]).u(q.ne[2]).u(n_seqs).u(k.ne[2]).u(1).u(1);
-  p.u(0).u(uint32_t(LOOM_DTYPE_F32)).f(a.params.attn_scale).f(0.0f);
+  p.u(a.params.attn_window).u(uint32_t(LOOM_DTYPE_F32)).f(a.params.attn_scale).f(0.0f);
   p.u(0).u(0);
   p.u(ctx.is_llvmpipe() ? 8192 : 0);
-  p.u(2u | (a.params.causal ? 4u : 0u));
+  p.u(2u | (a.params.causal ? 4u : 0u) | (window ? 8u : 0u) | (alibi ? 16u : 0u));
   s.dispatch(variant(ctx, "paged_attention"), bindings, p.w, p.bytes(), uint64_t(q.ne[2]), uint64_t(q.ne[1]));
 }
 

@@ -64,6 +64,8 @@ struct OpParams {
   float delta_l2_eps = 0.0f;
   bool delta_grouped_heads = false;  // (ABI 1.7) v head h reads key head h / (n_v / n_k), not h % n_k
   bool causal = false;     // (ABI 1.9) ATTENTION
+  uint32_t attn_window = 0;     // (ABI 1.14) ATTENTION: rows j with |i - j| <= attn_window / 2; 0 = all
+  float alibi_max_bias = 0.0f;  // (ABI 1.14) ATTENTION: ALiBi's max bias; 0 = none
   bool seq_flags = false;  // (ABI 1.9) PAGED_ATTENTION: column 3 of seqs holds LOOM_SEQ_* flags
   uint32_t window = 0;     // (ABI 1.9) PATCHES' patch size, POOL_2D's kernel
   float clamp_min = 0.0f, clamp_max = 0.0f;  // (ABI 1.11) CLAMP
