@@ -3,13 +3,15 @@
 # scale-out on one machine (docs/scale-out.md explains a real multi-machine deployment).
 #
 #   scripts/cluster.sh [--replicas N] [--model GGUF] [--policy kv_aware|cache_aware|round_robin|...]
-#                      [--router-port P] [--worker-port P] [--event-port P] [--config loom.toml]
+#                      [--router-port P] [--worker-port P] [--event-port P] [--metrics-port P] [--config loom.toml]
 #                      [--loom build/bin/loom] [--block-size 16]
 #
 # Replica i listens on worker-port + i and publishes its prefix-cache events on event-port + 2i
 # (replay on event-port + 2i + 1), which the router subscribes to with --policy kv_aware. The script
 # prints "cluster: ready <router url>" once the router answers, and stops everything on Ctrl-C or
-# SIGTERM. Logs go to a temporary folder it prints. Needs `pip install vllm-router` (scripts/setup.sh).
+# SIGTERM. The router's Prometheus metrics listen on metrics-port (default router-port + 1; the router's
+# own default, 29000, is one port for every router on the machine). Logs go to a temporary folder it
+# prints. Needs `pip install vllm-router` (scripts/setup.sh).
 set -euo pipefail
 
 replicas=3
@@ -18,6 +20,7 @@ policy=kv_aware
 router_port=8000
 worker_port=8100
 event_port=5600
+metrics_port=""
 config=""
 block_size=16
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -31,10 +34,11 @@ while (($#)); do
     --router-port) router_port=$2; shift 2 ;;
     --worker-port) worker_port=$2; shift 2 ;;
     --event-port) event_port=$2; shift 2 ;;
+    --metrics-port) metrics_port=$2; shift 2 ;;
     --config) config=$2; shift 2 ;;
     --loom) loom=$2; shift 2 ;;
     --block-size) block_size=$2; shift 2 ;;
-    -h|--help) sed -n 2,13p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
     *) echo "cluster: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -93,7 +97,7 @@ if [[ "$policy" == kv_aware ]]; then
 fi
 # Health checks every 2 s, one failure marks a replica down and one success brings it back, so a
 # restarted replica rejoins within seconds (the router's defaults: 60 s, 3 and 2).
-vllm-router --host 127.0.0.1 --port "$router_port" --worker-urls "${worker_urls[@]}" --policy "$policy" \
+vllm-router --host 127.0.0.1 --port "$router_port" --prometheus-host 127.0.0.1 --prometheus-port "${metrics_port:-$((router_port + 1))}" --worker-urls "${worker_urls[@]}" --policy "$policy" \
   --worker-startup-check-interval 1 --health-check-interval-secs 2 --health-failure-threshold 1 \
   --health-success-threshold 1 --cb-timeout-duration-secs 2 "${router_args[@]}" > "$logs/router.out" 2>&1 &
 pids+=($!)

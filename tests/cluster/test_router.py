@@ -90,7 +90,8 @@ class Cluster:
         self.proc = subprocess.Popen(
             ["bash", script, "--replicas", str(REPLICAS), "--model", model, "--policy", policy, "--loom", loom,
              "--router-port", str(self.router), "--worker-port", str(self.worker_base),
-             "--event-port", str(self.event_base), "--config", os.path.join(scratch, "replica.toml")],
+             "--event-port", str(self.event_base), "--metrics-port", str(free_ports(1)[0]),
+             "--config", os.path.join(scratch, "replica.toml")],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 120
         while time.time() < deadline:
