@@ -128,11 +128,7 @@ json EmbeddingService::embeddings(const json& request) {
       throw invalid_param("input", "input " + std::to_string(i) + " is " + std::to_string(inputs[i].size()) + " tokens, more than the " +
                                        std::to_string(longest) + " this model takes (send truncate_prompt_tokens to cut it)");
   }
-  std::vector<std::vector<float>> vectors;
-  {
-    std::lock_guard lock(encoder_mutex_);
-    vectors = encoder_.embed(inputs, /*normalize=*/true);
-  }
+  std::vector<std::vector<float>> vectors = batcher_.embed(inputs, /*normalize=*/true);
   json data = json::array();
   for (size_t i = 0; i < vectors.size(); i++) {
     std::vector<float>& e = vectors[i];
@@ -234,11 +230,7 @@ std::vector<float> EmbeddingService::score_pairs(const std::vector<std::string>&
     total_tokens += int64_t(ids.size());
     inputs.push_back(std::move(ids));
   }
-  std::vector<std::vector<float>> out;
-  {
-    std::lock_guard lock(encoder_mutex_);
-    out = encoder_.embed(inputs, false);
-  }
+  const std::vector<std::vector<float>> out = batcher_.embed(inputs, false);
   std::vector<float> scores;
   for (const std::vector<float>& s : out) scores.push_back(s[0]);
   return scores;

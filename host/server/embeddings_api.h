@@ -5,12 +5,12 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "embed/text_encoder.h"
+#include "server/embedding_batcher.h"
 #include "tokenizer/tokenizer.h"
 
 namespace loom::server {
@@ -25,11 +25,12 @@ struct EmbeddingLimits {
   std::string rerank_template;
 };
 
-// One encoder shared by the server's handler threads; embed() runs one request's batches at a time.
+// One encoder shared by the server's handler threads; the inputs of requests that arrive together run
+// in the same batches (EmbeddingBatcher).
 class EmbeddingService {
  public:
   EmbeddingService(embed::Embedder& encoder, const Tokenizer& tokenizer, std::string model_name, EmbeddingLimits limits)
-      : encoder_(encoder), tokenizer_(tokenizer), model_name_(std::move(model_name)), limits_(limits) {}
+      : encoder_(encoder), batcher_(encoder), tokenizer_(tokenizer), model_name_(std::move(model_name)), limits_(std::move(limits)) {}
 
   const std::string& model_name() const { return model_name_; }
   const embed::TextEncoderInfo& info() const { return encoder_.info(); }
@@ -47,10 +48,10 @@ class EmbeddingService {
 
  private:
   embed::Embedder& encoder_;
+  EmbeddingBatcher batcher_;  // concurrent requests' inputs run together
   const Tokenizer& tokenizer_;
   const std::string model_name_;
   const EmbeddingLimits limits_;
-  std::mutex encoder_mutex_;
   // The pairs' scores (llama-server's layout: the rerank template with both filled in, its specials
   // parsed, or [BOS] query [EOS] [SEP] document [EOS]); `where` names each
   // second text in errors ("documents[i]", "text_2[i]").

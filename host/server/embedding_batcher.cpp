@@ -1,0 +1,74 @@
+#include "server/embedding_batcher.h"
+
+namespace loom::server {
+
+std::vector<std::vector<float>> EmbeddingBatcher::embed(const std::vector<std::vector<int32_t>>& inputs, bool normalize) {
+  Job job;
+  job.inputs = &inputs;
+  job.normalize = normalize;
+  std::unique_lock lock(mutex_);
+  queue_.push_back(&job);
+  while (!job.done) {
+    if (running_) {
+      done_.wait(lock);
+      continue;
+    }
+    // The embedder is idle: this request runs everything queued that shares the first one's
+    // normalisation (its own job among them, or it leads again on the next turn).
+    running_ = true;
+    std::vector<Job*> jobs;
+    const bool first_normalize = queue_.front()->normalize;
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if ((*it)->normalize == first_normalize) {
+        jobs.push_back(*it);
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    lock.unlock();
+    run(jobs);
+    lock.lock();
+    for (Job* j : jobs) j->done = true;
+    stats_.runs++;
+    stats_.requests += int64_t(jobs.size());
+    running_ = false;
+    done_.notify_all();
+  }
+  if (job.error) std::rethrow_exception(job.error);
+  return std::move(job.out);
+}
+
+EmbeddingBatcher::Stats EmbeddingBatcher::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void EmbeddingBatcher::run(const std::vector<Job*>& jobs) {
+  auto alone = [this](Job& job) {
+    try {
+      job.out = embedder_.embed(*job.inputs, job.normalize);
+    } catch (...) {
+      job.error = std::current_exception();
+    }
+  };
+  if (jobs.size() == 1) return alone(*jobs[0]);
+  std::vector<std::vector<int32_t>> all;
+  for (const Job* job : jobs) all.insert(all.end(), job->inputs->begin(), job->inputs->end());
+  std::vector<std::vector<float>> out;
+  try {
+    out = embedder_.embed(all, jobs[0]->normalize);
+  } catch (...) {
+    // An error names an input by its place in the combined list: each request alone names its own.
+    for (Job* job : jobs) alone(*job);
+    return;
+  }
+  size_t next = 0;
+  for (Job* job : jobs) {
+    job->out.assign(std::make_move_iterator(out.begin() + std::ptrdiff_t(next)),
+                    std::make_move_iterator(out.begin() + std::ptrdiff_t(next + job->inputs->size())));
+    next += job->inputs->size();
+  }
+}
+
+}  // namespace loom::server
