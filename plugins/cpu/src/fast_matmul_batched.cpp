@@ -12,6 +12,7 @@
 //   their int8 dot products;
 // - integer tiles: one weight row x up to kMaxTile tokens.
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <vector>
 
@@ -231,6 +232,36 @@ bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slo
     // A block of activations takes at most 1 MiB of L2 (tokens of 4304 values: 60 at a time).
     const int64_t fit = std::clamp<int64_t>(int64_t((1u << 20) / (uint64_t(n_in) * sizeof(float))) / 4 * 4, 16, kTokenBlock);
     token_block = many_tokens ? fit : n_tok;
+  }
+  // A small matrix (an encoder's 384 x 384) packs whole into each thread's L2: the threads then split
+  // the tokens, each packing every row once per call (kept across its chunks), instead of splitting the
+  // rows, where each would stream all the activations (both threads reading the same 3 MB: 1.45x on 2
+  // threads against 1.75x for the wider matrices).
+  if (pack != nullptr && many_tokens && uint64_t(n_out) * uint64_t(n_in) * sizeof(float) <= (1u << 20)) {
+    static std::atomic<uint64_t> next_call{1};
+    const uint64_t call = next_call++;
+    const int64_t per_chunk = std::max<int64_t>(token_block, (n_tok + 4 * n_threads - 1) / (4 * n_threads));
+    job.n_compute = (n_tok + per_chunk - 1) / per_chunk;
+    job.compute = [=](int64_t chunk) {
+      static thread_local std::vector<float> decoded, packed;
+      static thread_local uint64_t packed_call = 0;
+      if (packed_call != call) {  // this thread's first chunk of the call
+        decoded.resize(size_t(n_out * n_in));
+        for (int64_t r = 0; r < n_out; r++) {
+          if (fast_decode) fast_decode(w.at(r), decoded.data() + r * n_in, n_in);
+          else dequantize_row(w.dtype, w.at(r), decoded.data() + r * n_in, n_in);
+        }
+        packed.resize(packed_floats(n_in, n_out));
+        pack(decoded.data(), n_in, n_in, n_out, packed.data());
+        packed_call = call;
+      }
+      const int64_t dst_stride = int64_t(dst.nb[1] / sizeof(float));
+      const int64_t t_end = std::min(n_tok, (chunk + 1) * per_chunk);
+      for (int64_t t0 = chunk * per_chunk; t0 < t_end; t0 += token_block)
+        gemm(n_in, packed.data(), n_in, n_out, activations + t0 * n_in, n_in, std::min(token_block, t_end - t0),
+             reinterpret_cast<float*>(dst.data) + t0 * dst_stride, dst_stride);
+    };
+    return true;
   }
   job.n_compute = (n_out + rows - 1) / rows;
   job.compute = [=](int64_t chunk) {
