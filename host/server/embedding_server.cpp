@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "server/api_error.h"
 #include "server/http_util.h"
+#include "server/tokenize_api.h"
 #include "server/managed_server.h"
 #include "server/openai_parse.h"
 
@@ -84,6 +85,13 @@ void EmbeddingServer::install_routes() {
                send_json(res, 200, {{"object", "list"}, {"data", json::array({card()})}});
              }));
   http_->Get("/health", guarded([](const httplib::Request&, httplib::Response& res) { send_json(res, 200, {{"status", "ok"}}); }));
+  // The model's tokenizer, as the chat server's: the ids an input costs, before sending it.
+  http_->Post("/tokenize", guarded([&service](const httplib::Request& req, httplib::Response& res) {
+                send_json(res, 200, tokenize_reply(service.tokenizer(), parse_json_body(req.body)));
+              }));
+  http_->Post("/detokenize", guarded([&service](const httplib::Request& req, httplib::Response& res) {
+                send_json(res, 200, detokenize_reply(service.tokenizer(), parse_json_body(req.body)));
+              }));
   // An embedding model generates nothing: say so by name rather than 404.
   const auto wrong_task = guarded([&service](const httplib::Request& req, httplib::Response&) {
     const bool reranker = service.is_reranker();

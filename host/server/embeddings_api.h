@@ -33,6 +33,7 @@ class EmbeddingService {
       : encoder_(encoder), batcher_(encoder), tokenizer_(tokenizer), model_name_(std::move(model_name)), limits_(std::move(limits)) {}
 
   const std::string& model_name() const { return model_name_; }
+  const Tokenizer& tokenizer() const { return tokenizer_; }
   const embed::TextEncoderInfo& info() const { return encoder_.info(); }
 
   // The response bodies; ApiError (400) naming the field for a bad request, or the model's task when

@@ -13,6 +13,7 @@
 #include "server/metrics_exporter.h"
 #include "server/openai_parse.h"
 #include "server/sse_stream.h"
+#include "server/tokenize_api.h"
 #include "tokenizer/tokenizer.h"
 #include "server/engine_state.h"
 #include "server/web_assets.h"
@@ -186,32 +187,11 @@ void handle_tokenize(ServerState& state, const httplib::Request& req, httplib::R
     send_json(res, 200, {{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", state.engine.info().n_ctx}});
     return;
   }
-  const TokenizeParams p = parse_tokenize_request(body);
-  const Tokenizer& tok = state.engine.tokenizer();
-  const std::vector<int32_t> ids = tok.encode(p.content, p.add_special, true);
-  json tokens = json::array();
-  for (int32_t id : ids) {
-    if (p.with_pieces) {
-      tokens.push_back({{"id", id}, {"piece", tok.token_to_piece(id, true)}});
-    } else {
-      tokens.push_back(id);
-    }
-  }
-  send_json(res, 200, {{"tokens", tokens}});
+  send_json(res, 200, tokenize_reply(state.engine.tokenizer(), body));
 }
 
 void handle_detokenize(ServerState& state, const httplib::Request& req, httplib::Response& res) {
-  const std::vector<int64_t> ids = parse_detokenize_request(parse_json_body(req.body));
-  const Tokenizer& tok = state.engine.tokenizer();
-  std::vector<int32_t> tokens;
-  for (int64_t id : ids) {
-    if (id < 0 || id >= tok.n_vocab()) {
-      throw invalid_param("tokens", "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
-                                        std::to_string(tok.n_vocab() - 1) + ")");
-    }
-    tokens.push_back(static_cast<int32_t>(id));
-  }
-  send_json(res, 200, {{"content", tok.decode(tokens)}});
+  send_json(res, 200, detokenize_reply(state.engine.tokenizer(), parse_json_body(req.body)));
 }
 
 }  // namespace

@@ -96,6 +96,29 @@ class EmbeddingServerTest(unittest.TestCase):
         self.assertEqual(status, 200, body)
         self.assertEqual(body["usage"]["prompt_tokens"], 100)
 
+    def test_tokenize_gives_the_ids_an_input_costs(self):
+        want = GOLDEN["inputs"][2]
+        status, body = self.server.json("POST", "/tokenize", {"content": want["text"], "add_special": True})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["tokens"], want["tokens"])
+        status, body = self.server.json("POST", "/detokenize", {"tokens": want["tokens"][1:-1]})
+        self.assertEqual(status, 200, body)
+        # WordPiece lowercases and writes punctuation as its own word: the same letters, spaced its way.
+        self.assertEqual(body["content"].replace(" ", ""), want["text"].lower().replace(" ", ""))
+        status, body = self.server.json("POST", "/detokenize", {"tokens": [800]})
+        self.assertEqual(status, 400)
+        self.assertEqual(body["error"]["param"], "tokens")
+
+    def test_concurrent_requests_get_their_own_vectors(self):
+        # Requests that arrive together run in shared batches; each still gets exactly its own vectors.
+        import concurrent.futures
+        def one(i):
+            text = self.texts[i % len(self.texts)]
+            return i, self.client.embeddings.create(model="bert-synth", input=text).data[0].embedding
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            for i, got in pool.map(one, range(24)):
+                self.assertGreater(cosine(got, GOLDEN["inputs"][i % len(self.texts)]["embedding"]), 0.9999)
+
     def test_bad_inputs_name_the_field(self):
         cases = [
             ({"input": ""}, "input", "empty string"),
