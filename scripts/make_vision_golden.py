@@ -22,6 +22,8 @@ import struct
 import subprocess
 import tempfile
 
+from golden_hash import fnv1a64
+
 CASES = [
     {
         "name": "gemma3-synth",
@@ -124,13 +126,6 @@ CASES = [
         "prompt": "describe <__media__> in one word",
     },
 ]
-
-
-def fnv1a64(data):
-    h = 0xcbf29ce484222325
-    for b in data:
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return "%016x" % h
 
 
 def main():
