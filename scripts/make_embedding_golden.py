@@ -63,6 +63,15 @@ CASES = [
                   "--ctx", "128", "--seed", "161", "--type", "F16", "--sliding-window", "8"],
     },
     {
+        # gte-reranker-modernbert's shape, small: the modern-bert blocks, rank pooling through a head that
+        # sees the mean of the rows (classifier.pooling_type absent: llama.cpp's default for modern-bert),
+        # dense, GELU, a layer norm, one logit.
+        "name": "modern-bert-reranker-synth",
+        "model": ["--arch", "modern-bert", "--layers", "3", "--dim", "128", "--heads", "4", "--ff", "256", "--vocab", "800",
+                  "--ctx", "128", "--seed", "191", "--type", "F16", "--sliding-window", "8", "--classifier"],
+        "rerank": True,
+    },
+    {
         # EmbeddingGemma's shape, small: Gemma 3 blocks with bidirectional attention, grouped heads, local
         # layers (0 and 2) within a symmetric window of 8, mean pooling, then the dense_2 / dense_3 projections.
         "name": "gemma-embedding-synth",

@@ -136,8 +136,13 @@ TextEncoderInfo read_text_encoder_info(const gguf::GgufFile& file) {
     throw Error(file.label() + ": " + a + "pooling_type " + std::to_string(pooling) + " is not supported (1 mean, 2 cls, 3 last, 4 rank)");
   info.pooling = Pooling(pooling);
   if (info.pooling == Pooling::rank) {
-    if (info.arch != "bert" && info.arch != "nomic-bert")
-      throw Error(file.label() + ": a " + info.arch + " reranker (rank pooling) is not supported yet (bert and nomic-bert rerankers are)");
+    if (info.arch != "bert" && info.arch != "nomic-bert" && info.arch != "modern-bert")
+      throw Error(file.label() + ": a " + info.arch + " reranker (rank pooling) is not supported yet (bert, nomic-bert and modern-bert rerankers are)");
+    // What the heads see: the first row, or (modern-bert's default, gte-reranker-modernbert) the mean.
+    const uint64_t cls_pooling = file.get_uint(a + "classifier.pooling_type").value_or(info.arch == "modern-bert" ? 1 : 2);
+    if (cls_pooling != 1 && cls_pooling != 2)
+      throw Error(file.label() + ": " + a + "classifier.pooling_type " + std::to_string(cls_pooling) + " is not supported (1 mean, 2 cls)");
+    info.classifier_pooling = Pooling(cls_pooling);
     const gguf::TensorInfo* out = file.find_tensor("cls.output.weight");
     if (out == nullptr || out->dims.size() != 2 || out->dims[0] != info.dim || out->dims[1] < 1)
       throw Error(file.label() + ": a reranker (" + a + "pooling_type 4) needs tensor 'cls.output.weight' [" + std::to_string(info.dim) + ", labels]");

@@ -218,6 +218,7 @@ void TextEncoder::load_host_tensors(const gguf::GgufFile& file) {
   if (m.pooling == Pooling::rank) {
     host("cls.weight", {c, c}, cls_, true);
     if (!cls_.empty()) host("cls.bias", {c}, cls_b_, true);
+    if (!cls_.empty()) host("cls.norm.weight", {c}, cls_norm_, true);
     host("cls.output.weight", {c, m.n_cls_out}, cls_out_, false);
     host("cls.output.bias", {m.n_cls_out}, cls_out_b_, true);
   }
@@ -256,12 +257,21 @@ std::vector<float> TextEncoder::project(const std::vector<float>& pooled) const 
 std::vector<float> TextEncoder::classify(const float* row) const {
   const auto c = size_t(info_.dim);
   std::vector<double> h(row, row + c);
-  if (!cls_.empty()) {  // the pooler: tanh(W x + b)
+  if (!cls_.empty()) {  // the pooler: tanh(W x + b); modern-bert's: a layer norm of gelu(W x + b)
     std::vector<double> dense(c);
+    const bool modern = info_.arch == "modern-bert";
     for (size_t o = 0; o < c; o++) {
       double sum = cls_b_.empty() ? 0.0 : cls_b_[o];
       for (size_t i = 0; i < c; i++) sum += double(cls_[o * c + i]) * row[i];
-      dense[o] = std::tanh(sum);
+      dense[o] = modern ? 0.5 * sum * (1.0 + std::tanh(0.7978845608028654 * (sum + 0.044715 * sum * sum * sum))) : std::tanh(sum);
+    }
+    if (!cls_norm_.empty()) {
+      double mean = 0.0, var = 0.0;
+      for (double v : dense) mean += v;
+      mean /= double(c);
+      for (double v : dense) var += (v - mean) * (v - mean);
+      const double inv = 1.0 / std::sqrt(var / double(c) + double(info_.eps));
+      for (size_t i = 0; i < c; i++) dense[i] = (dense[i] - mean) * inv * cls_norm_[i];
     }
     h = dense;
   }
@@ -423,8 +433,9 @@ std::vector<std::vector<float>> TextEncoder::embed(const std::vector<std::vector
     size_t row = 0;
     for (size_t b = 0; b < batch.size(); b++) {
       const size_t count = batch[b]->size();
-      if (m.pooling == Pooling::rank) {  // the first row ([CLS]) through the heads
-        out[first + b] = classify(&hidden[row * c]);
+      if (m.pooling == Pooling::rank) {  // the first row ([CLS]), or the mean of the rows, through the heads
+        const std::vector<float> pooled = pool_rows(&hidden[row * c], m.classifier_pooling == Pooling::mean ? count : 1, c, false);
+        out[first + b] = classify(pooled.data());
         row += count;
         continue;
       }

@@ -54,6 +54,7 @@ struct TextEncoderInfo {
   float eps = 1e-12f;
   Pooling pooling = Pooling::mean;
   int64_t n_cls_out = 0;  // rank: the scores per input (cls.output's rows; 1 for a reranker)
+  Pooling classifier_pooling = Pooling::cls;  // rank: what the heads see (modern-bert: the mean of the rows)
   EncoderBlock block = EncoderBlock::post_norm;
   EncoderPositions positions = EncoderPositions::table;
   EncoderFfn ffn = EncoderFfn::gelu;
@@ -116,8 +117,8 @@ class TextEncoder : public Embedder {
   loom_tensor tok_embd_{}, type_row_{}, pos_embd_{}, tok_norm_w_{}, tok_norm_b_{}, out_norm_{};
   std::vector<LayerWeights> layers_;
   // rank: the classification heads, on the host (one row per input): tanh(cls x + cls_b) (modern-bert:
-  // gelu, then a layer norm), then cls_out · + cls_out_b. cls may be absent.
-  std::vector<float> cls_, cls_b_, cls_norm_, cls_out_, cls_out_b_;
+  // a layer norm of gelu(cls x + cls_b)), then cls_out · + cls_out_b. cls may be absent.
+  std::vector<float> cls_, cls_b_, cls_norm_, cls_out_, cls_out_b_;  // cls_norm_: modern-bert's head norm
   std::vector<float> classify(const float* row) const;
   // gemma-embedding: the sentence-transformers dense projections after pooling, on the host.
   struct Dense {

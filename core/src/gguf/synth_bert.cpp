@@ -150,9 +150,11 @@ void build_bert_model(const SynthSpec& spec, GgufWriter& writer) {
       b.vector(n + "layer_output_norm.bias", d, 0.0f, 0.1f);
     }
   }
-  if (spec.classifier) {  // bge-reranker's head: tanh(dense(cls row)), then one logit
+  if (spec.classifier) {  // bge-reranker's head: tanh(dense(cls row)), then one logit; gte-reranker-modernbert's:
+    // a layer norm of gelu(dense(mean of the rows)), then one logit
     b.matrix("cls.weight", d, d, in_scale);
-    b.vector("cls.bias", d, 0.0f, 0.1f);
+    if (modern) b.vector("cls.norm.weight", d, 1.0f, 0.1f);
+    else b.vector("cls.bias", d, 0.0f, 0.1f);
     b.matrix("cls.output.weight", d, 1, in_scale);
     b.vector("cls.output.bias", 1, 0.0f, 0.1f);
   }
