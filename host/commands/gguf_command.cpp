@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "gguf/dtype_traits.h"
 #include "gguf/gguf_file.h"
+#include "hf/hf_checkpoint.h"
 #include "gguf/synth_mmproj.h"
 #include "gguf/synth_model.h"
 
@@ -123,7 +124,7 @@ int run_info(const CommandArgs& args) {
     std::cerr << "loom gguf info: missing FILE\n" << kInfoHelp;
     return 1;
   }
-  const auto file = loom::gguf::GgufFile::open(path);
+  const auto file = loom::hf::open_model_file(path);
   std::cout << "file:      " << file.label() << " (" << human_bytes(file.file_size()) << ")\n"
             << "version:   " << file.version() << "\n"
             << "alignment: " << file.alignment() << "\n"

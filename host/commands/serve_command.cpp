@@ -21,6 +21,7 @@
 #include "embed/text_encoder.h"
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
+#include "hf/hf_checkpoint.h"
 #include "server/kv_event_publisher.h"
 #include "host_options.h"
 #include "model/default_model.h"
@@ -247,7 +248,7 @@ int run_serve(const CommandArgs& args) {
       config.model.path.empty() ? default_chat_model_path(&model_note) : std::filesystem::path(config.model.path);
   if (!model_note.empty()) std::fprintf(stderr, "loom serve: warning: %s\n", model_note.c_str());
   std::fprintf(stderr, "loom serve: loading %s on backend '%s'...\n", model_path.string().c_str(), config.backend.name.c_str());
-  if (const gguf::GgufFile file = gguf::GgufFile::open(model_path); embed::is_text_encoder(file) || embedding_pooling(config, file) != embed::Pooling::none)
+  if (const gguf::GgufFile file = hf::open_model_file(model_path); embed::is_text_encoder(file) || embedding_pooling(config, file) != embed::Pooling::none)
     return serve_embeddings(config, file, model_path, shutdown_seconds);
   const auto load_start = std::chrono::steady_clock::now();
   ProgressBar load_bar("loading model", "MiB", 1 << 20);

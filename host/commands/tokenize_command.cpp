@@ -7,6 +7,7 @@
 #include "command.h"
 #include "host_options.h"
 #include "gguf/gguf_file.h"
+#include "hf/hf_checkpoint.h"
 #include "tokenizer/tokenizer.h"
 
 namespace loom::host {
@@ -89,7 +90,7 @@ int run_tokenize(const CommandArgs& args) {
   if (model.empty() || !have_text) return usage(2);
 
   const auto load_start = std::chrono::steady_clock::now();
-  const auto file = gguf::GgufFile::open(model);
+  const auto file = hf::open_model_file(model);
   const auto tokenizer = Tokenizer::from_gguf(file);
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();

@@ -254,7 +254,17 @@ void parse(GgufState& impl) {
   }
   // pos <= file size, so rounding up cannot overflow.
   impl.data_offset = (reader.pos() + impl.alignment - 1) / impl.alignment * impl.alignment;
-  check_tensor_placement(impl, reader);
+  if (impl.external.empty() && impl.external_owner == nullptr) {
+    check_tensor_placement(impl, reader);
+    return;
+  }
+  // The tensors' bytes live elsewhere: one span per tensor, each exactly its size.
+  if (impl.external.size() != impl.tensors.size())
+    reader.fail(str(impl.external.size()) + " tensor data spans for " + str(impl.tensors.size()) + " tensors");
+  for (size_t i = 0; i < impl.tensors.size(); ++i)
+    if (impl.external[i].size() != impl.tensors[i].n_bytes)
+      reader.fail("tensor '" + impl.tensors[i].name + "': " + str(impl.external[i].size()) + " data bytes, its shape and type need " +
+                  str(impl.tensors[i].n_bytes));
 }
 
 }  // namespace
@@ -281,6 +291,18 @@ GgufFile GgufFile::from_memory(std::span<const uint8_t> bytes, std::string label
   return GgufFile(std::move(impl));
 }
 
+GgufFile GgufFile::with_external_data(std::vector<uint8_t> header, std::vector<std::span<const uint8_t>> tensor_data,
+                                      std::shared_ptr<const void> owner, std::string label) {
+  auto impl = std::make_unique<Impl>();
+  impl->label = std::move(label);
+  impl->owned_header = std::move(header);
+  impl->bytes = impl->owned_header;
+  impl->external = std::move(tensor_data);
+  impl->external_owner = owner != nullptr ? std::move(owner) : std::make_shared<int>(0);
+  parse(*impl);
+  return GgufFile(std::move(impl));
+}
+
 void GgufFile::release_tensor_pages() const { impl_->mapping.drop_pages(data_offset(), file_size() - data_offset()); }
 
 const std::string& GgufFile::label() const { return impl_->label; }
@@ -302,6 +324,11 @@ const TensorInfo* GgufFile::find_tensor(std::string_view name) const {
 }
 
 std::span<const uint8_t> GgufFile::tensor_data(const TensorInfo& tensor) const {
+  if (impl_->external_owner != nullptr) {  // only this file's own TensorInfo: its place in the list
+    const auto& all = impl_->tensors;
+    if (&tensor < all.data() || &tensor >= all.data() + all.size()) throw Error(impl_->label + ": tensor '" + tensor.name + "' is not one of this model's");
+    return impl_->external[size_t(&tensor - all.data())];
+  }
   const uint64_t size = impl_->bytes.size();
   // Placement was validated for this file's tensors; re-check so a TensorInfo from elsewhere can't read OOB.
   if (impl_->data_offset > size || tensor.offset > size - impl_->data_offset ||

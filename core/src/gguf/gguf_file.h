@@ -52,6 +52,11 @@ class GgufFile {
   static GgufFile open(const std::filesystem::path& path);
   // Parse a buffer the caller keeps alive (fuzzing, tests). `label` names it in errors.
   static GgufFile from_memory(std::span<const uint8_t> bytes, std::string label = "<memory>");
+  // A model whose tensors live elsewhere (a Hugging Face checkpoint's safetensors mappings): `header`
+  // is a GGUF up to its data section (GgufWriter::to_header_bytes), `tensor_data` each tensor's bytes
+  // in its order, `owner` what keeps them alive. Nothing is copied; tensor_data() returns those spans.
+  static GgufFile with_external_data(std::vector<uint8_t> header, std::vector<std::span<const uint8_t>> tensor_data,
+                                     std::shared_ptr<const void> owner, std::string label);
 
   GgufFile(GgufFile&&) noexcept;
   GgufFile& operator=(GgufFile&&) noexcept;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <type_traits>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +28,11 @@ struct GgufState {
   std::map<std::string, size_t, std::less<>> metadata_index;
   std::vector<TensorInfo> tensors;
   std::map<std::string, size_t, std::less<>> tensor_index;
+  // with_external_data(): the header's own bytes, each tensor's bytes (in tensor order) and what keeps
+  // them mapped.
+  std::vector<uint8_t> owned_header;
+  std::vector<std::span<const uint8_t>> external;
+  std::shared_ptr<const void> external_owner;
 };
 
 struct GgufFile::Impl : GgufState {};

@@ -128,7 +128,7 @@ void GgufWriter::set_bool_array(std::string key, std::vector<bool> values) {
   set_raw(std::move(key), static_cast<uint32_t>(ValueType::array), encode_array(ValueType::boolean, bytes));
 }
 
-void GgufWriter::add_tensor(std::string name, loom_dtype type, std::vector<int64_t> dims, std::vector<uint8_t> data) {
+uint64_t GgufWriter::checked_bytes(const std::string& name, loom_dtype type, const std::vector<int64_t>& dims) const {
   const std::string where = "GGUF writer: tensor '" + name + "'";
   if (dtype_traits(type) == nullptr) throw Error(where + ": unknown type id " + std::to_string(type));
   if (dims.empty() || dims.size() > 4) throw Error(where + ": " + std::to_string(dims.size()) + " dims (expected 1..4)");
@@ -143,18 +143,26 @@ void GgufWriter::add_tensor(std::string name, loom_dtype type, std::vector<int64
   } catch (const Error& e) {
     throw Error(where + ": " + e.what());
   }
-  if (data.size() != row_bytes * static_cast<uint64_t>(n_rows)) {
-    throw Error(where + ": " + std::to_string(data.size()) + " data bytes (expected " +
-                std::to_string(row_bytes * static_cast<uint64_t>(n_rows)) + ")");
-  }
   for (const Tensor& tensor : tensors_) {
     if (tensor.name == name) throw Error("GGUF writer: duplicate tensor name '" + name + "'");
   }
-  tensors_.push_back({std::move(name), type, std::move(dims), std::move(data)});
+  return row_bytes * static_cast<uint64_t>(n_rows);
 }
 
-std::vector<uint8_t> GgufWriter::to_bytes() const {
-  std::vector<uint8_t> out;
+void GgufWriter::add_tensor(std::string name, loom_dtype type, std::vector<int64_t> dims, std::vector<uint8_t> data) {
+  const uint64_t n_bytes = checked_bytes(name, type, dims);
+  if (data.size() != n_bytes) {
+    throw Error("GGUF writer: tensor '" + name + "': " + std::to_string(data.size()) + " data bytes (expected " + std::to_string(n_bytes) + ")");
+  }
+  tensors_.push_back({std::move(name), type, std::move(dims), std::move(data), n_bytes, false});
+}
+
+void GgufWriter::add_tensor_info(std::string name, loom_dtype type, std::vector<int64_t> dims) {
+  const uint64_t n_bytes = checked_bytes(name, type, dims);
+  tensors_.push_back({std::move(name), type, std::move(dims), {}, n_bytes, true});
+}
+
+void GgufWriter::append_header(std::vector<uint8_t>& out) const {
   append(out, "GGUF", 4);
   put<uint32_t>(out, kVersion);
   put<uint64_t>(out, tensors_.size());
@@ -171,9 +179,22 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
     for (int64_t dim : tensor.dims) put<uint64_t>(out, static_cast<uint64_t>(dim));
     put<uint32_t>(out, static_cast<uint32_t>(tensor.type));
     put<uint64_t>(out, offset);
-    offset += (tensor.data.size() + alignment_ - 1) / alignment_ * alignment_;
+    offset += (tensor.n_bytes + alignment_ - 1) / alignment_ * alignment_;
   }
   pad_to(out, alignment_);
+}
+
+std::vector<uint8_t> GgufWriter::to_header_bytes() const {
+  std::vector<uint8_t> out;
+  append_header(out);
+  return out;
+}
+
+std::vector<uint8_t> GgufWriter::to_bytes() const {
+  for (const Tensor& tensor : tensors_)
+    if (tensor.info_only) throw Error("GGUF writer: tensor '" + tensor.name + "' has no data (added with add_tensor_info)");
+  std::vector<uint8_t> out;
+  append_header(out);
   for (const Tensor& tensor : tensors_) {
     append(out, tensor.data.data(), tensor.data.size());
     pad_to(out, alignment_);

@@ -36,15 +36,23 @@ class GgufWriter {
   // dims ne0 first; data must be exactly dtype_row_bytes(type, dims[0]) * rows bytes.
   void add_tensor(std::string name, loom_dtype type, std::vector<int64_t> dims, std::vector<uint8_t> data);
 
+  // A tensor whose data lives elsewhere (a safetensors mapping): its info only, for to_header_bytes().
+  void add_tensor_info(std::string name, loom_dtype type, std::vector<int64_t> dims);
+
   bool has_key(std::string_view key) const;
   size_t n_tensors() const { return tensors_.size(); }
 
-  std::vector<uint8_t> to_bytes() const;
+  std::vector<uint8_t> to_bytes() const;  // loom::Error when a tensor has its info only
+  // The file up to its data section: metadata and tensor infos, offsets as if the data followed
+  // (GgufFile::with_external_data reads it beside the tensors' own bytes).
+  std::vector<uint8_t> to_header_bytes() const;
   void write(const std::filesystem::path& path) const;  // throws loom::Error on I/O failure
 
  private:
   struct Entry { std::string key; uint32_t type; std::vector<uint8_t> value; };
-  struct Tensor { std::string name; loom_dtype type; std::vector<int64_t> dims; std::vector<uint8_t> data; };
+  struct Tensor { std::string name; loom_dtype type; std::vector<int64_t> dims; std::vector<uint8_t> data; uint64_t n_bytes; bool info_only; };
+  uint64_t checked_bytes(const std::string& name, loom_dtype type, const std::vector<int64_t>& dims) const;
+  void append_header(std::vector<uint8_t>& out) const;
   uint64_t alignment_;
   std::vector<Entry> entries_;
   std::vector<Tensor> tensors_;
