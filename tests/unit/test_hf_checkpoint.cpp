@@ -3,15 +3,19 @@
 // all-MiniLM-L6-v2, is checked end to end by tests/server/test_hf_embeddings.py.)
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "common/error.h"
+#include "embed/text_encoder.h"
 #include "gguf/gguf_writer.h"
 #include "hf/hf_checkpoint.h"
 #include "hf/safetensors_file.h"
 #include "test_model_helpers.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace loom;
 
@@ -94,4 +98,95 @@ TEST_CASE("hf: a folder Loom cannot map is refused naming the file and the reaso
   CHECK_THROWS_WITH(hf::open_checkpoint(dir), Catch::Contains("no model.safetensors or model.safetensors.index.json"));
   std::ofstream(dir / "config.json") << "{not json";
   CHECK_THROWS_WITH(hf::open_checkpoint(dir), Catch::Contains("config.json: not JSON"));
+}
+
+namespace {
+
+// A tiny bert folder as Hugging Face lays one out: config.json, tokenizer.json (WordPiece), weights in
+// one model.safetensors or in two shards named by model.safetensors.index.json.
+void write_tiny_bert(const std::filesystem::path& dir, bool sharded) {
+  std::filesystem::create_directories(dir);
+  const int64_t hidden = 16, ff = 32, layers = 2, positions = 16;
+  const std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "the", "cat", "sat", "##s", "!"};
+  const auto n_vocab = int64_t(vocab.size());
+  std::ofstream(dir / "config.json") << "{\"model_type\": \"bert\", \"hidden_size\": " << hidden << ", \"num_hidden_layers\": " << layers
+                                     << ", \"num_attention_heads\": 2, \"intermediate_size\": " << ff << ", \"max_position_embeddings\": " << positions
+                                     << ", \"vocab_size\": " << n_vocab << ", \"layer_norm_eps\": 1e-12, \"hidden_act\": \"gelu\"}";
+  std::string tok = R"({"model": {"type": "WordPiece", "vocab": {)";
+  for (size_t i = 0; i < vocab.size(); i++) tok += (i ? ", \"" : "\"") + vocab[i] + "\": " + std::to_string(i);
+  tok += R"(}}, "added_tokens": [)";
+  for (int i = 0; i < 5; i++) tok += std::string(i ? ", " : "") + "{\"id\": " + std::to_string(i) + ", \"content\": \"" + vocab[size_t(i)] + "\", \"special\": true}";
+  std::ofstream(dir / "tokenizer.json") << tok << "]}";
+  // Tensors as PyTorch shapes them ([out, in]), deterministic values.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> tensors = {
+      {"embeddings.word_embeddings.weight", {n_vocab, hidden}}, {"embeddings.position_embeddings.weight", {positions, hidden}},
+      {"embeddings.token_type_embeddings.weight", {2, hidden}}, {"embeddings.LayerNorm.weight", {hidden}}, {"embeddings.LayerNorm.bias", {hidden}}};
+  for (int il = 0; il < layers; il++) {
+    const std::string p = "encoder.layer." + std::to_string(il) + ".";
+    for (const char* m : {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"})
+      tensors.push_back({p + m + ".weight", {hidden, hidden}}), tensors.push_back({p + m + ".bias", {hidden}});
+    tensors.push_back({p + "intermediate.dense.weight", {ff, hidden}}), tensors.push_back({p + "intermediate.dense.bias", {ff}});
+    tensors.push_back({p + "output.dense.weight", {hidden, ff}}), tensors.push_back({p + "output.dense.bias", {hidden}});
+    for (const char* n : {"attention.output.LayerNorm", "output.LayerNorm"})
+      tensors.push_back({p + n + ".weight", {hidden}}), tensors.push_back({p + n + ".bias", {hidden}});
+  }
+  // Shard 1: the embeddings and layer 0; shard 2: layer 1 (or everything in one file).
+  std::vector<std::string> shard_of(tensors.size());
+  std::map<std::string, std::pair<std::string, std::vector<uint8_t>>> files;  // file -> (header, data)
+  uint32_t seed = 1;
+  for (size_t i = 0; i < tensors.size(); i++) {
+    const auto& [name, shape] = tensors[i];
+    const std::string file = !sharded ? "model.safetensors" : name.find("layer.1.") != std::string::npos ? "model-00002-of-00002.safetensors"
+                                                                                                          : "model-00001-of-00002.safetensors";
+    shard_of[i] = file;
+    int64_t count = 1;
+    for (int64_t d : shape) count *= d;
+    auto& [header, data] = files[file];
+    const size_t begin = data.size();
+    for (int64_t k = 0; k < count; k++) {
+      seed = seed * 1664525u + 1013904223u;
+      const float v = name.find("LayerNorm.weight") != std::string::npos ? 1.0f + float(seed >> 8) / float(1 << 24) * 0.2f - 0.1f
+                                                                         : float(seed >> 8) / float(1 << 24) - 0.5f;
+      const auto* b = reinterpret_cast<const uint8_t*>(&v);
+      data.insert(data.end(), b, b + 4);
+    }
+    std::string dims;
+    for (int64_t d : shape) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+    header += (header.empty() ? "" : ",") + std::string("\"") + name + "\":{\"dtype\":\"F32\",\"shape\":[" + dims + "],\"data_offsets\":[" +
+              std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
+  }
+  for (const auto& [file, content] : files) {
+    const std::vector<uint8_t> bytes = safetensors("{" + content.first + "}", content.second);
+    std::ofstream(dir / file, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  }
+  if (sharded) {
+    std::string map;
+    for (size_t i = 0; i < tensors.size(); i++) map += (i ? ",\"" : "\"") + tensors[i].first + "\":\"" + shard_of[i] + "\"";
+    std::ofstream(dir / "model.safetensors.index.json") << "{\"metadata\": {}, \"weight_map\": {" << map << "}}";
+  }
+}
+
+}  // namespace
+
+TEST_CASE("hf: a bert folder's shards read as its single file does, and its WordPiece vocabulary tokenizes", "[hf]") {
+  const auto whole = test::scratch_dir("hf-tiny-bert-whole"), sharded = test::scratch_dir("hf-tiny-bert-sharded");
+  write_tiny_bert(whole, false);
+  write_tiny_bert(sharded, true);
+  const gguf::GgufFile a = hf::open_checkpoint(whole), b = hf::open_checkpoint(sharded);
+  CHECK(a.get_uint("bert.pooling_type") == 2u);  // no sentence-transformers pooling: the [CLS] row
+  REQUIRE(a.tensors().size() == b.tensors().size());
+  for (size_t i = 0; i < a.tensors().size(); i++) {
+    CHECK(a.tensors()[i].name == b.tensors()[i].name);
+    const auto x = a.tensor_data(a.tensors()[i]), y = b.tensor_data(b.tensors()[i]);
+    CHECK(std::equal(x.begin(), x.end(), y.begin(), y.end()));
+  }
+  // [CLS] the cat ##s sat [SEP], pieces in the converter's layout.
+  const auto tokenizer = Tokenizer::from_gguf(b);
+  CHECK(tokenizer->encode("The cats sat!", true, false) == std::vector<int32_t>{2, 7, 8, 10, 9, 11, 3});
+  auto backend = test::cpu_backend();
+  auto ea = embed::TextEncoder::load(a, *backend, 16), eb = embed::TextEncoder::load(b, *backend, 16);
+  CHECK(ea->embed({{2, 5, 6, 3}}, true) == eb->embed({{2, 5, 6, 3}}, true));
+  // A shard the index names but the folder lacks.
+  std::filesystem::remove(sharded / "model-00002-of-00002.safetensors");
+  CHECK_THROWS_WITH(hf::open_checkpoint(sharded), Catch::Contains("model-00002-of-00002.safetensors"));
 }
