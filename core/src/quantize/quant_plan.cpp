@@ -63,9 +63,11 @@ bool is_embedding(const std::string& name) { return name == "token_embd.weight" 
 
 // What llama.cpp's quantizer never touches among 2-D and 3-D tensors: the MoE routers (a rounding
 // error there flips which experts run) and anything not named *.weight (gpt-oss's expert biases).
+// As llama-quantize leaves them: biases and other non-weights, MoE routers, and BERT's position and
+// token-type tables (llama.cpp adds the token-type row to F32 activations as it is stored).
 bool is_left_alone(const std::string& name) {
   const bool weight = name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0;
-  return !weight || name.find("ffn_gate_inp.weight") != std::string::npos;
+  return !weight || name.find("ffn_gate_inp.weight") != std::string::npos || name == "position_embd.weight" || name == "token_types.weight";
 }
 
 }  // namespace
@@ -175,7 +177,7 @@ std::vector<TensorPlan> plan_tensors(const std::vector<TensorShape>& tensors, co
       p.note = "1-D: kept F32";
     } else if (is_left_alone(t.name)) {
       wanted = t.type;
-      p.note = "router or bias (llama.cpp leaves it): kept " + dtype_name(t.type);
+      p.note = "router, bias or position table (llama.cpp leaves it): kept " + dtype_name(t.type);
     } else if (mix_types != nullptr) {
       const auto& mixed = mix_types->at(index);
       wanted = mixed ? *mixed : t.type;

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "gguf/dtype_traits.h"
 #include "gguf/gguf_file.h"
+#include "hf/hf_checkpoint.h"
 #include "gguf/gguf_writer.h"
 #include "quantize/calibration.h"
 #include "quantize/quantizer.h"
@@ -101,7 +102,7 @@ QuantizeReport quantize_model(const QuantizeOptions& options, const Quantizer& q
                               const QuantizeProgress& progress) {
   const auto start = std::chrono::steady_clock::now();
   check_output_path(options.input, options.output, options.force);
-  const gguf::GgufFile in = gguf::GgufFile::open(options.input);
+  const gguf::GgufFile in = hf::open_model_file(options.input);  // a GGUF file, or a Hugging Face folder to convert
 
   std::vector<TensorShape> shapes;
   for (const auto& t : in.tensors()) shapes.push_back({t.name, t.type, t.dims});
