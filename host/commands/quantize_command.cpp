@@ -189,8 +189,29 @@ int run_quantize(const CommandArgs& args) {
   return 0;
 }
 
+const char* kConvertUsage =
+    "usage: loom convert DIR OUT.gguf [--type TYPE] [loom quantize's options]\n"
+    "\n"
+    "Writes a Hugging Face model folder (config.json, safetensors, tokenizer.json; the families Loom reads,\n"
+    "docs/models.md) as the GGUF llama.cpp's converter writes, without Python or torch: llama.cpp and\n"
+    "Loom load it. TYPE is F16 unless given (llama.cpp's converter's default), every matrix including the\n"
+    "embeddings; F32 keeps the checkpoint's values, any `loom quantize` type quantizes on the way.\n";
+
+// loom quantize with a converter's defaults: F16 throughout unless the caller names a type.
+int run_convert(const CommandArgs& args) {
+  for (const std::string& a : args)
+    if (a == "--help" || a == "-h") {
+      std::cout << kConvertUsage;
+      return 0;
+    }
+  CommandArgs forwarded = args;
+  if (std::find(args.begin(), args.end(), "--type") == args.end()) forwarded.insert(forwarded.end(), {"--type", "F16", "--keep-embeddings", "same"});
+  return run_quantize(forwarded);
+}
+
 }  // namespace
 
+LOOM_REGISTER_COMMAND("convert", "write a Hugging Face folder (bert so far) as a GGUF llama.cpp loads (F16 unless --type)", run_convert);
 LOOM_REGISTER_COMMAND("quantize", "re-quantize a GGUF model (GGML's Q*_0/1, K-quants, IQ4; F16, BF16; I4_G128, I8_ROW)",
                       run_quantize);
 

