@@ -3,6 +3,7 @@
 # fixed time. Exit 77 (CTest SKIP) when clang or libFuzzer is missing. Targets:
 #   gguf   GgufFile::from_memory (seeds from the GGUF writer)
 #   image  decode_image and parse_data_url (seeds: PNG, JPEG and WebP from the libraries' encoders)
+#   safetensors  SafetensorsFile::from_memory (seeds: small files in the format's layout)
 # usage: run_fuzz.sh CLANGXX SOURCE_DIR WORK_DIR SECONDS TARGET
 set -euo pipefail
 clangxx="$1" src="$2" work="$3" seconds="${4:-20}" target="${5:-gguf}"
@@ -12,6 +13,7 @@ case "$target" in
   # The decoders only: the rest of vision/ (the encoder) needs the whole core.
   image) sources=("$src"/core/src/vision/image_decode.cpp "$src"/core/src/vision/data_url.cpp)
          read -r -a libs <<< "$(pkg-config --libs libpng libturbojpeg libwebp)" ;;
+  safetensors) sources=("$src"/core/src/hf/safetensors_file.cpp "$src"/core/src/gguf/mapped_file.cpp) libs=() ;;
   *) echo "unknown fuzz target '$target'"; exit 2 ;;
 esac
 
