@@ -221,7 +221,7 @@ gguf::GgufFile open_checkpoint(const std::filesystem::path& dir) {
   const json config = read_json(dir / "config.json");
   const std::string type = config.value("model_type", std::string());
   if (type == "bert") return open_bert(dir, config);
-  throw Error((dir / "config.json").string() + ": model_type '" + type + "' is not one Loom reads from a Hugging Face folder yet (bert); convert it to GGUF");
+  throw Error((dir / "config.json").string() + ": model_type '" + type + "' is not one Loom reads from a Hugging Face folder yet (bert); convert it with llama.cpp's convert_hf_to_gguf.py");
 }
 
 gguf::GgufFile open_model_file(const std::filesystem::path& path) {
