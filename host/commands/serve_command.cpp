@@ -145,7 +145,7 @@ int serve_embeddings(const Config& config, const gguf::GgufFile& file, const std
     encoder = std::make_unique<embed::DecoderEmbedder>(std::move(model), model_path.string(), pooling, config.scheduler.max_batched_tokens, std::move(head));
   }
   const embed::TextEncoderInfo& m = encoder->info();
-  const std::string served_name = config.server.model_name.empty() ? model_path.stem().string() : config.server.model_name;
+  const std::string served_name = config.server.model_name.empty() ? hf::model_name_of(model_path) : config.server.model_name;
   server::EmbeddingService service(*encoder, *tokenizer, served_name,
                                    {config.server.max_embedding_inputs, file.get_string("tokenizer.chat_template.rerank").value_or("")});
   server::EmbeddingServer http(service, config.server);
@@ -275,7 +275,7 @@ int run_serve(const CommandArgs& args) {
                  "completions work)\n", template_origin.note.c_str());
   }
 
-  const std::string served_name = config.server.model_name.empty() ? model_path.stem().string() : config.server.model_name;
+  const std::string served_name = config.server.model_name.empty() ? hf::model_name_of(model_path) : config.server.model_name;
   server::ServerState state(engine, config.server, served_name, std::move(chat_template), config.sampler.seed,
                             std::move(template_origin));
   server::HttpServer http(state);

@@ -42,7 +42,7 @@ class EmbeddingBatcher {
     std::exception_ptr error;
     bool done = false;
   };
-  void run(const std::vector<Job*>& jobs);
+  void run(const std::vector<Job*>& jobs) noexcept;
 
   embed::Embedder& embedder_;
   mutable std::mutex mutex_;

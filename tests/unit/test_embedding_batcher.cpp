@@ -88,3 +88,31 @@ TEST_CASE("embedding batcher: a bad input fails its own request only", "[embed][
   CHECK(failed == 1);
   CHECK(served == 7);
 }
+
+TEST_CASE("embedding batcher: an embedder that returns too few vectors fails the requests, and the next ones are served", "[embed][server]") {
+  class ShortEmbedder : public RecordingEmbedder {
+   public:
+    std::vector<std::vector<float>> embed(const std::vector<std::vector<int32_t>>& inputs, bool normalize) override {
+      auto out = RecordingEmbedder::embed(inputs, normalize);
+      if (broken) out.pop_back();
+      return out;
+    }
+    bool broken = true;
+  };
+  ShortEmbedder embedder;
+  server::EmbeddingBatcher batcher(embedder);
+  std::atomic<int> failed{0};
+  std::vector<std::thread> clients;
+  for (int r = 0; r < 4; r++)
+    clients.emplace_back([&] {
+      try {
+        batcher.embed({{1, 2}, {3}}, true);
+      } catch (const std::exception&) {
+        failed++;
+      }
+    });
+  for (std::thread& c : clients) c.join();
+  CHECK(failed == 4);
+  embedder.broken = false;
+  CHECK(batcher.embed({{5}}, false).size() == 1);  // not left waiting on a run that never ended
+}

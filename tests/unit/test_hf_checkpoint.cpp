@@ -190,3 +190,12 @@ TEST_CASE("hf: a bert folder's shards read as its single file does, and its Word
   std::filesystem::remove(sharded / "model-00002-of-00002.safetensors");
   CHECK_THROWS_WITH(hf::open_checkpoint(sharded), Catch::Contains("model-00002-of-00002.safetensors"));
 }
+
+TEST_CASE("hf: a model's name is its file's stem, or its folder's whole name", "[hf]") {
+  const auto dir = test::scratch_dir("hf-names") / "bge-small-en-v1.5";
+  std::filesystem::create_directories(dir);
+  CHECK(hf::model_name_of(dir) == "bge-small-en-v1.5");
+  CHECK(hf::model_name_of(dir.string() + "/") == "bge-small-en-v1.5");
+  CHECK(hf::model_name_of(dir / ".") == "bge-small-en-v1.5");
+  CHECK(hf::model_name_of("/models/qwen2.5-0.5b-q4_k_m.gguf") == "qwen2.5-0.5b-q4_k_m");
+}

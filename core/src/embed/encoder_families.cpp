@@ -110,7 +110,7 @@ TextEncoderInfo read_text_encoder_info(const gguf::GgufFile& file) {
     info.block = EncoderBlock::pre_norm;
     info.norm_bias = false;
     read_rope(file, a, info);
-    info.window = uint32_t(file.get_uint(a + "attention.sliding_window").value_or(0));
+    if (file.find(a + "attention.sliding_window") != nullptr) info.window = uint32_t(required_uint(file, a + "attention.sliding_window", 0, 1 << 20));
     if (info.window > 0) info.layer_local = local_layers(file, a, info.n_layers, 3, /*dense_first=*/true);
     const std::string act = file.get_string(a + "hidden_activation").value_or("gelu");
     if (act != "gelu" && act != "geglu" && act != "silu" && act != "swiglu")

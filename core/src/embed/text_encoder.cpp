@@ -131,7 +131,7 @@ void TextEncoder::load_weights(const gguf::GgufFile& file) {
     add(b + "attn_output.bias", {c}, &l.bo, false, true);
     // ln1: after the attention (post-norm) or before it; ln2: after the FFN (post-norm) or before it.
     // modern-bert's layer 0 has no attention norm (identity).
-    add(b + (post_norm ? "attn_output_norm.weight" : "attn_norm.weight"), {c}, &l.ln1_w, false, !post_norm && il == 0);
+    add(b + (post_norm ? "attn_output_norm.weight" : "attn_norm.weight"), {c}, &l.ln1_w, false, m.block == EncoderBlock::pre_norm && il == 0);
     add(b + (post_norm ? "attn_output_norm.bias" : "attn_norm.bias"), {c}, &l.ln1_b, false, !(post_norm && m.norm_bias));
     add(b + (post_norm ? "layer_output_norm.weight" : "ffn_norm.weight"), {c}, &l.ln2_w, false);
     add(b + (post_norm ? "layer_output_norm.bias" : "ffn_norm.bias"), {c}, &l.ln2_b, false, !(post_norm && m.norm_bias));

@@ -77,7 +77,7 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
   gguf::GgufWriter writer;
   const std::string a = std::string(family.arch) + ".";
   writer.set_string("general.architecture", family.arch);
-  writer.set_string("general.name", dir.filename().string());
+  writer.set_string("general.name", model_name_of(dir));
   for (const ConfigKey& key : family.keys) {
     if (!key.required && !config.contains(key.hf)) {
       if (key.kind == ConfigKey::Kind::f32) writer.set_float32(a + key.gguf, float(key.fallback));
@@ -134,6 +134,16 @@ gguf::GgufFile open_checkpoint(const std::filesystem::path& dir) {
   if (const Family* family = find_family(type)) return open_family(*family, dir, config);
   throw Error((dir / "config.json").string() + ": model_type '" + type + "' is not one Loom reads from a Hugging Face folder yet (" + family_names() +
               "); convert it with llama.cpp's convert_hf_to_gguf.py");
+}
+
+std::string model_name_of(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return path.stem().string();
+  std::filesystem::path p = path.lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  if (p.filename() == "." || p.filename().empty()) p = std::filesystem::absolute(p, ec).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
 }
 
 gguf::GgufFile open_model_file(const std::filesystem::path& path) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 #include "gguf/gguf_file.h"
 
@@ -23,5 +24,9 @@ gguf::GgufFile open_checkpoint(const std::filesystem::path& dir);
 
 // A GGUF file or a checkpoint folder, whichever `path` is.
 gguf::GgufFile open_model_file(const std::filesystem::path& path);
+
+// The name a model goes by (the API's "model"): a GGUF file's stem, a folder's whole name (dots kept,
+// a trailing separator ignored: ./bge-small-en-v1.5/ is "bge-small-en-v1.5").
+std::string model_name_of(const std::filesystem::path& path);
 
 }  // namespace loom::hf

@@ -12,6 +12,7 @@ using nlohmann::json;
 
 json read_json_file(const std::filesystem::path& path) {
   std::ifstream in(path);
+  if (!in) throw Error(path.string() + ": cannot be opened");
   try {
     return json::parse(in);
   } catch (const json::parse_error& e) {
@@ -28,13 +29,17 @@ uint32_t sentence_transformers_pooling(const std::filesystem::path& dir) {
     if (!module.is_object() || !module.value("type", std::string()).ends_with("Pooling")) continue;
     const std::filesystem::path path = dir / module.value("path", std::string()) / "config.json";
     const json pooling = read_json_file(path);
-    if (pooling.value("pooling_mode_mean_tokens", false)) return 1;
-    if (pooling.value("pooling_mode_cls_token", false)) return 2;
-    if (pooling.value("pooling_mode_lasttoken", false)) return 3;
-    const std::string mode = pooling.value("pooling_mode", std::string());
-    if (mode == "mean") return 1;
-    if (mode == "cls") return 2;
-    if (mode == "lasttoken") return 3;
+    try {
+      if (pooling.value("pooling_mode_mean_tokens", false)) return 1;
+      if (pooling.value("pooling_mode_cls_token", false)) return 2;
+      if (pooling.value("pooling_mode_lasttoken", false)) return 3;
+      const std::string mode = pooling.value("pooling_mode", std::string());
+      if (mode == "mean") return 1;
+      if (mode == "cls") return 2;
+      if (mode == "lasttoken") return 3;
+    } catch (const json::type_error& e) {
+      throw Error(path.string() + ": " + e.what());
+    }
     throw Error(path.string() + ": a pooling mode Loom does not run (mean, cls, lasttoken)");
   }
   return 2;
