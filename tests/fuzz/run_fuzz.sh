@@ -51,7 +51,8 @@ rm -f corpus/*
 
 set +e
 echo "fuzzing $target for ${seconds}s on $(ls corpus | wc -l) seeds"
-"./${target}_fuzz" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+# libFuzzer's own exit code for a finding is 77, CTest's skip: a finding must fail the test.
+"./${target}_fuzz" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 -error_exitcode=1 -timeout_exitcode=1 \
   -artifact_prefix=artifacts/ corpus 2>&1 | tail -25
 status=${PIPESTATUS[0]}
 if [[ $status -ne 0 ]]; then

@@ -67,6 +67,8 @@ TEST_CASE("safetensors: tensors are read in place, and malformed files are refus
   CHECK_THAT(refusal(safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", data)),
              Catch::Contains("overlap"));
   CHECK_THAT(refusal(safetensors(R"({"a":{"dtype":"F32","shape":[2]}})", data)), Catch::Contains("needs dtype, shape and data_offsets"));
+  // A number the JSON parser cannot hold (found by fuzz.safetensors_parser) is an error like the others.
+  CHECK_THAT(refusal(safetensors(R"({"w":{"dtype":9000001335842E0334}})", data)), Catch::Contains("not JSON"));
 }
 
 TEST_CASE("gguf: a file over external tensor data returns those bytes and checks their sizes", "[hf]") {

@@ -59,7 +59,7 @@ void SafetensorsFile::parse(std::span<const uint8_t> bytes) {
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + std::ptrdiff_t(header_len));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number it cannot hold
     throw fail(std::string("the header is not JSON: ") + e.what());
   }
   if (!header.is_object()) throw fail("the header is not a JSON object");

@@ -19,7 +19,7 @@ json read_json(const std::filesystem::path& path) {
   if (!in) throw Error(path.string() + ": cannot be opened");
   try {
     return json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number it cannot hold
     throw Error(path.string() + ": not JSON: " + e.what());
   }
 }
