@@ -1,6 +1,5 @@
 #include "hf/hf_checkpoint.h"
 
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -9,6 +8,7 @@
 #include "common/error.h"
 #include "gguf/gguf_writer.h"
 #include "hf/hf_family.h"
+#include "hf/json_file.h"
 #include "hf/safetensors_file.h"
 #include "hf/tokenizer_json.h"
 
@@ -17,16 +17,6 @@ namespace loom::hf {
 namespace {
 
 using nlohmann::json;
-
-json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path.string() + ": cannot be opened");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number it cannot hold
-    throw Error(path.string() + ": not JSON: " + e.what());
-  }
-}
 
 // The shards: model.safetensors, or every file model.safetensors.index.json's weight_map names.
 std::vector<SafetensorsFile> open_shards(const std::filesystem::path& dir) {
@@ -37,7 +27,7 @@ std::vector<SafetensorsFile> open_shards(const std::filesystem::path& dir) {
   }
   const std::filesystem::path index = dir / "model.safetensors.index.json";
   if (!std::filesystem::exists(index)) throw Error(dir.string() + ": no model.safetensors or model.safetensors.index.json (Loom reads safetensors weights)");
-  const json map = read_json(index).value("weight_map", json::object());
+  const json map = read_json_file(index).value("weight_map", json::object());
   std::set<std::string> files;
   for (const auto& [name, file] : map.items()) {
     if (!file.is_string()) throw Error(index.string() + ": weight_map['" + name + "'] is not a file name");
@@ -129,7 +119,7 @@ bool is_checkpoint_dir(const std::filesystem::path& path) {
 
 gguf::GgufFile open_checkpoint(const std::filesystem::path& dir) {
   if (!is_checkpoint_dir(dir)) throw Error(dir.string() + ": not a Hugging Face model folder (no config.json)");
-  const json config = read_json(dir / "config.json");
+  const json config = read_json_file(dir / "config.json");
   const std::string type = config.value("model_type", std::string());
   if (const Family* family = find_family(type)) return open_family(*family, dir, config);
   throw Error((dir / "config.json").string() + ": model_type '" + type + "' is not one Loom reads from a Hugging Face folder yet (" + family_names() +

@@ -1,7 +1,7 @@
 // The families Loom reads from Hugging Face folders, as llama.cpp's converter (conversion/*.py) maps them.
-#include <fstream>
 
 #include "common/error.h"
+#include "hf/json_file.h"
 #include "hf/hf_family.h"
 
 namespace loom::hf {
@@ -9,16 +9,6 @@ namespace loom::hf {
 namespace {
 
 using nlohmann::json;
-
-json read_json_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path.string() + ": cannot be opened");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number it cannot hold
-    throw Error(path.string() + ": not JSON: " + e.what());
-  }
-}
 
 // sentence-transformers' pooling (modules.json -> its Pooling module's config.json), as the converter
 // reads it: 1 mean, 2 cls, 3 last; 2 (the [CLS] row) without one.

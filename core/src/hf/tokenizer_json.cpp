@@ -1,34 +1,20 @@
 #include "hf/tokenizer_json.h"
 
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "hf/json_file.h"
 
 namespace loom::hf {
 
-namespace {
-
 using nlohmann::json;
-
-json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path.string() + ": cannot be opened");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number it cannot hold
-    throw Error(path.string() + ": not JSON: " + e.what());
-  }
-}
-
-}  // namespace
 
 void add_wordpiece_tokenizer(const std::filesystem::path& dir, gguf::GgufWriter& writer, int64_t n_vocab) {
   const std::filesystem::path path = dir / "tokenizer.json";
-  const json tok = read_json(path);
+  const json tok = read_json_file(path);
   const json model = tok.value("model", json::object());
   const json vocab = model.value("vocab", json::object()), added_tokens = tok.value("added_tokens", json::array());
   if (model.value("type", std::string()) != "WordPiece")
@@ -54,7 +40,7 @@ void add_wordpiece_tokenizer(const std::filesystem::path& dir, gguf::GgufWriter&
   }
   for (size_t i = 0; i < seen.size(); i++)
     if (!seen[i]) throw Error(path.string() + ": no token has id " + std::to_string(i) + " of the model's " + std::to_string(n_vocab));
-  const json config = std::filesystem::exists(dir / "tokenizer_config.json") ? read_json(dir / "tokenizer_config.json") : json::object();
+  const json config = std::filesystem::exists(dir / "tokenizer_config.json") ? read_json_file(dir / "tokenizer_config.json") : json::object();
   auto special_id = [&](const char* key, const char* fallback) {
     std::string name = fallback;
     if (config.contains(key) && config[key].is_string()) name = config[key].get<std::string>();

@@ -1,0 +1,19 @@
+#include "hf/json_file.h"
+
+#include <fstream>
+
+#include "common/error.h"
+
+namespace loom::hf {
+
+nlohmann::json read_json_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path.string() + ": cannot be opened");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number it cannot hold
+    throw Error(path.string() + ": not JSON: " + e.what());
+  }
+}
+
+}  // namespace loom::hf
