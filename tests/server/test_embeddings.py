@@ -46,6 +46,14 @@ def cosine(a, b):
     return sum(x * y for x, y in zip(normalised(a), normalised(b)))
 
 
+def serve_golden(name):
+    """The golden's synthetic model, rewritten by `loom gguf synth` and served: (golden, server)."""
+    golden = json.load(open(os.path.join(ROOT, "tests", "golden", "embed", name + ".json")))
+    model = os.path.join(TMP.name, name + ".gguf")
+    subprocess.run([ARGS.loom, "gguf", "synth", *golden["model"]["args"], "-o", model], check=True, stdout=subprocess.DEVNULL)
+    return golden, LoomServer(server_harness.write_config(name + ".toml"), model)
+
+
 class EmbeddingServerTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -153,10 +161,7 @@ class EncoderFamiliesServerTest(unittest.TestCase):
     """EmbeddingGemma (symmetric window, dense projections) through the official client."""
 
     def test_gemma_embedding_matches_llama_cpp(self):
-        golden = json.load(open(os.path.join(ROOT, "tests", "golden", "embed", "gemma-embedding-synth.json")))
-        model = os.path.join(TMP.name, "gemma-embedding-synth.gguf")
-        subprocess.run([ARGS.loom, "gguf", "synth", *golden["model"]["args"], "-o", model], check=True, stdout=subprocess.DEVNULL)
-        server = LoomServer(server_harness.write_config("gemma-embed.toml"), model)
+        golden, server = serve_golden("gemma-embedding-synth")
         try:
             client = openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
             answer = client.embeddings.create(model="gemma-embedding-synth", input=[i["text"] for i in golden["inputs"]])
@@ -170,10 +175,7 @@ class EncoderFamiliesServerTest(unittest.TestCase):
 class RerankServerTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.golden = json.load(open(os.path.join(ROOT, "tests", "golden", "embed", "bert-reranker-synth.json")))
-        model = os.path.join(TMP.name, "bert-reranker-synth.gguf")
-        subprocess.run([ARGS.loom, "gguf", "synth", *cls.golden["model"]["args"], "-o", model], check=True, stdout=subprocess.DEVNULL)
-        cls.server = LoomServer(server_harness.write_config("rerank.toml"), model)
+        cls.golden, cls.server = serve_golden("bert-reranker-synth")
 
     @classmethod
     def tearDownClass(cls):
@@ -224,10 +226,7 @@ class DecoderEmbeddingServerTest(unittest.TestCase):
     """A decoder used as an embedder: by its file's pooling type (Qwen3-Embedding's way), or by [model] pooling."""
 
     def test_pooling_from_the_file_matches_llama_cpp(self):
-        golden = json.load(open(os.path.join(ROOT, "tests", "golden", "embed", "qwen3-embed-synth.json")))
-        model = os.path.join(TMP.name, "qwen3-embed-synth.gguf")
-        subprocess.run([ARGS.loom, "gguf", "synth", *golden["model"]["args"], "-o", model], check=True, stdout=subprocess.DEVNULL)
-        server = LoomServer(server_harness.write_config("decoder-embed.toml"), model)
+        golden, server = serve_golden("qwen3-embed-synth")
         try:
             client = openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
             answer = client.embeddings.create(model="qwen3-embed-synth", input=[i["text"] for i in golden["inputs"]])
@@ -240,10 +239,7 @@ class DecoderEmbeddingServerTest(unittest.TestCase):
 
     def test_qwen3_reranker_orders_as_llama_cpp(self):
         # Qwen3-Reranker: the pairs laid out by the file's rerank template; the score is P(yes).
-        golden = json.load(open(os.path.join(ROOT, "tests", "golden", "embed", "qwen3-reranker-synth.json")))
-        model = os.path.join(TMP.name, "qwen3-reranker-synth.gguf")
-        subprocess.run([ARGS.loom, "gguf", "synth", *golden["model"]["args"], "-o", model], check=True, stdout=subprocess.DEVNULL)
-        server = LoomServer(server_harness.write_config("qwen3-rerank.toml"), model)
+        golden, server = serve_golden("qwen3-reranker-synth")
         try:
             docs = [i["text"] for i in golden["inputs"]]
             want = [i["embedding"][0] for i in golden["inputs"]]

@@ -62,6 +62,14 @@ double worst_cosine(const std::vector<std::vector<float>>& got, const EmbedGolde
   return worst;
 }
 
+// The documents' indices, highest score first (ties in index order), as a rerank call orders them.
+std::vector<size_t> best_first(const std::vector<float>& scores) {
+  std::vector<size_t> order(scores.size());
+  for (size_t i = 0; i < order.size(); i++) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  return order;
+}
+
 }  // namespace
 
 TEST_CASE("text encoder: each family's embeddings match llama.cpp's, batched or alone", "[embed]") {
@@ -183,13 +191,7 @@ TEST_CASE("text encoder: bert and modern-bert rerankers' scores match llama.cpp'
       // matmuls, Loom on the host in double.
       INFO("largest score difference " << largest);
       CHECK(largest < 2e-3);
-      auto order = [](const std::vector<float>& s) {
-        std::vector<size_t> o(s.size());
-        for (size_t i = 0; i < o.size(); i++) o[i] = i;
-        std::stable_sort(o.begin(), o.end(), [&](size_t a, size_t b) { return s[a] > s[b]; });
-        return o;
-      };
-      CHECK(order(got) == order(want));
+      CHECK(best_first(got) == best_first(want));
     }
   }
 }
@@ -258,11 +260,5 @@ TEST_CASE("decoder embedder: a qwen3 reranker's scores match llama.cpp's and ord
   // matmuls, over 260-280 tokens of template and pair).
   INFO("largest score difference " << largest);
   CHECK(largest < 5e-3);
-  auto order = [](const std::vector<float>& s) {
-    std::vector<size_t> o(s.size());
-    for (size_t i = 0; i < o.size(); i++) o[i] = i;
-    std::stable_sort(o.begin(), o.end(), [&](size_t a, size_t b) { return s[a] > s[b]; });
-    return o;
-  };
-  CHECK(order(got) == order(want));
+  CHECK(best_first(got) == best_first(want));
 }
