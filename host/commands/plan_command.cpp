@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hf/hf_checkpoint.h"
 #include "command.h"
 #include "common/error.h"
 #include "engine/kv_plan.h"
@@ -86,7 +87,7 @@ int run_plan(const CommandArgs& args) {
   const auto block = static_cast<uint32_t>(config.kv.block_size);
   const auto path = config.model.path.empty() ? default_model_path() : std::filesystem::path(config.model.path);
 
-  const auto file = gguf::GgufFile::open(path);
+  const auto file = hf::open_model_file(path);
   const ModelInfo info = read_model_info(file);
   uint64_t weights = 0;
   for (const auto& t : file.tensors()) weights += t.n_bytes;

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "hf/hf_checkpoint.h"
 #include "chat/chat_template.h"
 #include "command.h"
 #include "common/error.h"
@@ -65,7 +66,7 @@ int run_template(const CommandArgs& args) {
     if (!template_path.empty()) {
       source = read_file_or_stdin(template_path);
     } else {
-      const auto file = gguf::GgufFile::open(model_path);
+      const auto file = hf::open_model_file(model_path);
       const auto own = file.get_string("tokenizer.chat_template");
       if (!own) throw Error(model_path + ": has no tokenizer.chat_template");
       source = *own;

@@ -7,6 +7,7 @@
 #include "engine/drafter_plugin.h"
 #include "engine/kv_plan.h"
 #include "gguf/gguf_file.h"
+#include "hf/hf_checkpoint.h"
 #include "plugin/plugin_registry.h"
 #include "tokenizer/tokenizer.h"
 #include "vision/vision_encoder.h"
@@ -27,7 +28,7 @@ const char* finish_reason_name(FinishReason reason) {
 
 Engine::Engine(const Config& config, const std::filesystem::path& model_path, LoadProgress on_load_progress)
     : config_(config) {
-  gguf_ = std::make_unique<gguf::GgufFile>(gguf::GgufFile::open(model_path));
+  gguf_ = std::make_unique<gguf::GgufFile>(hf::open_model_file(model_path));
   tokenizer_ = Tokenizer::from_gguf(*gguf_);
   auto remember = [this](std::shared_ptr<LoadedPlugin> plugin) {
     const loom_plugin_desc& d = plugin->desc();

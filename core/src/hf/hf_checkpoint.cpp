@@ -1,11 +1,14 @@
 #include "hf/hf_checkpoint.h"
 
+#include <cstring>
+#include <deque>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <span>
 
 #include "common/error.h"
+#include "gguf/block_quantize.h"
 #include "gguf/gguf_writer.h"
 #include "hf/hf_family.h"
 #include "hf/json_file.h"
@@ -54,12 +57,43 @@ std::string with_index(std::string pattern, int64_t il) {
 
 struct Shards {
   std::vector<SafetensorsFile> files;
+  std::deque<std::vector<uint8_t>> rearranged;  // tensors whose rows llama.cpp orders otherwise (a deque: spans into it stay valid)
   const SafeTensor* find(const std::string& name) const {
     for (const SafetensorsFile& f : files)
       if (const SafeTensor* t = f.find(name)) return t;
     return nullptr;
   }
 };
+
+// llama.cpp's order of a q or k projection's rows (or bias): in each head, row j * half + i of the
+// checkpoint (j the half, i the pair) becomes row 2 * i + j. Rows are contiguous, so any dtype moves
+// as bytes.
+std::vector<uint8_t> interleave_rope_halves(const SafeTensor& t, int64_t n_heads, const std::string& where) {
+  const int64_t rows = t.shape.empty() ? 0 : t.shape[0];
+  if (n_heads <= 0 || rows % (2 * n_heads) != 0)
+    throw Error(where + ": tensor '" + t.name + "' has " + std::to_string(rows) + " rows, not a whole number of heads of " + std::to_string(n_heads));
+  const size_t row_bytes = t.data.size() / size_t(rows);
+  const int64_t head = rows / n_heads, half = head / 2;
+  std::vector<uint8_t> out(t.data.size());
+  for (int64_t h = 0; h < n_heads; h++)
+    for (int64_t j = 0; j < 2; j++)
+      for (int64_t i = 0; i < half; i++)
+        std::memcpy(out.data() + size_t(h * head + 2 * i + j) * row_bytes, t.data.data() + size_t(h * head + j * half + i) * row_bytes, row_bytes);
+  return out;
+}
+
+// 1 + w as F32, from F32, F16 or BF16 values.
+std::vector<uint8_t> plus_one_f32(const SafeTensor& t, loom_dtype dtype) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  const std::vector<float> values = dequantize_rows(dtype, t.data, n);
+  std::vector<uint8_t> out(values.size() * sizeof(float));
+  for (size_t i = 0; i < values.size(); i++) {
+    const float v = values[i] + 1.0f;
+    std::memcpy(out.data() + i * sizeof(float), &v, sizeof(float));
+  }
+  return out;
+}
 
 gguf::GgufFile open_family(const Family& family, const std::filesystem::path& dir, const json& config) {
   auto shards = std::make_shared<Shards>();
@@ -69,9 +103,10 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
   writer.set_string("general.architecture", family.arch);
   writer.set_string("general.name", model_name_of(dir));
   for (const ConfigKey& key : family.keys) {
-    if (!key.required && !config.contains(key.hf)) {
-      if (key.kind == ConfigKey::Kind::f32) writer.set_float32(a + key.gguf, float(key.fallback));
-      else writer.set_uint32(a + key.gguf, uint32_t(key.fallback));
+    if (!key.required && (!config.contains(key.hf) || config[key.hf].is_null())) {
+      if (!key.fallback) continue;
+      if (key.kind == ConfigKey::Kind::f32) writer.set_float32(a + key.gguf, float(*key.fallback));
+      else writer.set_uint32(a + key.gguf, uint32_t(*key.fallback));
       continue;
     }
     if (key.kind == ConfigKey::Kind::f32) {
@@ -82,30 +117,83 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
       writer.set_uint32(a + key.gguf, uint32_t(config_uint(config, dir, key.hf)));
     }
   }
-  if (family.extra != nullptr) family.extra(dir, config, writer);
+  if (family.extra != nullptr) family.extra(dir, config, family.arch, writer);
   const auto n_vocab = int64_t(config_uint(config, dir, "vocab_size"));
   switch (family.tokenizer) {
     case TokenizerKind::wordpiece: add_wordpiece_tokenizer(dir, writer, n_vocab); break;
+    case TokenizerKind::bpe: add_bpe_tokenizer(dir, config, writer, n_vocab); break;
   }
+  const auto n_heads = int64_t(config.value("num_attention_heads", uint64_t(0)));
+  const auto n_kv_heads = int64_t(config.value("num_key_value_heads", uint64_t(n_heads)));
 
   std::vector<std::span<const uint8_t>> data;
-  auto add = [&](const std::string& hf_name, const std::string& gguf_name) {
+  const int64_t n_experts = family.expert_count != nullptr ? int64_t(config_uint(config, dir, family.expert_count)) : 0;
+  auto find = [&](const std::string& hf_name) {
     const SafeTensor* t = shards->find(hf_name);
     if (t == nullptr && family.prefix != nullptr) t = shards->find(family.prefix + hf_name);
+    return t;
+  };
+  auto check_dtype = [&](const SafeTensor& t) {
+    const int dtype = safetensors_dtype(t.dtype);
+    if (dtype < 0) throw Error(dir.string() + ": tensor '" + t.name + "' has dtype " + t.dtype + " (Loom reads F32, F16 and BF16 weights)");
+    return loom_dtype(dtype);
+  };
+  // PyTorch's [out, in] is GGUF's [in, out]; a trailing 1 (Qwen2-MoE's [1, dim] shared-expert gate) goes.
+  auto gguf_dims = [](const std::vector<int64_t>& shape) {
+    std::vector<int64_t> dims(shape.rbegin(), shape.rend());
+    while (dims.size() > 1 && dims.back() == 1) dims.pop_back();
+    return dims;
+  };
+  auto add = [&](const std::string& hf_name, const std::string& gguf_name, const TensorName& spec) {
+    const SafeTensor* t = find(hf_name);
+    if (t == nullptr && !spec.required) return;
     if (t == nullptr) throw Error(dir.string() + ": tensor '" + hf_name + "' is missing from the safetensors");
-    const int dtype = safetensors_dtype(t->dtype);
-    if (dtype < 0) throw Error(dir.string() + ": tensor '" + t->name + "' has dtype " + t->dtype + " (Loom reads F32, F16 and BF16 weights)");
-    std::vector<int64_t> dims(t->shape.rbegin(), t->shape.rend());  // PyTorch's [out, in] is GGUF's [in, out]
-    writer.add_tensor_info(gguf_name, loom_dtype(dtype), dims);
-    data.push_back(t->data);
+    if (spec.rows == TensorName::Rows::plus_one) {
+      writer.add_tensor_info(gguf_name, LOOM_DTYPE_F32, gguf_dims(t->shape));
+      shards->rearranged.push_back(plus_one_f32(*t, check_dtype(*t)));
+      data.push_back(shards->rearranged.back());
+      return;
+    }
+    writer.add_tensor_info(gguf_name, check_dtype(*t), gguf_dims(t->shape));
+    if (spec.rows == TensorName::Rows::as_stored) {
+      data.push_back(t->data);
+      return;
+    }
+    const int64_t heads = spec.rows == TensorName::Rows::rope_pairs_q ? n_heads : n_kv_heads;
+    shards->rearranged.push_back(interleave_rope_halves(*t, heads, dir.string()));
+    data.push_back(shards->rearranged.back());
+  };
+  auto add_experts = [&](const std::string& hf_pattern, const std::string& gguf_name) {
+    const size_t at = hf_pattern.find("{e}");
+    std::vector<const SafeTensor*> experts;
+    for (int64_t e = 0; e < n_experts; e++) {
+      const std::string name = std::string(hf_pattern).replace(at, 3, std::to_string(e));
+      const SafeTensor* t = find(name);
+      if (t == nullptr) throw Error(dir.string() + ": tensor '" + name + "' is missing from the safetensors");
+      if (!experts.empty() && (t->shape != experts[0]->shape || t->dtype != experts[0]->dtype))
+        throw Error(dir.string() + ": tensor '" + name + "' differs in shape or dtype from expert 0's");
+      experts.push_back(t);
+    }
+    if (experts.empty()) throw Error(dir.string() + ": config.json gives no experts for '" + hf_pattern + "'");
+    std::vector<int64_t> dims = gguf_dims(experts[0]->shape);
+    dims.push_back(n_experts);
+    writer.add_tensor_info(gguf_name, check_dtype(*experts[0]), dims);
+    std::vector<uint8_t> stacked;
+    stacked.reserve(experts[0]->data.size() * experts.size());
+    for (const SafeTensor* t : experts) stacked.insert(stacked.end(), t->data.begin(), t->data.end());
+    shards->rearranged.push_back(std::move(stacked));
+    data.push_back(shards->rearranged.back());
   };
   const auto n_layers = int64_t(config_uint(config, dir, family.layer_count));
   for (const TensorName& name : family.tensors) {
     if (std::string(name.hf).find("{}") == std::string::npos) {
-      add(name.hf, name.gguf);
+      add(name.hf, name.gguf, name);
       continue;
     }
-    for (int64_t il = 0; il < n_layers; il++) add(with_index(name.hf, il), with_index(name.gguf, il));
+    for (int64_t il = 0; il < n_layers; il++) {
+      if (std::string(name.hf).find("{e}") != std::string::npos) add_experts(with_index(name.hf, il), with_index(name.gguf, il));
+      else add(with_index(name.hf, il), with_index(name.gguf, il), name);
+    }
   }
   return gguf::GgufFile::with_external_data(writer.to_header_bytes(), std::move(data), shards, dir.string());
 }

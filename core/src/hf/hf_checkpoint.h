@@ -4,7 +4,8 @@
 // that takes a GgufFile takes the folder too.
 //
 // Families, one table each (hf_families.cpp): bert (BertModel, sentence-transformers embedders such as
-// all-MiniLM, with their pooling from 1_Pooling/config.json). Issue 38 adds the others.
+// all-MiniLM, with their pooling from 1_Pooling/config.json); the decoders llama, mistral, qwen2,
+// qwen3, olmo2, smollm3 and granite with their byte-level BPE tokenizer.json. Issue 38 adds the others.
 #pragma once
 
 #include <filesystem>

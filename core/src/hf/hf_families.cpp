@@ -1,5 +1,8 @@
 // The families Loom reads from Hugging Face folders, as llama.cpp's converter (conversion/*.py) maps them.
 
+#include <algorithm>
+#include <string_view>
+
 #include "common/error.h"
 #include "hf/json_file.h"
 #include "hf/hf_family.h"
@@ -35,7 +38,7 @@ uint32_t sentence_transformers_pooling(const std::filesystem::path& dir) {
   return 2;
 }
 
-void bert_extra(const std::filesystem::path& dir, const json& config, gguf::GgufWriter& writer) {
+void bert_extra(const std::filesystem::path& dir, const json& config, const std::string&, gguf::GgufWriter& writer) {
   const std::string config_path = (dir / "config.json").string();
   if (config.value("hidden_act", std::string("gelu")) != "gelu")
     throw Error(config_path + ": hidden_act '" + config.value("hidden_act", std::string()) + "' (Loom runs bert with gelu)");
@@ -45,10 +48,225 @@ void bert_extra(const std::filesystem::path& dir, const json& config, gguf::Gguf
   writer.set_uint32("bert.pooling_type", sentence_transformers_pooling(dir));
 }
 
+// rope_scaling (or transformers 5's rope_parameters, which also holds rope_theta) as the converter
+// writes it: plain rope, linear interpolation, or YaRN with its original context.
+void add_rope_scaling(const json& config, const std::string& config_path, const std::string& arch, gguf::GgufWriter& writer) {
+  const json rope = config.contains("rope_parameters") ? config["rope_parameters"] : config.value("rope_scaling", json());
+  if (rope.is_null()) return;
+  if (!rope.is_object()) throw Error(config_path + ": rope_scaling is neither null nor an object");
+  if (rope.contains("rope_theta") && rope["rope_theta"].is_number() && !writer.has_key(arch + ".rope.freq_base"))
+    writer.set_float32(arch + ".rope.freq_base", rope["rope_theta"].get<float>());
+  const std::string type = rope.value("rope_type", rope.value("type", std::string("default")));
+  if (type == "default") return;
+  const auto number = [&](const char* key) {
+    if (!rope.contains(key) || !rope[key].is_number()) throw Error(config_path + ": rope scaling '" + type + "' without a number '" + key + "'");
+    return rope[key].get<float>();
+  };
+  if (type == "linear") {
+    writer.set_string(arch + ".rope.scaling.type", "linear");
+    writer.set_float32(arch + ".rope.scaling.factor", number("factor"));
+  } else if (type == "yarn") {
+    writer.set_string(arch + ".rope.scaling.type", "yarn");
+    writer.set_float32(arch + ".rope.scaling.factor", number("factor"));
+    writer.set_uint32(arch + ".rope.scaling.original_context_length", uint32_t(number("original_max_position_embeddings")));
+    if (rope.contains("beta_fast")) writer.set_float32(arch + ".rope.scaling.yarn_beta_fast", number("beta_fast"));
+    if (rope.contains("beta_slow")) writer.set_float32(arch + ".rope.scaling.yarn_beta_slow", number("beta_slow"));
+  } else {
+    throw Error(config_path + ": rope scaling '" + type + "' is not read from a Hugging Face folder yet (default, linear, yarn); convert with llama.cpp's convert_hf_to_gguf.py");
+  }
+}
+
+// Llama-style decoders (llama, mistral, qwen2, qwen3): what the table cannot check.
+void decoder_extra(const std::filesystem::path& dir, const json& config, const std::string& arch, gguf::GgufWriter& writer) {
+  const std::string config_path = (dir / "config.json").string();
+  const std::string act = config.value("hidden_act", std::string("silu"));
+  if (act != "silu") throw Error(config_path + ": hidden_act '" + act + "' (Loom runs this family with silu)");
+  add_rope_scaling(config, config_path, arch, writer);
+  if (config.value("use_sliding_window", false))
+    throw Error(config_path + ": use_sliding_window is true (Loom runs this family with full attention)");
+  if (config.contains("sliding_window") && config["sliding_window"].is_number() && config.value("model_type", std::string()) == "olmo2")
+    throw Error(config_path + ": sliding_window is set: OLMo 3's sliding-window layers are not read yet");
+  if (config.contains("num_experts")) {
+    // Loom's qwen3moe renormalises the chosen experts' weights and its qwen2moe does not, as llama.cpp's.
+    const bool renormalises = config.value("model_type", std::string()) == "qwen3_moe";
+    if (config.value("norm_topk_prob", renormalises) != renormalises)
+      throw Error(config_path + ": norm_topk_prob is " + (renormalises ? "false" : "true") + ", which this family does not run");
+    if (config.value("decoder_sparse_step", 1) != 1 || !config.value("mlp_only_layers", json::array()).empty())
+      throw Error(config_path + ": decoder_sparse_step or mlp_only_layers makes some layers dense, which Loom does not run");
+  }
+  if (config.contains("no_rope_layers") && config["no_rope_layers"].is_array()) {
+    // SmolLM3: 1 where a layer uses rope. Loom's smollm3 drops it in every fourth layer, as llama.cpp's does.
+    const json& uses = config["no_rope_layers"];
+    for (size_t il = 0; il < uses.size(); il++)
+      if (!uses[il].is_number_integer() || (uses[il].get<int64_t>() != 0) != ((il + 1) % 4 != 0))
+        throw Error(config_path + ": no_rope_layers differs from every fourth layer without rope (the only layout Loom runs)");
+  }
+}
+
 using Kind = ConfigKey::Kind;
+using Rows = TensorName::Rows;
+
+// The keys every Llama-style decoder shares.
+std::vector<ConfigKey> decoder_keys() {
+  return {{"max_position_embeddings", "context_length", Kind::u32, false},
+          {"hidden_size", "embedding_length"},
+          {"num_hidden_layers", "block_count"},
+          {"intermediate_size", "feed_forward_length"},
+          {"num_attention_heads", "attention.head_count"},
+          {"num_key_value_heads", "attention.head_count_kv", Kind::u32, false},
+          {"head_dim", "attention.key_length", Kind::u32, false},
+          {"head_dim", "attention.value_length", Kind::u32, false},
+          {"rms_norm_eps", "attention.layer_norm_rms_epsilon", Kind::f32},
+          {"rope_theta", "rope.freq_base", Kind::f32, false},
+          {"vocab_size", "vocab_size"}};
+}
+
+struct DecoderShape {
+  bool rope_pairs = false;  // llama.cpp's "llama" rope: q and k rows interleaved (see TensorName::Rows)
+  bool qkv_bias = false;    // qwen2: biases required
+  bool qk_norm = false;     // qwen3: per-head RMS norms of q and k (olmo2: over all heads at once)
+  bool post_norms = false;  // olmo2: norms after attention and after the FFN instead of before
+  bool experts = false;     // qwen2moe, qwen3moe: a router and stacked experts instead of one FFN
+  bool shared_expert = false;  // qwen2moe: plus a sigmoid-gated shared expert
+  std::vector<ConfigKey> keys = {};  // beyond decoder_keys()
+};
+
+std::vector<TensorName> decoder_tensors(DecoderShape shape) {
+  const Rows q_rows = shape.rope_pairs ? Rows::rope_pairs_q : Rows::as_stored;
+  const Rows k_rows = shape.rope_pairs ? Rows::rope_pairs_k : Rows::as_stored;
+  std::vector<TensorName> t = {
+      {"model.embed_tokens.weight", "token_embd.weight"},
+      {"model.norm.weight", "output_norm.weight"},
+      {"lm_head.weight", "output.weight", false},  // absent when tie_word_embeddings
+      {"model.layers.{}.self_attn.q_proj.weight", "blk.{}.attn_q.weight", true, q_rows},
+      {"model.layers.{}.self_attn.k_proj.weight", "blk.{}.attn_k.weight", true, k_rows},
+      {"model.layers.{}.self_attn.v_proj.weight", "blk.{}.attn_v.weight"},
+      {"model.layers.{}.self_attn.o_proj.weight", "blk.{}.attn_output.weight"},
+      // Llama's attention_bias fine-tunes carry these too; qwen2 always does.
+      {"model.layers.{}.self_attn.q_proj.bias", "blk.{}.attn_q.bias", shape.qkv_bias, q_rows},
+      {"model.layers.{}.self_attn.k_proj.bias", "blk.{}.attn_k.bias", shape.qkv_bias, k_rows},
+      {"model.layers.{}.self_attn.v_proj.bias", "blk.{}.attn_v.bias", shape.qkv_bias},
+      {"model.layers.{}.self_attn.o_proj.bias", "blk.{}.attn_output.bias", false},
+  };
+  if (shape.experts) {
+    t.push_back({"model.layers.{}.mlp.gate.weight", "blk.{}.ffn_gate_inp.weight"});
+    t.push_back({"model.layers.{}.mlp.experts.{e}.gate_proj.weight", "blk.{}.ffn_gate_exps.weight"});
+    t.push_back({"model.layers.{}.mlp.experts.{e}.up_proj.weight", "blk.{}.ffn_up_exps.weight"});
+    t.push_back({"model.layers.{}.mlp.experts.{e}.down_proj.weight", "blk.{}.ffn_down_exps.weight"});
+  } else {
+    t.push_back({"model.layers.{}.mlp.gate_proj.weight", "blk.{}.ffn_gate.weight"});
+    t.push_back({"model.layers.{}.mlp.up_proj.weight", "blk.{}.ffn_up.weight"});
+    t.push_back({"model.layers.{}.mlp.down_proj.weight", "blk.{}.ffn_down.weight"});
+  }
+  if (shape.shared_expert) {
+    t.push_back({"model.layers.{}.mlp.shared_expert_gate.weight", "blk.{}.ffn_gate_inp_shexp.weight"});
+    t.push_back({"model.layers.{}.mlp.shared_expert.gate_proj.weight", "blk.{}.ffn_gate_shexp.weight"});
+    t.push_back({"model.layers.{}.mlp.shared_expert.up_proj.weight", "blk.{}.ffn_up_shexp.weight"});
+    t.push_back({"model.layers.{}.mlp.shared_expert.down_proj.weight", "blk.{}.ffn_down_shexp.weight"});
+  }
+  if (shape.post_norms) {
+    t.push_back({"model.layers.{}.post_attention_layernorm.weight", "blk.{}.post_attention_norm.weight"});
+    t.push_back({"model.layers.{}.post_feedforward_layernorm.weight", "blk.{}.post_ffw_norm.weight"});
+  } else {
+    t.push_back({"model.layers.{}.input_layernorm.weight", "blk.{}.attn_norm.weight"});
+    t.push_back({"model.layers.{}.post_attention_layernorm.weight", "blk.{}.ffn_norm.weight"});
+  }
+  if (shape.qk_norm) {
+    t.push_back({"model.layers.{}.self_attn.q_norm.weight", "blk.{}.attn_q_norm.weight"});
+    t.push_back({"model.layers.{}.self_attn.k_norm.weight", "blk.{}.attn_k_norm.weight"});
+  }
+  return t;
+}
+
+// Gemma 2 and 3 text decoders: what Loom's gemma2/gemma3 fix (as llama.cpp's do) must be what the
+// config says.
+void gemma_extra(const std::filesystem::path& dir, const json& config, const std::string& arch, gguf::GgufWriter& writer) {
+  const std::string config_path = (dir / "config.json").string();
+  const std::string act = config.value("hidden_activation", config.value("hidden_act", std::string("gelu_pytorch_tanh")));
+  if (act != "gelu_pytorch_tanh") throw Error(config_path + ": hidden_activation '" + act + "' (Gemma runs with gelu_pytorch_tanh)");
+  add_rope_scaling(config, config_path, arch, writer);
+  const bool gemma3 = arch == "gemma3";
+  const int64_t n_layers = config.value("num_hidden_layers", int64_t(0));
+  const int64_t pattern = gemma3 ? 6 : 2;  // every pattern-th layer global; Gemma 2 alternates
+  if (config.contains("layer_types") && config["layer_types"].is_array()) {
+    const json& types = config["layer_types"];
+    for (size_t il = 0; il < types.size(); il++) {
+      const bool local = types[il] == "sliding_attention";
+      if (local != (gemma3 ? (int64_t(il) + 1) % pattern != 0 : int64_t(il) % pattern < pattern - 1))
+        throw Error(config_path + ": layer_types differs from " + (gemma3 ? "five sliding layers to one global" : "alternating sliding and global layers") +
+                    " (the only layout Loom runs for " + arch + ")");
+    }
+  }
+  if (gemma3 && config.value("rope_local_base_freq", 10000.0) != 10000.0)
+    throw Error(config_path + ": rope_local_base_freq is not 10000 (Loom's gemma3 fixes it, as llama.cpp's)");
+  const double head_dim = config.value("head_dim", 256.0);
+  const double dim_per_head = config.value("hidden_size", 0.0) / std::max(1.0, config.value("num_attention_heads", 1.0));
+  const double want = n_layers == (gemma3 ? 62 : 46) ? dim_per_head : head_dim;
+  if (config.value("query_pre_attn_scalar", want) != want)
+    throw Error(config_path + ": query_pre_attn_scalar is not " + std::to_string(int64_t(want)) + " (Loom's " + arch + " derives it, as llama.cpp's)");
+  if (gemma3 && (!config.value("final_logit_softcapping", json()).is_null() || !config.value("attn_logit_softcapping", json()).is_null()))
+    throw Error(config_path + ": logit soft-capping is set, which Gemma 3 does not use");
+}
+
+// Gemma's rows: norms before and after attention and the FFN, each stored as w where the model
+// scales by 1 + w (TensorName::Rows::plus_one); embeddings tied.
+std::vector<TensorName> gemma_tensors(bool qk_norm) {
+  std::vector<TensorName> t = {
+      {"model.embed_tokens.weight", "token_embd.weight"},
+      {"model.norm.weight", "output_norm.weight", true, Rows::plus_one},
+      {"model.layers.{}.input_layernorm.weight", "blk.{}.attn_norm.weight", true, Rows::plus_one},
+      {"model.layers.{}.self_attn.q_proj.weight", "blk.{}.attn_q.weight"},
+      {"model.layers.{}.self_attn.k_proj.weight", "blk.{}.attn_k.weight"},
+      {"model.layers.{}.self_attn.v_proj.weight", "blk.{}.attn_v.weight"},
+      {"model.layers.{}.self_attn.o_proj.weight", "blk.{}.attn_output.weight"},
+      {"model.layers.{}.post_attention_layernorm.weight", "blk.{}.post_attention_norm.weight", true, Rows::plus_one},
+      {"model.layers.{}.pre_feedforward_layernorm.weight", "blk.{}.ffn_norm.weight", true, Rows::plus_one},
+      {"model.layers.{}.post_feedforward_layernorm.weight", "blk.{}.post_ffw_norm.weight", true, Rows::plus_one},
+      {"model.layers.{}.mlp.gate_proj.weight", "blk.{}.ffn_gate.weight"},
+      {"model.layers.{}.mlp.up_proj.weight", "blk.{}.ffn_up.weight"},
+      {"model.layers.{}.mlp.down_proj.weight", "blk.{}.ffn_down.weight"}};
+  if (qk_norm) {
+    t.push_back({"model.layers.{}.self_attn.q_norm.weight", "blk.{}.attn_q_norm.weight", true, Rows::plus_one});
+    t.push_back({"model.layers.{}.self_attn.k_norm.weight", "blk.{}.attn_k_norm.weight", true, Rows::plus_one});
+  }
+  return t;
+}
+
+Family gemma(const char* model_type, const char* arch) {
+  const bool gemma3 = std::string_view(arch) == "gemma3";
+  std::vector<ConfigKey> keys = {{"max_position_embeddings", "context_length", Kind::u32, false},
+                                 {"hidden_size", "embedding_length"},
+                                 {"num_hidden_layers", "block_count"},
+                                 {"intermediate_size", "feed_forward_length"},
+                                 {"num_attention_heads", "attention.head_count"},
+                                 {"num_key_value_heads", "attention.head_count_kv", Kind::u32, false},
+                                 {"head_dim", "attention.key_length"},
+                                 {"head_dim", "attention.value_length"},
+                                 {"rms_norm_eps", "attention.layer_norm_rms_epsilon", Kind::f32},
+                                 {"rope_theta", "rope.freq_base", Kind::f32, false},
+                                 {"sliding_window", "attention.sliding_window", Kind::u32, false}};
+  if (!gemma3) {
+    keys.push_back({"attn_logit_softcapping", "attn_logit_softcapping", Kind::f32, false});
+    keys.push_back({"final_logit_softcapping", "final_logit_softcapping", Kind::f32, false});
+  }
+  return {model_type, arch, "num_hidden_layers", nullptr, nullptr, keys, gemma_tensors(gemma3), TokenizerKind::bpe, gemma_extra};
+}
+
+Family decoder(const char* model_type, const char* arch, DecoderShape shape) {
+  std::vector<ConfigKey> keys = decoder_keys();
+  if (shape.experts) {
+    keys.push_back({"num_experts", "expert_count"});
+    keys.push_back({"num_experts_per_tok", "expert_used_count"});
+    keys.push_back({"moe_intermediate_size", "expert_feed_forward_length"});
+  }
+  if (shape.shared_expert) keys.push_back({"shared_expert_intermediate_size", "expert_shared_feed_forward_length"});
+  keys.insert(keys.end(), shape.keys.begin(), shape.keys.end());
+  return {model_type,          arch, "num_hidden_layers", shape.experts ? "num_experts" : nullptr, nullptr, keys, decoder_tensors(shape),
+          TokenizerKind::bpe, decoder_extra};
+}
 
 const std::vector<Family> kFamilies = {
-    {"bert", "bert", "num_hidden_layers", "bert.",
+    {"bert", "bert", "num_hidden_layers", nullptr, "bert.",
      {{"max_position_embeddings", "context_length"},
       {"hidden_size", "embedding_length"},
       {"num_hidden_layers", "block_count"},
@@ -77,6 +295,24 @@ const std::vector<Family> kFamilies = {
       {"encoder.layer.{}.output.LayerNorm.weight", "blk.{}.layer_output_norm.weight"},
       {"encoder.layer.{}.output.LayerNorm.bias", "blk.{}.layer_output_norm.bias"}},
      TokenizerKind::wordpiece, bert_extra},
+    // llama.cpp converts MistralForCausalLM to its "llama" architecture.
+    decoder("llama", "llama", {.rope_pairs = true}),
+    decoder("mistral", "llama", {.rope_pairs = true}),
+    decoder("qwen2", "qwen2", {.qkv_bias = true}),
+    decoder("qwen3", "qwen3", {.qk_norm = true}),
+    decoder("qwen2_moe", "qwen2moe", {.qkv_bias = true, .experts = true, .shared_expert = true}),
+    decoder("qwen3_moe", "qwen3moe", {.qk_norm = true, .experts = true}),
+    gemma("gemma2", "gemma2"),
+    gemma("gemma3_text", "gemma3"),
+    decoder("olmo2", "olmo2", {.qk_norm = true, .post_norms = true}),
+    // SmolLM3's no_rope_layers (every fourth layer without rope) is what Loom's smollm3 runs; checked below.
+    decoder("smollm3", "smollm3", {.rope_pairs = true}),
+    // Granite's four multipliers, under llama.cpp's names for them.
+    decoder("granite", "granite", {.rope_pairs = true,
+                                   .keys = {{"attention_multiplier", "attention.scale", Kind::f32, false},
+                                            {"embedding_multiplier", "embedding_scale", Kind::f32, false},
+                                            {"residual_multiplier", "residual_scale", Kind::f32, false},
+                                            {"logits_scaling", "logit_scale", Kind::f32, false}}}),
 };
 
 }  // namespace

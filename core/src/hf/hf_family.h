@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,26 +20,38 @@ struct ConfigKey {
   const char* gguf;  // the GGUF key after "<arch>."
   Kind kind = Kind::u32;
   bool required = true;
-  double fallback = 0.0;  // when not required and absent
+  // When not required and absent: this value, or no GGUF key at all (llama.cpp's own default applies).
+  std::optional<double> fallback = std::nullopt;
 };
 
 struct TensorName {
-  const char* hf;    // the checkpoint's name; "{}" stands for the layer index
-  const char* gguf;  // llama.cpp's; "{}" likewise
+  // How the stored values become llama.cpp's. Llama-style checkpoints rotate each head's two halves
+  // (rotate_half); llama.cpp's "llama" rope rotates neighbouring pairs, so its converter interleaves
+  // the halves of every q and k head (LlamaModel.permute), q by attention heads, k by KV heads.
+  // Gemma's RMS norms scale by 1 + w; the converter stores 1 + w (as F32).
+  enum class Rows { as_stored, rope_pairs_q, rope_pairs_k, plus_one };
+  // The checkpoint's name; "{}" stands for the layer index, and "{e}" for an expert's: the experts'
+  // matrices are stacked into one GGUF tensor, expert 0 first, as llama.cpp's converter stacks them
+  // (a copy: a GGUF tensor is one range of bytes).
+  const char* hf;
+  const char* gguf;  // llama.cpp's; "{}" for the layer index
+  bool required = true;
+  Rows rows = Rows::as_stored;
 };
 
-enum class TokenizerKind { wordpiece };
+enum class TokenizerKind { wordpiece, bpe };  // bpe: byte-level or SentencePiece-style, as the file says
 
 struct Family {
   const char* model_type;           // config.json's model_type
   const char* arch;                 // general.architecture
   const char* layer_count;          // config.json's key for the number of layers
+  const char* expert_count;         // config.json's key for the number of experts, or nullptr
   const char* prefix;               // an optional prefix of every tensor name ("bert." in task heads)
   std::vector<ConfigKey> keys;
-  std::vector<TensorName> tensors;  // all required
+  std::vector<TensorName> tensors;
   TokenizerKind tokenizer;
-  // Metadata the table cannot give, and loom::Error for a variant Loom does not run.
-  void (*extra)(const std::filesystem::path& dir, const nlohmann::json& config, gguf::GgufWriter& writer) = nullptr;
+  // Metadata the table cannot give (keys under `arch`), and loom::Error for a variant Loom does not run.
+  void (*extra)(const std::filesystem::path& dir, const nlohmann::json& config, const std::string& arch, gguf::GgufWriter& writer) = nullptr;
 };
 
 // The family of a config.json model_type, or nullptr.

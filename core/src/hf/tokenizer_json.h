@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "gguf/gguf_writer.h"
 
@@ -14,5 +15,16 @@ namespace loom::hf {
 // (or tokenizer_config.json's names for them) give the special ids. loom::Error naming the file for
 // another model type, an id outside 0..n_vocab-1, a missing id or a missing special token.
 void add_wordpiece_tokenizer(const std::filesystem::path& dir, gguf::GgufWriter& writer, int64_t n_vocab);
+
+// A BPE tokenizer.json as llama.cpp's converter would write it. SentencePiece-style files (byte
+// fallback: Llama 2, Mistral, Gemma, Phi-3) become its "llama" model: pieces as stored, <0xNN> byte
+// tokens, scores from the merges' ranks, add_space_prefix from the normalizer or Metaspace. Byte-level
+// files (GPT-2's scheme: Llama 3, Qwen, SmolLM, OLMo, gpt-oss, ...) become its "gpt2" model: pieces as stored, merges as "a b", added tokens as control (special, or named like
+// one: <|...|>, <start_of_...>) or user-defined tokens, ids the file lacks up to config.json's
+// vocab_size as unused "[PAD<id>]". tokenizer.ggml.pre is the llama.cpp name whose split patterns
+// behave as the file's pre_tokenizer (pre_tokenizer_match.h). The special ids, add_bos_token and the
+// chat template come from tokenizer_config.json (or chat_template.jinja), then config.json.
+// loom::Error naming the file for a model or pre-tokenizer Loom does not map, or a malformed entry.
+void add_bpe_tokenizer(const std::filesystem::path& dir, const nlohmann::json& config, gguf::GgufWriter& writer, int64_t n_vocab);
 
 }  // namespace loom::hf

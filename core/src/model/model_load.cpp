@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "hf/hf_checkpoint.h"
 #include "common/error.h"
 #include "gguf/block_quantize.h"
 #include "gguf/dtype_traits.h"
@@ -111,7 +112,7 @@ Model::Model(ModelInfo info, Backend& backend, ModelOptions options) : info_(std
 Model::~Model() = default;
 
 std::unique_ptr<Model> Model::load(const std::filesystem::path& gguf_path, Backend& backend, ModelOptions options) {
-  const gguf::GgufFile file = gguf::GgufFile::open(gguf_path);
+  const gguf::GgufFile file = hf::open_model_file(gguf_path);
   return load(file, backend, options);
 }
 
@@ -149,7 +150,13 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
       }
       throw Error(file.label() + ": tensor '" + name + "' is missing (required by " + m.arch_name + ")");
     }
-    if (t->dims != dims) {
+    // Trailing 1s are no dimension (llama.cpp compares shapes padded with 1s: Qwen2-MoE's converted
+    // shared-expert gate is [dim, 1] where the model reads [dim]).
+    auto without_trailing_ones = [](std::vector<int64_t> d) {
+      while (d.size() > 1 && d.back() == 1) d.pop_back();
+      return d;
+    };
+    if (without_trailing_ones(t->dims) != without_trailing_ones(dims)) {
       std::ostringstream got, want;
       for (auto d : t->dims) got << (got.tellp() > 0 ? ", " : "") << d;
       for (auto d : dims) want << (want.tellp() > 0 ? ", " : "") << d;

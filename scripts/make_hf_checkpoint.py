@@ -1,0 +1,446 @@
+#!/usr/bin/env python3
+"""Write a synthetic Hugging Face checkpoint folder and the GGUF llama.cpp's converter makes of it.
+
+A small decoder of one family (llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2, gemma3_text, olmo2, smollm3, granite) with random weights, written as it is published (config.json,
+model.safetensors or shards with model.safetensors.index.json, tokenizer.json trained here by the
+`tokenizers` package, tokenizer_config.json with a chat template, generation_config.json), and beside
+it the same weights as a GGUF file written with gguf-py in llama.cpp's layout: its tensor names, its
+metadata keys, Llama's q/k rows interleaved as convert_hf_to_gguf.py's LlamaModel.permute does, norms
+as F32. Loom must read the two identically (tests/hf/test_hf_decoders.py). Only numpy, safetensors,
+tokenizers and gguf: no torch, no transformers.
+
+usage: make_hf_checkpoint.py --family {gemma2,gemma3_text,granite,llama,mistral,olmo2,qwen2,qwen2_moe,qwen3,qwen3_moe,smollm3} --out DIR [--gguf FILE]
+       [--dtype F16|BF16|F32] [--shards N] [--tied] [--seed S]
+"""
+import argparse
+import json
+import os
+
+import numpy as np
+from safetensors.numpy import save_file
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+# The split patterns as the models' tokenizer.json files publish them (tokenizers' syntax).
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+CHATML = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+LLAMA3_CHAT = ("{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'"
+               " + message['content'] + '<|eot_id|>' }}{% endfor %}"
+               "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+
+# Per family: llama.cpp's architecture, whether it interleaves q/k rows, q/k/v biases, q/k norms, and
+# the tokenizer as the family publishes it: split pattern (None: ByteLevel's own GPT-2 regex), llama.cpp's
+# pre-tokenizer name for it, ignore_merges, special tokens, which ones are bos and eos, the template.
+FAMILIES = {
+    "llama": dict(arch="llama", permute=True, bias=False, qk_norm=False, pattern=LLAMA3_PATTERN, pre="llama-bpe",
+                  ignore_merges=True, specials=["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
+                                                "<|end_header_id|>", "<|eot_id|>"],
+                  bos="<|begin_of_text|>", eos="<|eot_id|>", template=LLAMA3_CHAT),
+    # Mistral's tokenizer is SentencePiece's BPE exported to tokenizer.json (byte fallback, U+2581 spaces).
+    "mistral": dict(arch="llama", permute=True, bias=False, qk_norm=False, pattern="sentencepiece", pre=None,
+                    ignore_merges=False, specials=["[INST]", "[/INST]"], bos="<s>", eos="</s>", template=None),
+    "qwen2": dict(arch="qwen2", permute=False, bias=True, qk_norm=False, pattern=QWEN2_PATTERN, pre="qwen2",
+                  ignore_merges=False, specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos=None,
+                  eos="<|im_end|>", template=CHATML),
+    "qwen3": dict(arch="qwen3", permute=False, bias=False, qk_norm=True, pattern=QWEN2_PATTERN, pre="qwen2",
+                  ignore_merges=False, specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos=None,
+                  eos="<|im_end|>", template=CHATML),
+    "qwen2_moe": dict(arch="qwen2moe", permute=False, bias=True, qk_norm=False, pattern=QWEN2_PATTERN, pre="qwen2",
+                      ignore_merges=False, specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos=None,
+                      eos="<|im_end|>", template=CHATML, experts=True, shared_expert=True),
+    "qwen3_moe": dict(arch="qwen3moe", permute=False, bias=False, qk_norm=True, pattern=QWEN2_PATTERN, pre="qwen2",
+                      ignore_merges=False, specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos=None,
+                      eos="<|im_end|>", template=CHATML, experts=True),
+    # Gemma: SentencePiece-style without a space prefix; norms stored as w for a scale of 1 + w.
+    "gemma2": dict(arch="gemma2", permute=False, bias=False, qk_norm=False, pattern="sentencepiece", pre=None,
+                   ignore_merges=False, spm_fixed=["<pad>", "<eos>", "<bos>", "<unk>"], space_prefix=False,
+                   specials=["<start_of_turn>", "<end_of_turn>"], bos="<bos>", eos="<eos>", template=None, gemma=True),
+    "gemma3_text": dict(arch="gemma3", permute=False, bias=False, qk_norm=True, pattern="sentencepiece", pre=None,
+                        ignore_merges=False, spm_fixed=["<pad>", "<eos>", "<bos>", "<unk>"], space_prefix=False,
+                        specials=["<start_of_turn>", "<end_of_turn>"], bos="<bos>", eos="<eos>", template=None,
+                        gemma=True),
+    "olmo2": dict(arch="olmo2", permute=False, bias=False, qk_norm="full", pattern=None, pre="gpt2",
+                  ignore_merges=False, specials=["<|endoftext|>", "<|pad|>"], bos=None, eos="<|endoftext|>",
+                  template=None),
+    "smollm3": dict(arch="smollm3", permute=True, bias=False, qk_norm=False, pattern=LLAMA3_PATTERN,
+                    pre="llama-bpe", ignore_merges=True, specials=["<|begin_of_text|>", "<|im_start|>", "<|im_end|>"],
+                    bos=None, eos="<|im_end|>", template=CHATML),
+    # Granite's tokenizer splits digits one by one before GPT-2's regex: llama.cpp's "starcoder".
+    "granite": dict(arch="granite", permute=True, bias=False, qk_norm=False, pattern="digits", pre="starcoder",
+                    ignore_merges=False, specials=["<|end_of_text|>", "<|start_of_role|>", "<|end_of_role|>"],
+                    bos="<|end_of_text|>", eos="<|end_of_text|>", template=None),
+}
+GRANITE_MULTIPLIERS = {"attention_multiplier": 0.0625, "embedding_multiplier": 12.0, "residual_multiplier": 0.22,
+                       "logits_scaling": 8.0}
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog. Once upon a time, in a small village by the sea, there lived "
+    "an old fisherman and his wife. They'll say it's the best story you've ever heard, and I'm sure they're right.",
+    "def add(a, b):\n    return a + b\n\nprint(add(1, 22), add(333, 4444))\n",
+    "Café déjà vu: naïve résumés, 42 times. Grüße aus München! Привет, мир. 你好，世界。こんにちは。",
+    "Numbers 1234567890 and 3.14159, dates 2026-12-06, prices $19.99 and 20%!!!",
+]
+
+
+SPACE = "\u2581"
+
+
+def train_sentencepiece_style(f, vocab_size, texts):
+    """A SentencePiece BPE vocabulary as Hugging Face exports it: <unk>, <s>, </s>, the 256 byte tokens,
+    then the pieces best first; merges are every split of every piece into two pieces, in the order of
+    the pieces' scores (transformers' SentencePieceExtractor), so merging by rank is SentencePiece's
+    merging by score. Returns the tokenizer and each piece's score (minus its rank among the pieces)."""
+    from tokenizers import AddedToken, normalizers, processors
+    learner = Tokenizer(models.BPE())
+    learner.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="first")
+    learner.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False))
+    learnt = [p for p, _ in sorted(learner.get_vocab().items(), key=lambda kv: kv[1])]
+    fixed = f.get("spm_fixed", ["<unk>", "<s>", "</s>"]) + [f"<0x{b:02X}>" for b in range(256)]
+    pieces = fixed + learnt[:vocab_size - len(fixed) - len(f["specials"])]
+    vocab = {p: i for i, p in enumerate(pieces)}
+    merges = []
+    for piece in pieces[len(fixed):]:
+        splits = [(piece[:i], piece[i:]) for i in range(1, len(piece)) if piece[:i] in vocab and piece[i:] in vocab]
+        merges += sorted(splits, key=lambda lr: (vocab[lr[0]], vocab[lr[1]]))
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    if f.get("space_prefix", True):
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend(SPACE), normalizers.Replace(" ", SPACE)])
+    else:  # Gemma: no prefix; its Split on spaces finds none once they are replaced
+        tok.normalizer = normalizers.Replace(" ", SPACE)
+        tok.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
+    tok.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                            for t in f.get("spm_fixed", ["<unk>", "<s>", "</s>"]) + f["specials"]])
+    tok.post_processor = processors.TemplateProcessing(single=f"{f['bos']} $A", pair=f"{f['bos']} $A {f['bos']} $B",
+                                                       special_tokens=[(f["bos"], vocab[f["bos"]])])
+    return tok
+
+
+def train_tokenizer(family, vocab_size):
+    f = FAMILIES[family]
+    english = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                                "perplexity_english.txt"), encoding="utf-8").read()
+    if f["pattern"] == "sentencepiece":
+        return train_sentencepiece_style(f, vocab_size, CORPUS * 20 + [english])
+    tok = Tokenizer(models.BPE(ignore_merges=f["ignore_merges"]))
+    if f["pattern"] is None:
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    elif f["pattern"] == "digits":
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                     pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(f["pattern"]), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(f["specials"]), show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS * 20 + [english], trainer)
+    tok.add_special_tokens(f["specials"])  # after the learnt pieces, as published vocabularies have them
+    if f["bos"] is not None:
+        from tokenizers import processors
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{f['bos']} $A", pair=f"{f['bos']} $A {f['bos']} $B",
+            special_tokens=[(f["bos"], tok.token_to_id(f["bos"]))])
+    return tok
+
+
+def interleave_rope_halves(w, n_heads):
+    """convert_hf_to_gguf.py's LlamaModel.permute: each head's two halves become interleaved pairs."""
+    return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def make_weights(family, shape, rng):
+    f = FAMILIES[family]
+    dim, n_heads, n_kv, head_dim, ff, vocab = (shape[k] for k in ("dim", "heads", "kv_heads", "head_dim", "ff", "vocab"))
+
+    def w(*s, scale=None):
+        return (rng.standard_normal(s) * (scale or 1.0 / np.sqrt(s[-1]))).astype(np.float32)
+
+    # Gemma scales its (tied) embeddings by sqrt(dim): smaller ones keep its logits from saturating.
+    t = {"model.embed_tokens.weight": w(vocab, dim, scale=0.05 if f.get("gemma") else 0.5),
+         "model.norm.weight": 1.0 + 0.1 * w(dim, scale=1.0)}
+    if not shape["tied"]:
+        t["lm_head.weight"] = w(vocab, dim)
+    for il in range(shape["layers"]):
+        p = f"model.layers.{il}."
+        if family == "olmo2":  # norms after attention and after the FFN, none before
+            t[p + "post_feedforward_layernorm.weight"] = 1.0 + 0.1 * w(dim, scale=1.0)
+        elif f.get("gemma"):  # norms before and after both; stored as w, scaling by 1 + w
+            t[p + "input_layernorm.weight"] = 0.1 * w(dim, scale=1.0)
+            t[p + "pre_feedforward_layernorm.weight"] = 0.1 * w(dim, scale=1.0)
+            t[p + "post_feedforward_layernorm.weight"] = 0.1 * w(dim, scale=1.0)
+        else:
+            t[p + "input_layernorm.weight"] = 1.0 + 0.1 * w(dim, scale=1.0)
+        t[p + "post_attention_layernorm.weight"] = (0.0 if f.get("gemma") else 1.0) + 0.1 * w(dim, scale=1.0)
+        t[p + "self_attn.q_proj.weight"] = w(n_heads * head_dim, dim)
+        t[p + "self_attn.k_proj.weight"] = w(n_kv * head_dim, dim)
+        t[p + "self_attn.v_proj.weight"] = w(n_kv * head_dim, dim)
+        t[p + "self_attn.o_proj.weight"] = w(dim, n_heads * head_dim)
+        if f["bias"]:
+            t[p + "self_attn.q_proj.bias"] = w(n_heads * head_dim, scale=0.1)
+            t[p + "self_attn.k_proj.bias"] = w(n_kv * head_dim, scale=0.1)
+            t[p + "self_attn.v_proj.bias"] = w(n_kv * head_dim, scale=0.1)
+        if f["qk_norm"]:  # per head (qwen3) or over all heads at once (olmo2)
+            q_size, k_size = (n_heads * head_dim, n_kv * head_dim) if f["qk_norm"] == "full" else (head_dim, head_dim)
+            t[p + "self_attn.q_norm.weight"] = 1.0 + 0.1 * w(q_size, scale=1.0)
+            t[p + "self_attn.k_norm.weight"] = 1.0 + 0.1 * w(k_size, scale=1.0)
+        if f.get("experts"):  # one matrix per expert, as transformers 4 saves them
+            n_exp, eff = shape["experts"], shape["expert_ff"]
+            t[p + "mlp.gate.weight"] = w(n_exp, dim, scale=0.5)
+            for e in range(n_exp):
+                t[p + f"mlp.experts.{e}.gate_proj.weight"] = w(eff, dim)
+                t[p + f"mlp.experts.{e}.up_proj.weight"] = w(eff, dim)
+                t[p + f"mlp.experts.{e}.down_proj.weight"] = w(dim, eff)
+            if f.get("shared_expert"):
+                t[p + "mlp.shared_expert_gate.weight"] = w(1, dim)
+                t[p + "mlp.shared_expert.gate_proj.weight"] = w(ff, dim)
+                t[p + "mlp.shared_expert.up_proj.weight"] = w(ff, dim)
+                t[p + "mlp.shared_expert.down_proj.weight"] = w(dim, ff)
+        else:
+            t[p + "mlp.gate_proj.weight"] = w(ff, dim)
+            t[p + "mlp.up_proj.weight"] = w(ff, dim)
+            t[p + "mlp.down_proj.weight"] = w(dim, ff)
+    return t
+
+
+def stored(array, dtype):
+    """The array as the checkpoint stores it (BF16 as the upper halves of F32, rounded to nearest even)."""
+    if dtype == "F16":
+        return array.astype(np.float16)
+    if dtype == "F32":
+        return array.astype(np.float32)
+    bits = array.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def save(out, file, tensors, dtype):
+    """safetensors' numpy writer; numpy has no bfloat16, so BF16 is written as U16 and the header's
+    dtype renamed (the bytes are the same)."""
+    path = os.path.join(out, file)
+    save_file({n: stored(a, dtype) for n, a in tensors.items()}, path, metadata={"format": "pt"})
+    if dtype != "BF16":
+        return
+    raw = open(path, "rb").read()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    for name, entry in header.items():
+        if name != "__metadata__":
+            entry["dtype"] = "BF16"
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    open(path, "wb").write(len(text).to_bytes(8, "little") + text + raw[8 + n:])
+
+
+def write_folder(out, family, shape, tensors, tok, dtype, shards):
+    f = FAMILIES[family]
+    os.makedirs(out, exist_ok=True)
+    config = {
+        "architectures": [{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                           "qwen3": "Qwen3ForCausalLM", "olmo2": "Olmo2ForCausalLM", "smollm3": "SmolLM3ForCausalLM",
+                           "granite": "GraniteForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
+                           "qwen3_moe": "Qwen3MoeForCausalLM", "gemma2": "Gemma2ForCausalLM",
+                           "gemma3_text": "Gemma3ForCausalLM"}[family]],
+        "model_type": family, "hidden_size": shape["dim"], "intermediate_size": shape["ff"],
+        "num_hidden_layers": shape["layers"], "num_attention_heads": shape["heads"],
+        "num_key_value_heads": shape["kv_heads"], "head_dim": shape["head_dim"], "hidden_act": "silu",
+        "max_position_embeddings": shape["ctx"], "rms_norm_eps": 1e-6, "rope_theta": shape["rope_theta"],
+        "rope_scaling": None, "tie_word_embeddings": shape["tied"], "vocab_size": shape["vocab"],
+        "torch_dtype": {"F16": "float16", "BF16": "bfloat16", "F32": "float32"}[dtype],
+        "bos_token_id": tok.token_to_id(f["bos"]) if f["bos"] else None, "eos_token_id": tok.token_to_id(f["eos"]),
+    }
+    if family == "qwen2":
+        config["use_sliding_window"] = False
+    if f.get("experts"):
+        config.update(num_experts=shape["experts"], num_experts_per_tok=2, moe_intermediate_size=shape["expert_ff"],
+                      norm_topk_prob=family == "qwen3_moe", decoder_sparse_step=1, mlp_only_layers=[])
+    if f.get("shared_expert"):
+        config["shared_expert_intermediate_size"] = shape["ff"]
+    if f.get("gemma"):
+        config.update(hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=shape["head_dim"],
+                      sliding_window=shape["window"], tie_word_embeddings=True,
+                      layer_types=[("sliding_attention" if ((il + 1) % 6 != 0 if family == "gemma3_text" else il % 2 == 0)
+                                    else "full_attention") for il in range(shape["layers"])])
+        del config["hidden_act"]
+        if family == "gemma2":
+            config.update(attn_logit_softcapping=50.0, final_logit_softcapping=30.0)
+        else:
+            config.update(rope_local_base_freq=10000.0, final_logit_softcapping=None, attn_logit_softcapping=None)
+    if family == "smollm3":
+        config["no_rope_layers"] = [int((il + 1) % 4 != 0) for il in range(shape["layers"])]
+    if family == "granite":
+        config.update(GRANITE_MULTIPLIERS)
+        del config["head_dim"]  # Granite's configs have none (dim / heads)
+    json.dump(config, open(os.path.join(out, "config.json"), "w"), indent=2)
+    json.dump({"eos_token_id": config["eos_token_id"], "do_sample": True, "temperature": 0.7, "top_p": 0.8},
+              open(os.path.join(out, "generation_config.json"), "w"), indent=2)
+    tok.save(os.path.join(out, "tokenizer.json"))
+    tok_config = {"eos_token": f["eos"], "bos_token": f["bos"], "model_max_length": shape["ctx"],
+                  "tokenizer_class": "PreTrainedTokenizerFast"}
+    if f["template"]:
+        tok_config["chat_template"] = f["template"]
+    json.dump(tok_config, open(os.path.join(out, "tokenizer_config.json"), "w"), indent=2)
+
+    names = list(tensors)
+    if shards == 1:
+        save(out, "model.safetensors", {n: tensors[n] for n in names}, dtype)
+        return
+    weight_map = {}
+    for s in range(shards):
+        part = names[s::shards]
+        file = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+        save(out, file, {n: tensors[n] for n in part}, dtype)
+        weight_map.update({n: file for n in part})
+    json.dump({"metadata": {}, "weight_map": weight_map},
+              open(os.path.join(out, "model.safetensors.index.json"), "w"), indent=2)
+
+
+def write_gguf(path, family, shape, tensors, tok, dtype):
+    import gguf
+    f = FAMILIES[family]
+    arch = f["arch"]
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name(os.path.basename(path))
+    w.add_context_length(shape["ctx"])
+    w.add_embedding_length(shape["dim"])
+    w.add_block_count(shape["layers"])
+    w.add_feed_forward_length(shape["ff"])
+    w.add_head_count(shape["heads"])
+    w.add_head_count_kv(shape["kv_heads"])
+    w.add_key_length(shape["head_dim"])
+    w.add_value_length(shape["head_dim"])
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(shape["rope_theta"])
+    w.add_vocab_size(shape["vocab"])
+    vocab = tok.get_vocab(with_added_tokens=True)
+    pieces = [None] * shape["vocab"]
+    for piece, i in vocab.items():
+        pieces[i] = piece
+    specials = set(f["specials"])
+    if f["pattern"] == "sentencepiece":
+        # As the converter writes a tokenizer.model: SentencePiece's scores (here minus the piece's rank),
+        # byte tokens, <unk>, the control tokens, and the space prefix.
+        specials |= set(f.get("spm_fixed", ["<unk>", "<s>", "</s>"])) - {"<unk>"}
+        w.add_tokenizer_model("llama")
+        w.add_token_list(pieces)
+        w.add_token_scores([-float(i) for i in range(len(pieces))])
+        w.add_token_types([2 if p == "<unk>" else 3 if p in specials else 6 if p.startswith("<0x") else 1 for p in pieces])
+        w.add_add_space_prefix(f.get("space_prefix", True))
+        w.add_unk_token_id(pieces.index("<unk>"))
+    else:
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre(f["pre"])
+        w.add_token_list(pieces)
+        w.add_token_types([3 if p in specials else 1 for p in pieces])
+        w.add_token_merges([" ".join(m) for m in json.loads(tok.to_str())["model"]["merges"]])
+    if f["bos"]:
+        w.add_bos_token_id(tok.token_to_id(f["bos"]))
+    w.add_eos_token_id(tok.token_to_id(f["eos"]))
+    w.add_add_bos_token(f["bos"] is not None)
+    if f["template"]:
+        w.add_chat_template(f["template"])
+    if f.get("gemma"):
+        w.add_sliding_window(shape["window"])
+        if family == "gemma2":
+            w.add_attn_logit_softcapping(50.0)
+            w.add_final_logit_softcapping(30.0)
+    if f.get("experts"):
+        w.add_expert_count(shape["experts"])
+        w.add_expert_used_count(2)
+        w.add_expert_feed_forward_length(shape["expert_ff"])
+    if f.get("shared_expert"):
+        w.add_expert_shared_feed_forward_length(shape["ff"])
+    if family == "granite":
+        w.add_attention_scale(GRANITE_MULTIPLIERS["attention_multiplier"])
+        w.add_embedding_scale(GRANITE_MULTIPLIERS["embedding_multiplier"])
+        w.add_residual_scale(GRANITE_MULTIPLIERS["residual_multiplier"])
+        w.add_logit_scale(GRANITE_MULTIPLIERS["logits_scaling"])
+
+    gguf_names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+                  "lm_head.weight": "output.weight"}
+    layer_names = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+                   "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+                   "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+                   "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
+                   "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
+                   "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.bias": "attn_k.bias",
+                   "self_attn.v_proj.bias": "attn_v.bias", "self_attn.q_norm.weight": "attn_q_norm.weight",
+                   "self_attn.k_norm.weight": "attn_k_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
+                   "mlp.gate.weight": "ffn_gate_inp.weight", "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
+                   "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
+                   "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
+                   "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
+                   "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
+    tensors = dict(tensors)
+    if f.get("experts"):  # the converter stacks the experts into one tensor per layer and matrix
+        for il in range(shape["layers"]):
+            for m in ("gate_proj", "up_proj", "down_proj"):
+                names = [f"model.layers.{il}.mlp.experts.{e}.{m}.weight" for e in range(shape["experts"])]
+                tensors[f"model.layers.{il}.mlp.experts.{m}"] = np.stack([tensors.pop(n) for n in names])
+        layer_names.update({"mlp.experts.gate_proj": "ffn_gate_exps.weight", "mlp.experts.up_proj": "ffn_up_exps.weight",
+                            "mlp.experts.down_proj": "ffn_down_exps.weight"})
+    for name, array in tensors.items():
+        if name.startswith("model.layers."):
+            il, rest = name[len("model.layers."):].split(".", 1)
+            gname = f"blk.{il}.{layer_names[rest]}"
+            if family in ("olmo2", "gemma2", "gemma3_text") and rest == "post_attention_layernorm.weight":
+                gname = f"blk.{il}.post_attention_norm.weight"
+        else:
+            gname = gguf_names[name]
+        if f["permute"] and ("q_proj" in name or "k_proj" in name):
+            heads = shape["heads"] if "q_proj" in name else shape["kv_heads"]
+            array = interleave_rope_halves(array, heads)
+        if f.get("gemma") and name.endswith("norm.weight"):  # the converter stores Gemma's 1 + w
+            w.add_tensor(gname, (stored(array, dtype).astype(np.float32) if dtype != "BF16" else bf16_to_f32(stored(array, dtype))) + 1.0)
+            continue
+        if array.ndim == 1:  # norms and biases: F32, as the converter writes them
+            w.add_tensor(gname, stored(array, dtype).astype(np.float32) if dtype != "BF16" else bf16_to_f32(stored(array, dtype)))
+        elif dtype == "BF16":
+            w.add_tensor(gname, stored(array, dtype), raw_dtype=gguf.GGMLQuantizationType.BF16)
+        else:
+            w.add_tensor(gname, stored(array, dtype))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def bf16_to_f32(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--family", required=True, choices=sorted(FAMILIES))
+    ap.add_argument("--out", required=True, help="the checkpoint folder to write")
+    ap.add_argument("--gguf", help="also write llama.cpp's GGUF of the same weights here")
+    ap.add_argument("--dtype", default="F16", choices=["F16", "BF16", "F32"])
+    ap.add_argument("--shards", type=int, default=1)
+    ap.add_argument("--tied", action="store_true", help="no lm_head: the output reuses the embeddings")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+
+    shape = dict(layers=2, window=0, dim=128, heads=4, kv_heads=2, head_dim=32, ff=256, vocab=640, ctx=512, experts=4, expert_ff=64,
+                 rope_theta=10000.0 if FAMILIES[args.family]["arch"] == "llama" else 1000000.0, tied=args.tied)
+    if args.family == "qwen3":
+        shape["head_dim"] = 48  # Qwen3's head size is its own, not dim / heads
+    if args.family == "smollm3":
+        shape["layers"] = 4  # the fourth has no rope
+    if FAMILIES[args.family].get("gemma"):
+        shape.update(tied=True, window=8, head_dim=64, rope_theta=10000.0 if args.family == "gemma2" else 1000000.0)
+        shape["layers"] = 6 if args.family == "gemma3_text" else 2  # a global layer after the local ones
+    tok = train_tokenizer(args.family, shape["vocab"])
+    assert tok.get_vocab_size(with_added_tokens=True) == shape["vocab"], tok.get_vocab_size(with_added_tokens=True)
+    tensors = make_weights(args.family, shape, np.random.default_rng(args.seed))
+    write_folder(args.out, args.family, shape, tensors, tok, args.dtype, args.shards)
+    if args.gguf:
+        write_gguf(args.gguf, args.family, shape, tensors, tok, args.dtype)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Issue 38: generative models read from Hugging Face folders as published, one family table each.
+
+scripts/make_hf_checkpoint.py writes, for llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2,
+gemma3_text, olmo2, smollm3 and granite, a synthetic checkpoint folder (safetensors, config.json, a
+byte-level or SentencePiece-style BPE tokenizer.json made with `tokenizers`, tokenizer_config.json with
+a chat template) and, with gguf-py, the GGUF llama.cpp's converter makes of the same weights (its
+names and keys, Llama's q/k rows interleaved, experts stacked, Gemma's norms as 1 + w). Loom must read the two as one
+model: the same ids as the `tokenizers` package for every text, the same pre-tokenizer name the
+converter would write, and logits equal to the last bit (the top log-probabilities of every greedy
+step through /v1/completions). `loom convert` of the folder serves the same logits again. Skips (77)
+without numpy, safetensors, tokenizers or gguf.
+usage: test_hf_decoders.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+parser = argparse.ArgumentParser(add_help=False)
+parser.add_argument("--loom", required=True)
+parser.add_argument("--plugins", required=True)
+ARGS, UNITTEST_ARGS = parser.parse_known_args()
+
+try:
+    import gguf  # noqa: F401 (the generator's GGUF writer)
+    import numpy  # noqa: F401
+    import safetensors  # noqa: F401
+    from tokenizers import Tokenizer
+except ImportError as e:
+    print(f"skipped: {e.name} is not installed (scripts/setup.sh installs it)")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import server_harness  # noqa: E402
+from server_harness import LoomServer  # noqa: E402
+
+server_harness.configure(ARGS.loom, ARGS.plugins)
+GENERATOR = os.path.join(HERE, "..", "..", "scripts", "make_hf_checkpoint.py")
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "I'm sure THEY'LL say it's fine; you've SEEN it.",
+    "def add(a, b):\n    return a + b  # 12345 67\n\n\n",
+    "Café déjà vu: naïve résumés, 42 times. Grüße! Привет, мир. 你好，世界。",
+    "   leading spaces, trailing spaces   \t\r\n tabs and emoji 😀🚀",
+    "<|im_start|>user\nhello<|im_end|>",
+]
+
+# family -> (generator options, llama.cpp's pre-tokenizer name the converter writes for it)
+CASES = {
+    "llama": (["--tied"], "llama-bpe"),
+    # SentencePiece-style: llama.cpp's "llama" model with or without the space prefix, no pre-tokenizer.
+    "mistral": (["--dtype", "BF16"], "spm"),
+    "gemma2": ([], "spm-no-prefix"),
+    "gemma3_text": (["--dtype", "BF16"], "spm-no-prefix"),
+    "qwen2": (["--shards", "3"], "qwen2"),
+    "qwen3": ([], "qwen2"),
+    "qwen2_moe": ([], "qwen2"),
+    "qwen3_moe": (["--dtype", "BF16"], "qwen2"),
+    "olmo2": ([], "gpt2"),
+    "smollm3": (["--dtype", "F32"], "llama-bpe"),
+    "granite": ([], "starcoder"),
+}
+
+
+def generate(family):
+    folder = os.path.join(server_harness.TMP.name, family)
+    reference = folder + "-reference.gguf"
+    if not os.path.exists(reference):
+        subprocess.run([sys.executable, GENERATOR, "--family", family, "--out", folder, "--gguf", reference,
+                        *CASES[family][0]], check=True)
+    return folder, reference
+
+
+def loom_ids(model, text):
+    done = server_harness.run_loom("tokenize", "--model", model, "--no-bos", "--ids-only", "--", text)
+    if done.returncode != 0:
+        raise AssertionError(done.stderr)
+    return [int(t) for t in done.stdout.replace(",", " ").replace("[", " ").replace("]", " ").split()]
+
+
+def greedy_logprobs(server, prompt_ids):
+    status, body = server.json("POST", "/v1/completions", {
+        "prompt": prompt_ids, "max_tokens": 8, "temperature": 0, "logprobs": 5, "ignore_eos": True})
+    if status != 200:
+        raise AssertionError(body)
+    choice = body["choices"][0]
+    return choice["text"], choice["logprobs"]["tokens"], choice["logprobs"]["top_logprobs"], choice["logprobs"]["token_logprobs"]
+
+
+class DecoderFolderTest(unittest.TestCase):
+    def test_tokenizer_json_gives_the_tokenizers_ids(self):
+        for family in CASES:
+            folder, reference = generate(family)
+            hf = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+            for text in TEXTS:
+                want = hf.encode(text, add_special_tokens=False).ids
+                self.assertEqual(loom_ids(folder, text), want, f"{family}: {text!r}")
+                self.assertEqual(loom_ids(reference, text), want, f"{family} GGUF: {text!r}")
+
+    def test_the_pre_tokenizer_is_named_as_llama_cpps_converter_names_it(self):
+        for family, (_, pre) in CASES.items():
+            folder, _ = generate(family)
+            info = server_harness.run_loom("gguf", "info", folder)
+            self.assertEqual(info.returncode, 0, info.stderr)
+            if pre.startswith("spm"):
+                self.assertRegex(info.stdout, r"tokenizer\.ggml\.model\s.*\bllama\b", family)
+                prefix = "false" if pre == "spm-no-prefix" else "true"
+                self.assertRegex(info.stdout, rf"tokenizer\.ggml\.add_space_prefix\s.*\b{prefix}\b", family)
+            else:
+                self.assertRegex(info.stdout, rf"tokenizer\.ggml\.pre\s.*\b{pre}\b", family)
+
+    def test_folder_and_gguf_give_the_same_logits(self):
+        config = server_harness.write_config("hf-decoders.toml")
+        prompts = [[5, 17, 99, 240, 3, 77], list(range(40, 90))]
+        for family in CASES:
+            folder, reference = generate(family)
+            got, want = {}, {}
+            for model, out in ((folder, got), (reference, want)):
+                server = LoomServer(config, model)
+                try:
+                    for i, prompt in enumerate(prompts):
+                        out[i] = greedy_logprobs(server, prompt)
+                    if model == folder:
+                        # The template of tokenizer_config.json, when the family publishes one.
+                        status, body = server.json("POST", "/v1/chat/completions", {
+                            "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4})
+                        self.assertEqual(status, 200, body)
+                finally:
+                    server.terminate()
+            for i in got:
+                self.assertEqual(got[i], want[i], f"{family}: prompt {i}")
+            # Not every step may be a tie-free argmax, but the logits differ somewhere between prompts.
+            self.assertNotEqual(got[0][2], got[1][2])
+
+    def test_convert_writes_a_gguf_with_the_same_logits(self):
+        folder, reference = generate("llama")
+        out = os.path.join(server_harness.TMP.name, "llama-converted.gguf")
+        done = server_harness.run_loom("convert", folder, out, "--force")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        config = server_harness.write_config("hf-convert.toml")
+        results = []
+        for model in (out, reference):
+            server = LoomServer(config, model)
+            try:
+                results.append(greedy_logprobs(server, [1, 2, 3, 300, 301, 302]))
+            finally:
+                server.terminate()
+        self.assertEqual(results[0], results[1])
+
+    def test_unsupported_variants_are_refused_naming_the_key(self):
+        folder, _ = generate("qwen2")
+        bad = os.path.join(server_harness.TMP.name, "qwen2-yarn")
+        os.makedirs(bad, exist_ok=True)
+        for name in os.listdir(folder):
+            target = os.path.join(bad, name)
+            if not os.path.exists(target):
+                os.symlink(os.path.join(folder, name), target)
+        config = json.load(open(os.path.join(folder, "config.json")))
+        os.remove(os.path.join(bad, "config.json"))
+        config["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}
+        json.dump(config, open(os.path.join(bad, "config.json"), "w"))
+        done = server_harness.run_loom("gguf", "info", bad)
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("rope scaling 'llama3'", done.stderr)
+        self.assertIn("config.json", done.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], *UNITTEST_ARGS])
