@@ -26,6 +26,16 @@ LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{
 QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 
+QWEN35_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# A real vocabulary's pre-tokenizer as its model publishes it in tokenizer.json, by llama.cpp's name for
+# it: (split pattern, ignore_merges); None is ByteLevel's own GPT-2 regex, "digits" Digits then that.
+PUBLISHED_PRE_TOKENIZERS = {
+    "gpt-2": (None, False), "mpt": (None, False), "llama-bpe": (LLAMA3_PATTERN, True), "qwen2": (QWEN2_PATTERN, False),
+    "qwen35": (QWEN35_PATTERN, False), "starcoder": ("digits", False), "refact": ("digits", False),
+    "command-r": ("digits", False),
+}
+
 CHATML = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
           "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 LLAMA3_CHAT = ("{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'"
@@ -121,6 +131,65 @@ def train_sentencepiece_style(f, vocab_size, texts):
     return tok
 
 
+def byte_level_pre_tokenizer(pattern):
+    if pattern is None:
+        return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    if pattern == "digits":
+        return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
+                                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+
+
+def tokenizer_from_gguf(path):
+    """A real vocabulary (one of llama.cpp's vocab suites) as its model publishes tokenizer.json: a
+    byte-level BPE with the published pre-tokenizer, or SentencePiece's BPE exported as transformers'
+    converter exports it (merges from the pieces and their scores). Returns the tokenizer, its model
+    ("gpt2" or "llama") and its bos and eos tokens."""
+    import gguf
+    from tokenizers import AddedToken, normalizers
+    fields = gguf.GGUFReader(path).fields
+
+    def strings(key):
+        f = fields[key]
+        return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
+
+    def scalar(key):
+        f = fields.get(key)
+        return None if f is None else f.parts[f.data[0]][0]
+
+    kind = bytes(fields["tokenizer.ggml.model"].parts[fields["tokenizer.ggml.model"].data[0]]).decode()
+    tokens = strings("tokenizer.ggml.tokens")
+    types = [int(fields["tokenizer.ggml.token_type"].parts[i][0]) for i in fields["tokenizer.ggml.token_type"].data]
+    vocab = {}
+    for i, t in enumerate(tokens):
+        vocab.setdefault(t, i)
+    if kind == "gpt2":
+        pre = bytes(fields["tokenizer.ggml.pre"].parts[fields["tokenizer.ggml.pre"].data[0]]).decode()
+        pattern, ignore_merges = PUBLISHED_PRE_TOKENIZERS[pre]
+        merges = [tuple(m.split(" ", 1)) for m in strings("tokenizer.ggml.merges")]
+        tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=ignore_merges))
+        tok.pre_tokenizer = byte_level_pre_tokenizer(pattern)
+        tok.decoder = decoders.ByteLevel()
+    else:
+        scores = [float(fields["tokenizer.ggml.scores"].parts[i][0]) for i in fields["tokenizer.ggml.scores"].data]
+        by_score = sorted((i for i, t in enumerate(types) if t == 1), key=lambda i: -scores[i])
+        merges = []
+        for i in by_score:
+            piece = tokens[i]
+            splits = [(piece[:k], piece[k:]) for k in range(1, len(piece)) if piece[:k] in vocab and piece[k:] in vocab]
+            merges += sorted(splits, key=lambda lr: (vocab[lr[0]], vocab[lr[1]]))
+        unk = tokens[types.index(2)]
+        tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=unk, byte_fallback=True, fuse_unk=True))
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend(SPACE), normalizers.Replace(" ", SPACE)])
+        tok.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse(),
+                                         decoders.Strip(" ", 1, 0)])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t, k in zip(tokens, types) if k == 3])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t, k in zip(tokens, types) if k == 4])
+    bos, eos = scalar("tokenizer.ggml.bos_token_id"), scalar("tokenizer.ggml.eos_token_id")
+    return tok, kind, (tokens[bos] if bos is not None else None), (tokens[eos] if eos is not None else None)
+
+
 def train_tokenizer(family, vocab_size):
     f = FAMILIES[family]
     english = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
@@ -128,15 +197,7 @@ def train_tokenizer(family, vocab_size):
     if f["pattern"] == "sentencepiece":
         return train_sentencepiece_style(f, vocab_size, CORPUS * 20 + [english])
     tok = Tokenizer(models.BPE(ignore_merges=f["ignore_merges"]))
-    if f["pattern"] is None:
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    elif f["pattern"] == "digits":
-        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-                                                     pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
-    else:
-        tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(f["pattern"]), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.pre_tokenizer = byte_level_pre_tokenizer(f["pattern"])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(f["specials"]), show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
@@ -423,6 +484,8 @@ def main():
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--tied", action="store_true", help="no lm_head: the output reuses the embeddings")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--vocab-from", help="a GGUF vocabulary (llama.cpp's vocab suites) instead of a trained one; "
+                                         "the model is then a tiny qwen2 (no --gguf)")
     args = ap.parse_args()
 
     shape = dict(layers=2, window=0, dim=128, heads=4, kv_heads=2, head_dim=32, ff=256, vocab=640, ctx=512, experts=4, expert_ff=64,
@@ -434,7 +497,13 @@ def main():
     if FAMILIES[args.family].get("gemma"):
         shape.update(tied=True, window=8, head_dim=64, rope_theta=10000.0 if args.family == "gemma2" else 1000000.0)
         shape["layers"] = 6 if args.family == "gemma3_text" else 2  # a global layer after the local ones
-    tok = train_tokenizer(args.family, shape["vocab"])
+    if args.vocab_from:
+        tok, _, bos, eos = tokenizer_from_gguf(args.vocab_from)
+        FAMILIES[args.family].update(bos=bos, eos=eos, template=None)
+        shape.update(vocab=tok.get_vocab_size(with_added_tokens=True), dim=32, heads=2, kv_heads=1, head_dim=16, ff=64,
+                     layers=1, tied=True)
+    else:
+        tok = train_tokenizer(args.family, shape["vocab"])
     assert tok.get_vocab_size(with_added_tokens=True) == shape["vocab"], tok.get_vocab_size(with_added_tokens=True)
     tensors = make_weights(args.family, shape, np.random.default_rng(args.seed))
     write_folder(args.out, args.family, shape, tensors, tok, args.dtype, args.shards)

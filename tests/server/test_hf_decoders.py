@@ -160,10 +160,12 @@ class DecoderFolderTest(unittest.TestCase):
             target = os.path.join(bad, name)
             if not os.path.exists(target):
                 os.symlink(os.path.join(folder, name), target)
-        config = json.load(open(os.path.join(folder, "config.json")))
+        with open(os.path.join(folder, "config.json")) as f:
+            config = json.load(f)
         os.remove(os.path.join(bad, "config.json"))
         config["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}
-        json.dump(config, open(os.path.join(bad, "config.json"), "w"))
+        with open(os.path.join(bad, "config.json"), "w") as f:
+            json.dump(config, f)
         done = server_harness.run_loom("gguf", "info", bad)
         self.assertNotEqual(done.returncode, 0)
         self.assertIn("rope scaling 'llama3'", done.stderr)
