@@ -84,6 +84,29 @@ FAMILIES = {
                     ignore_merges=False, specials=["<|end_of_text|>", "<|start_of_role|>", "<|end_of_role|>"],
                     bos="<|end_of_text|>", eos="<|end_of_text|>", template=None),
 }
+# Llama 3.1's rope scaling; the converter turns it into a rope_freqs tensor.
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 8192}
+
+
+def llama3_rope_freqs(base, dim, rope):
+    """convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors, in float32 as torch computes it there."""
+    f32 = np.float32
+    freqs = f32(1.0) / np.power(f32(base), np.arange(0, dim, 2, dtype=f32) / f32(dim))
+    old, low, high, factor = rope["original_max_position_embeddings"], rope["low_freq_factor"], rope["high_freq_factor"], rope["factor"]
+    out = []
+    for freq in freqs:
+        wavelen = f32(2 * np.pi) / freq
+        if wavelen < f32(old / high):
+            out.append(f32(1))
+        elif wavelen > f32(old / low):
+            out.append(f32(factor))
+        else:
+            smooth = (f32(old) / wavelen - f32(low)) / f32(high - low)
+            out.append(f32(1) / ((f32(1) - smooth) / f32(factor) + smooth))
+    return np.array(out, dtype=f32)
+
+
 GRANITE_MULTIPLIERS = {"attention_multiplier": 0.0625, "embedding_multiplier": 12.0, "residual_multiplier": 0.22,
                        "logits_scaling": 8.0}
 
@@ -332,6 +355,8 @@ def write_folder(out, family, shape, tensors, tok, dtype, shards):
             config.update(attn_logit_softcapping=50.0, final_logit_softcapping=30.0)
         else:
             config.update(rope_local_base_freq=10000.0, final_logit_softcapping=None, attn_logit_softcapping=None)
+    if family == "llama":
+        config["rope_scaling"] = LLAMA3_ROPE
     if family == "smollm3":
         config["no_rope_layers"] = [int((il + 1) % 4 != 0) for il in range(shape["layers"])]
     if family == "granite":
@@ -405,6 +430,8 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
     w.add_add_bos_token(f["bos"] is not None)
     if f["template"]:
         w.add_chat_template(f["template"])
+    if family == "llama":
+        w.add_tensor("rope_freqs.weight", llama3_rope_freqs(shape["rope_theta"], shape["head_dim"], LLAMA3_ROPE))
     if f.get("gemma"):
         w.add_sliding_window(shape["window"])
         if family == "gemma2":

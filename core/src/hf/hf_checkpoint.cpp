@@ -184,6 +184,15 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     shards->rearranged.push_back(std::move(stacked));
     data.push_back(shards->rearranged.back());
   };
+  if (family.generated != nullptr) {
+    for (GeneratedTensor& g : family.generated(config)) {
+      writer.add_tensor_info(g.gguf, LOOM_DTYPE_F32, {int64_t(g.values.size())});
+      std::vector<uint8_t> bytes(g.values.size() * sizeof(float));
+      std::memcpy(bytes.data(), g.values.data(), bytes.size());
+      shards->rearranged.push_back(std::move(bytes));
+      data.push_back(shards->rearranged.back());
+    }
+  }
   const auto n_layers = int64_t(config_uint(config, dir, family.layer_count));
   for (const TensorName& name : family.tensors) {
     if (std::string(name.hf).find("{}") == std::string::npos) {

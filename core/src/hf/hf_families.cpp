@@ -1,6 +1,8 @@
 // The families Loom reads from Hugging Face folders, as llama.cpp's converter (conversion/*.py) maps them.
 
 #include <algorithm>
+#include <cmath>
+#include <numbers>
 #include <string_view>
 
 #include "common/error.h"
@@ -50,14 +52,47 @@ void bert_extra(const std::filesystem::path& dir, const json& config, const std:
 
 // rope_scaling (or transformers 5's rope_parameters, which also holds rope_theta) as the converter
 // writes it: plain rope, linear interpolation, or YaRN with its original context.
+json rope_parameters(const json& config) {
+  return config.contains("rope_parameters") ? config["rope_parameters"] : config.value("rope_scaling", json());
+}
+
+// Llama 3.1's rope scaling: its factors as the rope_freqs tensor llama.cpp's converter computes
+// (LlamaModel.generate_extra_tensors), step by step in float32 as torch does there.
+std::vector<GeneratedTensor> llama3_rope_freqs(const json& config) {
+  const json rope = rope_parameters(config);
+  if (!rope.is_object() || rope.value("rope_type", rope.value("type", std::string())) != "llama3") return {};
+  const double base = rope.value("rope_theta", config.value("rope_theta", 10000.0));
+  const int64_t dim = config.contains("head_dim") && config["head_dim"].is_number_integer()
+                          ? config["head_dim"].get<int64_t>()
+                          : config.value("hidden_size", int64_t(0)) / std::max<int64_t>(1, config.value("num_attention_heads", int64_t(1)));
+  const double factor = rope.value("factor", 8.0), low = rope.value("low_freq_factor", 1.0), high = rope.value("high_freq_factor", 4.0);
+  const double old_context = rope.value("original_max_position_embeddings", 8192.0);
+  const float low_wavelen = float(old_context / low), high_wavelen = float(old_context / high);
+  GeneratedTensor t{"rope_freqs.weight", {}};
+  for (int64_t i = 0; i < dim; i += 2) {
+    const float freq = 1.0f / std::pow(float(base), float(i) / float(dim));
+    const float wavelen = float(2.0 * std::numbers::pi) / freq;
+    if (wavelen < high_wavelen) {
+      t.values.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      t.values.push_back(float(factor));
+    } else {
+      const float smooth = (float(old_context) / wavelen - float(low)) / float(high - low);
+      t.values.push_back(1.0f / ((1.0f - smooth) / float(factor) + smooth));
+    }
+  }
+  return {t};
+}
+
 void add_rope_scaling(const json& config, const std::string& config_path, const std::string& arch, gguf::GgufWriter& writer) {
-  const json rope = config.contains("rope_parameters") ? config["rope_parameters"] : config.value("rope_scaling", json());
+  const json rope = rope_parameters(config);
   if (rope.is_null()) return;
   if (!rope.is_object()) throw Error(config_path + ": rope_scaling is neither null nor an object");
   if (rope.contains("rope_theta") && rope["rope_theta"].is_number() && !writer.has_key(arch + ".rope.freq_base"))
     writer.set_float32(arch + ".rope.freq_base", rope["rope_theta"].get<float>());
   const std::string type = rope.value("rope_type", rope.value("type", std::string("default")));
-  if (type == "default") return;
+  // llama3's factors are a tensor (llama3_rope_freqs), for the families whose converter computes it.
+  if (type == "default" || (type == "llama3" && (arch == "llama" || arch == "smollm3" || arch == "granite"))) return;
   const auto number = [&](const char* key) {
     if (!rope.contains(key) || !rope[key].is_number()) throw Error(config_path + ": rope scaling '" + type + "' without a number '" + key + "'");
     return rope[key].get<float>();
@@ -261,8 +296,16 @@ Family decoder(const char* model_type, const char* arch, DecoderShape shape) {
   }
   if (shape.shared_expert) keys.push_back({"shared_expert_intermediate_size", "expert_shared_feed_forward_length"});
   keys.insert(keys.end(), shape.keys.begin(), shape.keys.end());
-  return {model_type,          arch, "num_hidden_layers", shape.experts ? "num_experts" : nullptr, nullptr, keys, decoder_tensors(shape),
-          TokenizerKind::bpe, decoder_extra};
+  return {model_type,
+          arch,
+          "num_hidden_layers",
+          shape.experts ? "num_experts" : nullptr,
+          nullptr,
+          keys,
+          decoder_tensors(shape),
+          TokenizerKind::bpe,
+          decoder_extra,
+          shape.rope_pairs ? llama3_rope_freqs : nullptr};
 }
 
 const std::vector<Family> kFamilies = {

@@ -39,6 +39,12 @@ struct TensorName {
   Rows rows = Rows::as_stored;
 };
 
+// A tensor the converter computes from config.json rather than reads (Llama 3.1's rope_freqs).
+struct GeneratedTensor {
+  std::string gguf;
+  std::vector<float> values;  // one F32 row
+};
+
 enum class TokenizerKind { wordpiece, bpe };  // bpe: byte-level or SentencePiece-style, as the file says
 
 struct Family {
@@ -52,6 +58,7 @@ struct Family {
   TokenizerKind tokenizer;
   // Metadata the table cannot give (keys under `arch`), and loom::Error for a variant Loom does not run.
   void (*extra)(const std::filesystem::path& dir, const nlohmann::json& config, const std::string& arch, gguf::GgufWriter& writer) = nullptr;
+  std::vector<GeneratedTensor> (*generated)(const nlohmann::json& config) = nullptr;
 };
 
 // The family of a config.json model_type, or nullptr.
