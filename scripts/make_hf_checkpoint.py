@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a synthetic Hugging Face checkpoint folder and the GGUF llama.cpp's converter makes of it.
 
-A small decoder of one family (llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2, gemma3_text, olmo2, smollm3, granite) with random weights, written as it is published (config.json,
+A small decoder of one family (llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2, gemma3_text, phi3, olmo2, smollm3, granite) with random weights, written as it is published (config.json,
 model.safetensors or shards with model.safetensors.index.json, tokenizer.json trained here by the
 `tokenizers` package, tokenizer_config.json with a chat template, generation_config.json), and beside
 it the same weights as a GGUF file written with gguf-py in llama.cpp's layout: its tensor names, its
@@ -9,7 +9,7 @@ metadata keys, Llama's q/k rows interleaved as convert_hf_to_gguf.py's LlamaMode
 as F32. Loom must read the two identically (tests/hf/test_hf_decoders.py). Only numpy, safetensors,
 tokenizers and gguf: no torch, no transformers.
 
-usage: make_hf_checkpoint.py --family {gemma2,gemma3_text,granite,llama,mistral,olmo2,qwen2,qwen2_moe,qwen3,qwen3_moe,smollm3} --out DIR [--gguf FILE]
+usage: make_hf_checkpoint.py --family {gemma2,gemma3_text,granite,llama,mistral,olmo2,phi3,qwen2,qwen2_moe,qwen3,qwen3_moe,smollm3} --out DIR [--gguf FILE]
        [--dtype F16|BF16|F32] [--shards N] [--tied] [--seed S]
 """
 import argparse
@@ -73,6 +73,10 @@ FAMILIES = {
                         ignore_merges=False, spm_fixed=["<pad>", "<eos>", "<bos>", "<unk>"], space_prefix=False,
                         specials=["<start_of_turn>", "<end_of_turn>"], bos="<bos>", eos="<eos>", template=None,
                         gemma=True),
+    # Phi-3: fused q/k/v and gate/up rows, LongRoPE factors, a SentencePiece-style tokenizer.
+    "phi3": dict(arch="phi3", permute=False, bias=False, qk_norm=False, pattern="sentencepiece", pre=None,
+                 ignore_merges=False, specials=["<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>"], bos="<s>",
+                 eos="<|end|>", template=None),
     "olmo2": dict(arch="olmo2", permute=False, bias=False, qk_norm="full", pattern=None, pre="gpt2",
                   ignore_merges=False, specials=["<|endoftext|>", "<|pad|>"], bos=None, eos="<|endoftext|>",
                   template=None),
@@ -105,6 +109,16 @@ def llama3_rope_freqs(base, dim, rope):
             smooth = (f32(old) / wavelen - f32(low)) / f32(high - low)
             out.append(f32(1) / ((f32(1) - smooth) / f32(factor) + smooth))
     return np.array(out, dtype=f32)
+
+
+# Phi-3's LongRoPE (one factor per rotary pair) over a context four times the original.
+PHI3_ORIGINAL_CONTEXT = 512
+
+
+def phi3_rope_scaling(head_dim):
+    pairs = np.arange(head_dim // 2)
+    return {"type": "longrope", "long_factor": [float(1.0 + 0.25 * i) for i in pairs],
+            "short_factor": [float(1.0 + 0.01 * i) for i in pairs]}
 
 
 GRANITE_MULTIPLIERS = {"attention_multiplier": 0.0625, "embedding_multiplier": 12.0, "residual_multiplier": 0.22,
@@ -290,6 +304,12 @@ def make_weights(family, shape, rng):
             t[p + "mlp.gate_proj.weight"] = w(ff, dim)
             t[p + "mlp.up_proj.weight"] = w(ff, dim)
             t[p + "mlp.down_proj.weight"] = w(dim, ff)
+    if family == "phi3":  # fused, as Phi-3 publishes them
+        for il in range(shape["layers"]):
+            p = f"model.layers.{il}."
+            t[p + "self_attn.qkv_proj.weight"] = np.concatenate(
+                [t.pop(p + f"self_attn.{m}_proj.weight") for m in ("q", "k", "v")])
+            t[p + "mlp.gate_up_proj.weight"] = np.concatenate([t.pop(p + f"mlp.{m}_proj.weight") for m in ("gate", "up")])
     return t
 
 
@@ -329,7 +349,7 @@ def write_folder(out, family, shape, tensors, tok, dtype, shards):
                            "qwen3": "Qwen3ForCausalLM", "olmo2": "Olmo2ForCausalLM", "smollm3": "SmolLM3ForCausalLM",
                            "granite": "GraniteForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
                            "qwen3_moe": "Qwen3MoeForCausalLM", "gemma2": "Gemma2ForCausalLM",
-                           "gemma3_text": "Gemma3ForCausalLM"}[family]],
+                           "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM"}[family]],
         "model_type": family, "hidden_size": shape["dim"], "intermediate_size": shape["ff"],
         "num_hidden_layers": shape["layers"], "num_attention_heads": shape["heads"],
         "num_key_value_heads": shape["kv_heads"], "head_dim": shape["head_dim"], "hidden_act": "silu",
@@ -357,6 +377,10 @@ def write_folder(out, family, shape, tensors, tok, dtype, shards):
             config.update(rope_local_base_freq=10000.0, final_logit_softcapping=None, attn_logit_softcapping=None)
     if family == "llama":
         config["rope_scaling"] = LLAMA3_ROPE
+    if family == "phi3":
+        config.update(rope_scaling=phi3_rope_scaling(shape["head_dim"]), original_max_position_embeddings=PHI3_ORIGINAL_CONTEXT,
+                      sliding_window=shape["ctx"] - 1)
+        del config["head_dim"]
     if family == "smollm3":
         config["no_rope_layers"] = [int((il + 1) % 4 != 0) for il in range(shape["layers"])]
     if family == "granite":
@@ -430,6 +454,15 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
     w.add_add_bos_token(f["bos"] is not None)
     if f["template"]:
         w.add_chat_template(f["template"])
+    if family == "phi3":
+        rope = phi3_rope_scaling(shape["head_dim"])
+        scale = shape["ctx"] / PHI3_ORIGINAL_CONTEXT
+        w.add_rope_dimension_count(shape["head_dim"])
+        w.add_rope_scaling_orig_ctx_len(PHI3_ORIGINAL_CONTEXT)
+        w.add_rope_scaling_attn_factors(float(np.sqrt(1 + np.log(scale) / np.log(PHI3_ORIGINAL_CONTEXT))))
+        w.add_sliding_window(shape["ctx"] - 1)
+        w.add_tensor("rope_factors_long.weight", np.array(rope["long_factor"], dtype=np.float32))
+        w.add_tensor("rope_factors_short.weight", np.array(rope["short_factor"], dtype=np.float32))
     if family == "llama":
         w.add_tensor("rope_freqs.weight", llama3_rope_freqs(shape["rope_theta"], shape["head_dim"], LLAMA3_ROPE))
     if f.get("gemma"):
@@ -459,7 +492,8 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
                    "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.bias": "attn_k.bias",
                    "self_attn.v_proj.bias": "attn_v.bias", "self_attn.q_norm.weight": "attn_q_norm.weight",
                    "self_attn.k_norm.weight": "attn_k_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
-                   "mlp.gate.weight": "ffn_gate_inp.weight", "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
+                   "mlp.gate.weight": "ffn_gate_inp.weight", "self_attn.qkv_proj.weight": "attn_qkv.weight",
+                   "mlp.gate_up_proj.weight": "ffn_up.weight", "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
                    "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
                    "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
                    "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
@@ -521,6 +555,8 @@ def main():
         shape["head_dim"] = 48  # Qwen3's head size is its own, not dim / heads
     if args.family == "smollm3":
         shape["layers"] = 4  # the fourth has no rope
+    if args.family == "phi3":
+        shape.update(ctx=4 * PHI3_ORIGINAL_CONTEXT)
     if FAMILIES[args.family].get("gemma"):
         shape.update(tied=True, window=8, head_dim=64, rope_theta=10000.0 if args.family == "gemma2" else 1000000.0)
         shape["layers"] = 6 if args.family == "gemma3_text" else 2  # a global layer after the local ones

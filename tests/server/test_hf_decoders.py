@@ -2,10 +2,11 @@
 """Issue 38: generative models read from Hugging Face folders as published, one family table each.
 
 scripts/make_hf_checkpoint.py writes, for llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2,
-gemma3_text, olmo2, smollm3 and granite, a synthetic checkpoint folder (safetensors, config.json, a
+gemma3_text, phi3, olmo2, smollm3 and granite, a synthetic checkpoint folder (safetensors, config.json, a
 byte-level or SentencePiece-style BPE tokenizer.json made with `tokenizers`, tokenizer_config.json with
 a chat template) and, with gguf-py, the GGUF llama.cpp's converter makes of the same weights (its
-names and keys, Llama's q/k rows interleaved, experts stacked, Gemma's norms as 1 + w). Loom must read the two as one
+names and keys, Llama's q/k rows interleaved, experts stacked, Gemma's norms as 1 + w, the rope
+tensors computed from Llama 3.1's and Phi-3's rope scaling). Loom must read the two as one
 model: the same ids as the `tokenizers` package for every text, the same pre-tokenizer name the
 converter would write, and logits equal to the last bit (the top log-probabilities of every greedy
 step through /v1/completions). `loom convert` of the folder serves the same logits again. Skips (77)
@@ -57,6 +58,7 @@ CASES = {
     "mistral": (["--dtype", "BF16"], "spm"),
     "gemma2": ([], "spm-no-prefix"),
     "gemma3_text": (["--dtype", "BF16"], "spm-no-prefix"),
+    "phi3": ([], "spm"),  # with LongRoPE
     "qwen2": (["--shards", "3"], "qwen2"),
     "qwen3": ([], "qwen2"),
     "qwen2_moe": ([], "qwen2"),

@@ -287,6 +287,56 @@ Family gemma(const char* model_type, const char* arch) {
   return {model_type, arch, "num_hidden_layers", nullptr, nullptr, keys, gemma_tensors(gemma3), TokenizerKind::bpe, gemma_extra};
 }
 
+// Phi-3 and Phi-4: fused q/k/v and gate/up rows (kept fused, as llama.cpp's phi3 reads them), partial
+// rotary dims, and LongRoPE's factors and attention factor (Phi3MiniModel in the converter).
+double phi3_original_context(const json& config) {
+  const json rope = rope_parameters(config);
+  if (rope.is_object() && rope.contains("original_max_position_embeddings")) return rope["original_max_position_embeddings"].get<double>();
+  return config.value("original_max_position_embeddings", config.value("max_position_embeddings", 4096.0));
+}
+
+void phi3_extra(const std::filesystem::path& dir, const json& config, const std::string& arch, gguf::GgufWriter& writer) {
+  const std::string config_path = (dir / "config.json").string();
+  const std::string act = config.value("hidden_act", std::string("silu"));
+  if (act != "silu") throw Error(config_path + ": hidden_act '" + act + "' (Phi-3 runs with silu)");
+  const int64_t dim = config.value("hidden_size", int64_t(0)), heads = std::max<int64_t>(1, config.value("num_attention_heads", int64_t(1)));
+  const json rope = rope_parameters(config);
+  const double rotary = config.value("partial_rotary_factor", rope.is_object() ? rope.value("partial_rotary_factor", 1.0) : 1.0);
+  writer.set_uint32(arch + ".rope.dimension_count", uint32_t(int64_t(rotary * double(dim)) / heads));
+  writer.set_uint32(arch + ".rope.scaling.original_context_length", uint32_t(phi3_original_context(config)));
+  writer.set_uint32(arch + ".attention.sliding_window", config.value("sliding_window", json()).is_number() ? config["sliding_window"].get<uint32_t>() : 0);
+  if (!rope.is_object() || !rope.contains("long_factor")) return add_rope_scaling(config, config_path, arch, writer);
+  const std::string type = rope.value("rope_type", rope.value("type", std::string()));
+  const double scale = config.value("max_position_embeddings", 0.0) / phi3_original_context(config);
+  double attn_factor = 1.0;
+  if (type == "su" || type == "longrope") attn_factor = scale > 1.0 ? std::sqrt(1.0 + std::log(scale) / std::log(phi3_original_context(config))) : 1.0;
+  else if (type == "yarn") attn_factor = scale > 1.0 ? 0.1 * std::log(scale) + 1.0 : 1.0;
+  else throw Error(config_path + ": rope scaling '" + type + "' with long_factor (Loom reads longrope, su and yarn)");
+  writer.set_float32(arch + ".rope.scaling.attn_factor", float(attn_factor));
+}
+
+std::vector<GeneratedTensor> phi3_rope_factors(const json& config) {
+  const json rope = rope_parameters(config);
+  if (!rope.is_object() || !rope.contains("long_factor")) return {};
+  GeneratedTensor long_factors{"rope_factors_long.weight", {}}, short_factors{"rope_factors_short.weight", {}};
+  for (const json& v : rope.value("long_factor", json::array())) long_factors.values.push_back(v.get<float>());
+  for (const json& v : rope.value("short_factor", json::array())) short_factors.values.push_back(v.get<float>());
+  if (long_factors.values.size() != short_factors.values.size() || long_factors.values.empty())
+    throw Error("config.json: rope_scaling's long_factor and short_factor differ in length or are empty");
+  return {long_factors, short_factors};
+}
+
+const std::vector<TensorName> kPhi3Tensors = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight", false},
+    {"model.layers.{}.input_layernorm.weight", "blk.{}.attn_norm.weight"},
+    {"model.layers.{}.self_attn.qkv_proj.weight", "blk.{}.attn_qkv.weight"},
+    {"model.layers.{}.self_attn.o_proj.weight", "blk.{}.attn_output.weight"},
+    {"model.layers.{}.post_attention_layernorm.weight", "blk.{}.ffn_norm.weight"},
+    {"model.layers.{}.mlp.gate_up_proj.weight", "blk.{}.ffn_up.weight"},
+    {"model.layers.{}.mlp.down_proj.weight", "blk.{}.ffn_down.weight"}};
+
 Family decoder(const char* model_type, const char* arch, DecoderShape shape) {
   std::vector<ConfigKey> keys = decoder_keys();
   if (shape.experts) {
@@ -347,6 +397,17 @@ const std::vector<Family> kFamilies = {
     decoder("qwen3_moe", "qwen3moe", {.qk_norm = true, .experts = true}),
     gemma("gemma2", "gemma2"),
     gemma("gemma3_text", "gemma3"),
+    {"phi3", "phi3", "num_hidden_layers", nullptr, nullptr,
+     {{"max_position_embeddings", "context_length"},
+      {"hidden_size", "embedding_length"},
+      {"num_hidden_layers", "block_count"},
+      {"intermediate_size", "feed_forward_length"},
+      {"num_attention_heads", "attention.head_count"},
+      {"num_key_value_heads", "attention.head_count_kv", Kind::u32, false},
+      {"rms_norm_eps", "attention.layer_norm_rms_epsilon", Kind::f32},
+      {"rope_theta", "rope.freq_base", Kind::f32, false, 10000.0},
+      {"vocab_size", "vocab_size"}},
+     kPhi3Tensors, TokenizerKind::bpe, phi3_extra, phi3_rope_factors},
     decoder("olmo2", "olmo2", {.qk_norm = true, .post_norms = true}),
     // SmolLM3's no_rope_layers (every fourth layer without rope) is what Loom's smollm3 runs; checked below.
     decoder("smollm3", "smollm3", {.rope_pairs = true}),
