@@ -10,7 +10,7 @@ as F32. Loom must read the two identically (tests/hf/test_hf_decoders.py). Only 
 tokenizers and gguf: no torch, no transformers.
 
 usage: make_hf_checkpoint.py --family {gemma2,gemma3_text,granite,llama,mistral,olmo2,phi3,qwen2,qwen2_moe,qwen3,qwen3_moe,smollm3} --out DIR [--gguf FILE]
-       [--dtype F16|BF16|F32] [--shards N] [--tied] [--seed S]
+       [--dtype F16|BF16|F32] [--shards N] [--tied] [--fused-experts] [--seed S] [--vocab-from GGUF]
 """
 import argparse
 import json
@@ -341,6 +341,20 @@ def save(out, file, tensors, dtype):
     open(path, "wb").write(len(text).to_bytes(8, "little") + text + raw[8 + n:])
 
 
+def fuse_experts(tensors, shape):
+    """transformers 5's layout: each layer's experts saved stacked, gate and up rows in one tensor."""
+    t = dict(tensors)
+    for il in range(shape["layers"]):
+        p = f"model.layers.{il}.mlp.experts."
+        gate_up, down = [], []
+        for e in range(shape["experts"]):
+            gate_up.append(np.concatenate([t.pop(f"{p}{e}.gate_proj.weight"), t.pop(f"{p}{e}.up_proj.weight")]))
+            down.append(t.pop(f"{p}{e}.down_proj.weight"))
+        t[p + "gate_up_proj"] = np.stack(gate_up)
+        t[p + "down_proj"] = np.stack(down)
+    return t
+
+
 def write_folder(out, family, shape, tensors, tok, dtype, shards):
     f = FAMILIES[family]
     os.makedirs(out, exist_ok=True)
@@ -545,6 +559,7 @@ def main():
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--tied", action="store_true", help="no lm_head: the output reuses the embeddings")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--fused-experts", action="store_true", help="save MoE experts stacked, as transformers 5 does")
     ap.add_argument("--vocab-from", help="a GGUF vocabulary (llama.cpp's vocab suites) instead of a trained one; "
                                          "the model is then a tiny qwen2 (no --gguf)")
     args = ap.parse_args()
@@ -569,7 +584,8 @@ def main():
         tok = train_tokenizer(args.family, shape["vocab"])
     assert tok.get_vocab_size(with_added_tokens=True) == shape["vocab"], tok.get_vocab_size(with_added_tokens=True)
     tensors = make_weights(args.family, shape, np.random.default_rng(args.seed))
-    write_folder(args.out, args.family, shape, tensors, tok, args.dtype, args.shards)
+    write_folder(args.out, args.family, shape, fuse_experts(tensors, shape) if args.fused_experts else tensors, tok,
+                 args.dtype, args.shards)
     if args.gguf:
         write_gguf(args.gguf, args.family, shape, tensors, tok, args.dtype)
 

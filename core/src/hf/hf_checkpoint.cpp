@@ -163,8 +163,38 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     shards->rearranged.push_back(interleave_rope_halves(*t, heads, dir.string()));
     data.push_back(shards->rearranged.back());
   };
+  // transformers 5 saves the experts already stacked: experts.gate_up_proj [n_expert, 2 * ff, dim]
+  // (gate rows, then up rows, per expert) and experts.down_proj [n_expert, dim, ff], ".weight" or not.
+  auto add_fused_experts = [&](const std::string& hf_pattern, const std::string& gguf_name) {
+    const size_t at = hf_pattern.find("{e}");
+    const std::string matrix = hf_pattern.substr(at + 4, hf_pattern.find('.', at + 4) - (at + 4));  // gate_proj, up_proj, down_proj
+    const std::string stem = hf_pattern.substr(0, at) + (matrix == "down_proj" ? "down_proj" : "gate_up_proj");
+    const SafeTensor* t = find(stem);
+    if (t == nullptr) t = find(stem + ".weight");
+    if (t == nullptr) return false;
+    if (t->shape.size() != 3 || t->shape[0] != n_experts || (matrix != "down_proj" && t->shape[1] % 2 != 0))
+      throw Error(dir.string() + ": tensor '" + t->name + "' is not [" + std::to_string(n_experts) + " experts, rows, columns]");
+    if (matrix == "down_proj") {
+      writer.add_tensor_info(gguf_name, check_dtype(*t), {t->shape[2], t->shape[1], t->shape[0]});
+      data.push_back(t->data);
+      return true;
+    }
+    const int64_t ff = t->shape[1] / 2;
+    writer.add_tensor_info(gguf_name, check_dtype(*t), {t->shape[2], ff, t->shape[0]});
+    const size_t half = t->data.size() / size_t(2 * n_experts), skip = matrix == "gate_proj" ? 0 : half;
+    std::vector<uint8_t> rows;
+    rows.reserve(half * size_t(n_experts));
+    for (int64_t e = 0; e < n_experts; e++) {
+      const uint8_t* expert = t->data.data() + size_t(e) * 2 * half + skip;
+      rows.insert(rows.end(), expert, expert + half);
+    }
+    shards->rearranged.push_back(std::move(rows));
+    data.push_back(shards->rearranged.back());
+    return true;
+  };
   auto add_experts = [&](const std::string& hf_pattern, const std::string& gguf_name) {
     const size_t at = hf_pattern.find("{e}");
+    if (find(std::string(hf_pattern).replace(at, 3, "0")) == nullptr && add_fused_experts(hf_pattern, gguf_name)) return;
     std::vector<const SafeTensor*> experts;
     for (int64_t e = 0; e < n_experts; e++) {
       const std::string name = std::string(hf_pattern).replace(at, 3, std::to_string(e));
