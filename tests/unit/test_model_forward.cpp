@@ -213,9 +213,12 @@ TEST_CASE("model: a mixed batch over a permuted block layout equals each sequenc
       const std::vector<float> alone = run_alone(*model, prefix, block_size, LOOM_DTYPE_F16);
       REQUIRE(alone.size() == batched[s].size());
       // Same math row by row (each row's matmuls and attention do not depend on the other rows), so
-      // only float summation order could differ: far below 1e-3 of the logits' scale.
+      // only float summation order could differ. Where a table multiplies batches as float GEMM (AVX2,
+      // from 8 rows) that order differs, and the next int8 activation rounding or F16 KV store can turn
+      // an ulp into one rounding step: measured 1.7e-3 of the logits' scale (gpt-oss, AVX2 EPYC), 0
+      // where batches run as integer panels (AVX-512). A wrong block, mask or row is of the scale itself.
       const float scale = std::max(1.0f, max_abs(alone.data(), alone.size()));
-      CHECK(max_diff(alone.data(), batched[s].data(), alone.size()) <= 1e-4f * scale);
+      CHECK(max_diff(alone.data(), batched[s].data(), alone.size()) <= 3e-3f * scale);
     }
   }
 }

@@ -217,7 +217,9 @@ TEST_CASE("decoder embedder: last-token embeddings of a qwen3 model match llama.
     for (size_t j = 0; j < alone.size(); j++) largest = std::max(largest, double(std::abs(alone[j] - batched[i][j])));
   }
   INFO("largest difference between an input alone and in the batch " << largest);
-  CHECK(largest < 1e-4);
+  // Float summation order only, which F16 KV stores can round into a step: measured 2.3e-4 on AVX2
+  // (batches as float GEMM), less on AVX-512. Another input's rows leaking in would be of order 1.
+  CHECK(largest < 1e-3);
   embed::DecoderEmbedder mean(Model::load(file, *backend), "qwen3-embed-synth", embed::Pooling::mean, 64);
   const double mean_cosine = worst_cosine(mean.embed(inputs, false), g);
   INFO("mean pooling instead: " << mean_cosine);
