@@ -77,7 +77,7 @@ FAMILIES = {
     "phi3": dict(arch="phi3", permute=False, bias=False, qk_norm=False, pattern="sentencepiece", pre=None,
                  ignore_merges=False, specials=["<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>"], bos="<s>",
                  eos="<|end|>", template=None),
-    "olmo2": dict(arch="olmo2", permute=False, bias=False, qk_norm="full", pattern=None, pre="gpt2",
+    "olmo2": dict(arch="olmo2", permute=False, bias=False, qk_norm="full", pattern=None, pre="gpt-2",
                   ignore_merges=False, specials=["<|endoftext|>", "<|pad|>"], bos=None, eos="<|endoftext|>",
                   template=None),
     "smollm3": dict(arch="smollm3", permute=True, bias=False, qk_norm=False, pattern=LLAMA3_PATTERN,

@@ -20,7 +20,7 @@ std::vector<std::pair<int, float>> top_logprobs(const float* logits, int n_vocab
   const float max = *std::max_element(logits, logits + n_vocab);
   double total = 0;
   for (int i = 0; i < n_vocab; i++) total += std::exp(double(logits[i] - max));
-  std::vector<int> ids(size_t(n_vocab));
+  std::vector<int> ids(static_cast<size_t>(n_vocab));
   std::iota(ids.begin(), ids.end(), 0);
   std::partial_sort(ids.begin(), ids.begin() + n_top, ids.end(), [&](int a, int b) { return logits[a] > logits[b]; });
   std::vector<std::pair<int, float>> top;
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   std::vector<llama_token> prompt;
   for (int i = 2; i < argc; i++) prompt.push_back(llama_token(std::atoi(argv[i])));
   llama_context_params cp = llama_context_default_params();
-  cp.n_ctx = 512;
+  cp.n_ctx = 0;  // the model's own context, as `loom serve` runs it (Phi-3 picks LongRoPE's long or short factors by it)
   cp.n_batch = 512;
   cp.n_threads = cp.n_threads_batch = 2;
   llama_context* ctx = llama_init_from_model(model, cp);

@@ -63,7 +63,7 @@ CASES = {
     "qwen3": ([], "qwen2"),
     "qwen2_moe": ([], "qwen2"),
     "qwen3_moe": (["--dtype", "BF16", "--fused-experts"], "qwen2"),  # experts stacked, as transformers 5 saves them
-    "olmo2": ([], "gpt2"),
+    "olmo2": ([], "gpt-2"),
     "smollm3": (["--dtype", "F32"], "llama-bpe"),
     "granite": ([], "starcoder"),
 }

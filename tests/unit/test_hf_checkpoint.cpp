@@ -98,7 +98,7 @@ TEST_CASE("hf: a folder Loom cannot map is refused naming the file and the reaso
   CHECK_THROWS_WITH(hf::open_checkpoint(dir), Catch::Contains("model_type 't5' is not one Loom reads from a Hugging Face folder yet") &&
                                                   Catch::Contains("qwen3_moe") && Catch::Contains("gemma3_text"));
   std::ofstream(dir / "config.json") << R"({"model_type": "bert", "num_hidden_layers": 1})";
-  CHECK_THROWS_WITH(hf::open_checkpoint(dir), Catch::Contains("no model.safetensors or model.safetensors.index.json"));
+  CHECK_THROWS_WITH(hf::open_checkpoint(dir), Catch::Contains("config.json: 'max_position_embeddings' is missing"));
   std::ofstream(dir / "config.json") << "{not json";
   CHECK_THROWS_WITH(hf::open_checkpoint(dir), Catch::Contains("config.json: not JSON"));
 }
@@ -189,9 +189,11 @@ TEST_CASE("hf: a bert folder's shards read as its single file does, and its Word
   auto backend = test::cpu_backend();
   auto ea = embed::TextEncoder::load(a, *backend, 16), eb = embed::TextEncoder::load(b, *backend, 16);
   CHECK(ea->embed({{2, 5, 6, 3}}, true) == eb->embed({{2, 5, 6, 3}}, true));
-  // A shard the index names but the folder lacks.
+  // A shard the index names but the folder lacks; no weights at all.
   std::filesystem::remove(sharded / "model-00002-of-00002.safetensors");
   CHECK_THROWS_WITH(hf::open_checkpoint(sharded), Catch::Contains("model-00002-of-00002.safetensors"));
+  std::filesystem::remove(sharded / "model.safetensors.index.json");
+  CHECK_THROWS_WITH(hf::open_checkpoint(sharded), Catch::Contains("no model.safetensors or model.safetensors.index.json"));
 }
 
 TEST_CASE("hf: a model's name is its file's stem, or its folder's whole name", "[hf]") {

@@ -97,7 +97,6 @@ std::vector<uint8_t> plus_one_f32(const SafeTensor& t, loom_dtype dtype) {
 
 gguf::GgufFile open_family(const Family& family, const std::filesystem::path& dir, const json& config) {
   auto shards = std::make_shared<Shards>();
-  shards->files = open_shards(dir);
   gguf::GgufWriter writer;
   const std::string a = std::string(family.arch) + ".";
   writer.set_string("general.architecture", family.arch);
@@ -123,6 +122,7 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     case TokenizerKind::wordpiece: add_wordpiece_tokenizer(dir, writer, n_vocab); break;
     case TokenizerKind::bpe: add_bpe_tokenizer(dir, config, writer, n_vocab); break;
   }
+  shards->files = open_shards(dir);  // after config.json and tokenizer.json: their errors come first
   const auto n_heads = int64_t(config.value("num_attention_heads", uint64_t(0)));
   const auto n_kv_heads = int64_t(config.value("num_key_value_heads", uint64_t(n_heads)));
 
@@ -247,8 +247,15 @@ bool is_checkpoint_dir(const std::filesystem::path& path) {
 gguf::GgufFile open_checkpoint(const std::filesystem::path& dir) {
   if (!is_checkpoint_dir(dir)) throw Error(dir.string() + ": not a Hugging Face model folder (no config.json)");
   const json config = read_json_file(dir / "config.json");
-  const std::string type = config.value("model_type", std::string());
-  if (const Family* family = find_family(type)) return open_family(*family, dir, config);
+  std::string type;
+  try {
+    type = config.value("model_type", std::string());
+    if (const Family* family = find_family(type)) return open_family(*family, dir, config);
+  } catch (const json::exception& e) {
+    // A value of the wrong kind in config.json, tokenizer.json or tokenizer_config.json (a string where a
+    // number belongs, a null list): the tables read them with nlohmann's typed accessors.
+    throw Error(dir.string() + ": a value of the wrong type in its JSON files (" + e.what() + ")");
+  }
   throw Error((dir / "config.json").string() + ": model_type '" + type + "' is not one Loom reads from a Hugging Face folder yet (" + family_names() +
               "); convert it with llama.cpp's convert_hf_to_gguf.py");
 }

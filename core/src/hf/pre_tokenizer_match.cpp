@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/pre_tokenizer_table.h"
 #include "tokenizer/regex_split.h"
 
 namespace loom::hf {
@@ -30,8 +31,9 @@ constexpr std::string_view kProbe =
     "   \n \n\t\n   end   ";
 
 // Names to prefer when several name the same pieces: the ones the models themselves are known by in
-// llama.cpp's converter. "default" is never chosen: llama.cpp gives it patterns of its own.
-constexpr std::string_view kPreferred[] = {"gpt2", "llama-bpe", "qwen2", "qwen35", "starcoder", "smollm", "deepseek-llm", "deepseek-v3", "gpt-4o", "tekken"};
+// llama.cpp's converter. Only llama.cpp's own names are candidates (Loom's aliases such as "gpt2" would
+// make a file llama.cpp refuses), and never "default": llama.cpp gives it patterns of its own.
+constexpr std::string_view kPreferred[] = {"gpt-2", "llama-bpe", "qwen2", "qwen35", "starcoder", "smollm", "deepseek-llm", "deepseek-v3", "gpt-4o", "tekken"};
 
 std::string pattern_of(const json& pattern, const std::string& file) {
   if (pattern.contains("Regex") && pattern["Regex"].is_string()) return pattern["Regex"].get<std::string>();
@@ -81,8 +83,10 @@ std::string matching_pre_tokenizer(const std::vector<std::string>& patterns, boo
   const std::vector<std::string_view> views(patterns.begin(), patterns.end());
   const std::vector<std::string> want = tokenizer::RegexSplitter(views).split(kProbe);
   std::vector<std::string> names(std::begin(kPreferred), std::end(kPreferred));
-  for (const std::string& name : tokenizer::known_pre_tokenizers())
+  for (const tokenizer::NamedPreTokenizer& named : tokenizer::named_pre_tokenizers()) {
+    const std::string name(named.name);
     if (name != "default" && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
   for (const std::string& name : names) {
     const tokenizer::PreTokenizer candidate = tokenizer::PreTokenizer::for_name(name);
     if (candidate.ignore_merges() == ignore_merges && candidate.split(kProbe) == want) return name;
