@@ -532,10 +532,10 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
             heads = shape["heads"] if "q_proj" in name else shape["kv_heads"]
             array = interleave_rope_halves(array, heads)
         if f.get("gemma") and name.endswith("norm.weight"):  # the converter stores Gemma's 1 + w
-            w.add_tensor(gname, (stored(array, dtype).astype(np.float32) if dtype != "BF16" else bf16_to_f32(stored(array, dtype))) + 1.0)
+            w.add_tensor(gname, stored_as_f32(array, dtype) + 1.0)
             continue
         if array.ndim == 1:  # norms and biases: F32, as the converter writes them
-            w.add_tensor(gname, stored(array, dtype).astype(np.float32) if dtype != "BF16" else bf16_to_f32(stored(array, dtype)))
+            w.add_tensor(gname, stored_as_f32(array, dtype))
         elif dtype == "BF16":
             w.add_tensor(gname, stored(array, dtype), raw_dtype=gguf.GGMLQuantizationType.BF16)
         else:
@@ -546,8 +546,10 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
     w.close()
 
 
-def bf16_to_f32(bits):
-    return (bits.astype(np.uint32) << 16).view(np.float32)
+def stored_as_f32(array, dtype):
+    """The values the checkpoint holds, widened to F32."""
+    bits = stored(array, dtype)
+    return (bits.astype(np.uint32) << 16).view(np.float32) if dtype == "BF16" else bits.astype(np.float32)
 
 
 def main():

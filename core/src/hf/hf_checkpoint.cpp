@@ -144,24 +144,23 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     while (dims.size() > 1 && dims.back() == 1) dims.pop_back();
     return dims;
   };
+  // A tensor whose bytes llama.cpp lays out otherwise than the checkpoint: kept with the file.
+  auto add_owned = [&](const std::string& gguf_name, loom_dtype dtype, std::vector<int64_t> dims, std::vector<uint8_t> bytes) {
+    writer.add_tensor_info(gguf_name, dtype, std::move(dims));
+    shards->rearranged.push_back(std::move(bytes));
+    data.push_back(shards->rearranged.back());
+  };
   auto add = [&](const std::string& hf_name, const std::string& gguf_name, const TensorName& spec) {
     const SafeTensor* t = find(hf_name);
     if (t == nullptr && !spec.required) return;
     if (t == nullptr) throw Error(dir.string() + ": tensor '" + hf_name + "' is missing from the safetensors");
-    if (spec.rows == TensorName::Rows::plus_one) {
-      writer.add_tensor_info(gguf_name, LOOM_DTYPE_F32, gguf_dims(t->shape));
-      shards->rearranged.push_back(plus_one_f32(*t, check_dtype(*t)));
-      data.push_back(shards->rearranged.back());
-      return;
+    if (spec.rows == TensorName::Rows::plus_one) return add_owned(gguf_name, LOOM_DTYPE_F32, gguf_dims(t->shape), plus_one_f32(*t, check_dtype(*t)));
+    if (spec.rows != TensorName::Rows::as_stored) {
+      const int64_t heads = spec.rows == TensorName::Rows::rope_pairs_q ? n_heads : n_kv_heads;
+      return add_owned(gguf_name, check_dtype(*t), gguf_dims(t->shape), interleave_rope_halves(*t, heads, dir.string()));
     }
     writer.add_tensor_info(gguf_name, check_dtype(*t), gguf_dims(t->shape));
-    if (spec.rows == TensorName::Rows::as_stored) {
-      data.push_back(t->data);
-      return;
-    }
-    const int64_t heads = spec.rows == TensorName::Rows::rope_pairs_q ? n_heads : n_kv_heads;
-    shards->rearranged.push_back(interleave_rope_halves(*t, heads, dir.string()));
-    data.push_back(shards->rearranged.back());
+    data.push_back(t->data);
   };
   // transformers 5 saves the experts already stacked: experts.gate_up_proj [n_expert, 2 * ff, dim]
   // (gate rows, then up rows, per expert) and experts.down_proj [n_expert, dim, ff], ".weight" or not.
@@ -179,8 +178,6 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
       data.push_back(t->data);
       return true;
     }
-    const int64_t ff = t->shape[1] / 2;
-    writer.add_tensor_info(gguf_name, check_dtype(*t), {t->shape[2], ff, t->shape[0]});
     const size_t half = t->data.size() / size_t(2 * n_experts), skip = matrix == "gate_proj" ? 0 : half;
     std::vector<uint8_t> rows;
     rows.reserve(half * size_t(n_experts));
@@ -188,8 +185,7 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
       const uint8_t* expert = t->data.data() + size_t(e) * 2 * half + skip;
       rows.insert(rows.end(), expert, expert + half);
     }
-    shards->rearranged.push_back(std::move(rows));
-    data.push_back(shards->rearranged.back());
+    add_owned(gguf_name, check_dtype(*t), {t->shape[2], t->shape[1] / 2, t->shape[0]}, std::move(rows));
     return true;
   };
   auto add_experts = [&](const std::string& hf_pattern, const std::string& gguf_name) {
@@ -207,20 +203,16 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     if (experts.empty()) throw Error(dir.string() + ": config.json gives no experts for '" + hf_pattern + "'");
     std::vector<int64_t> dims = gguf_dims(experts[0]->shape);
     dims.push_back(n_experts);
-    writer.add_tensor_info(gguf_name, check_dtype(*experts[0]), dims);
     std::vector<uint8_t> stacked;
     stacked.reserve(experts[0]->data.size() * experts.size());
     for (const SafeTensor* t : experts) stacked.insert(stacked.end(), t->data.begin(), t->data.end());
-    shards->rearranged.push_back(std::move(stacked));
-    data.push_back(shards->rearranged.back());
+    add_owned(gguf_name, check_dtype(*experts[0]), std::move(dims), std::move(stacked));
   };
   if (family.generated != nullptr) {
     for (GeneratedTensor& g : family.generated(config)) {
-      writer.add_tensor_info(g.gguf, LOOM_DTYPE_F32, {int64_t(g.values.size())});
       std::vector<uint8_t> bytes(g.values.size() * sizeof(float));
       std::memcpy(bytes.data(), g.values.data(), bytes.size());
-      shards->rearranged.push_back(std::move(bytes));
-      data.push_back(shards->rearranged.back());
+      add_owned(g.gguf, LOOM_DTYPE_F32, {int64_t(g.values.size())}, std::move(bytes));
     }
   }
   const auto n_layers = int64_t(config_uint(config, dir, family.layer_count));

@@ -56,11 +56,14 @@ json rope_parameters(const json& config) {
   return config.contains("rope_parameters") ? config["rope_parameters"] : config.value("rope_scaling", json());
 }
 
+// Its kind: "rope_type", or "type" in older configs.
+std::string rope_type(const json& rope, const std::string& fallback) { return rope.value("rope_type", rope.value("type", fallback)); }
+
 // Llama 3.1's rope scaling: its factors as the rope_freqs tensor llama.cpp's converter computes
 // (LlamaModel.generate_extra_tensors), step by step in float32 as torch does there.
 std::vector<GeneratedTensor> llama3_rope_freqs(const json& config) {
   const json rope = rope_parameters(config);
-  if (!rope.is_object() || rope.value("rope_type", rope.value("type", std::string())) != "llama3") return {};
+  if (!rope.is_object() || rope_type(rope, "") != "llama3") return {};
   const double base = rope.value("rope_theta", config.value("rope_theta", 10000.0));
   const int64_t dim = config.contains("head_dim") && config["head_dim"].is_number_integer()
                           ? config["head_dim"].get<int64_t>()
@@ -90,7 +93,7 @@ void add_rope_scaling(const json& config, const std::string& config_path, const 
   if (!rope.is_object()) throw Error(config_path + ": rope_scaling is neither null nor an object");
   if (rope.contains("rope_theta") && rope["rope_theta"].is_number() && !writer.has_key(arch + ".rope.freq_base"))
     writer.set_float32(arch + ".rope.freq_base", rope["rope_theta"].get<float>());
-  const std::string type = rope.value("rope_type", rope.value("type", std::string("default")));
+  const std::string type = rope_type(rope, "default");
   // llama3's factors are a tensor (llama3_rope_freqs), for the families whose converter computes it.
   if (type == "default" || (type == "llama3" && (arch == "llama" || arch == "smollm3" || arch == "granite"))) return;
   const auto number = [&](const char* key) {
@@ -306,7 +309,7 @@ void phi3_extra(const std::filesystem::path& dir, const json& config, const std:
   writer.set_uint32(arch + ".rope.scaling.original_context_length", uint32_t(phi3_original_context(config)));
   writer.set_uint32(arch + ".attention.sliding_window", config.value("sliding_window", json()).is_number() ? config["sliding_window"].get<uint32_t>() : 0);
   if (!rope.is_object() || !rope.contains("long_factor")) return add_rope_scaling(config, config_path, arch, writer);
-  const std::string type = rope.value("rope_type", rope.value("type", std::string()));
+  const std::string type = rope_type(rope, "");
   const double scale = config.value("max_position_embeddings", 0.0) / phi3_original_context(config);
   double attn_factor = 1.0;
   if (type == "su" || type == "longrope") attn_factor = scale > 1.0 ? std::sqrt(1.0 + std::log(scale) / std::log(phi3_original_context(config))) : 1.0;
