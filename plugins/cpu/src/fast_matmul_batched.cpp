@@ -180,7 +180,14 @@ constexpr int64_t kReferenceDecodeMinTokens = 64;
 // Tokens per pass of a large batch's GEMM (see float_gemm_job).
 constexpr int64_t kTokenBlock = 128;
 
-bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, BatchedMatmul& job) {
+// Float activations the GEMM can read where they lie: F32 rows of one stride, which no matmul of the
+// pass writes (their copy was 2.5% of an embedding model's time, a row copied per matmul per layer).
+bool rows_in_place(const Tensor& x, bool written_in_pass) {
+  return !written_in_pass && x.dtype == LOOM_DTYPE_F32 && x.nb[0] == sizeof(float) && x.nb[1] % sizeof(float) == 0 && x.ne[2] == 1 &&
+         x.ne[3] == 1;
+}
+
+bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, bool x_written_in_pass, BatchedMatmul& job) {
   const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
   const bool float_weights = w.dtype == LOOM_DTYPE_F32 || w.dtype == LOOM_DTYPE_F16 || w.dtype == LOOM_DTYPE_BF16;
@@ -188,7 +195,10 @@ bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slo
   const FloatGemm& gemm_set = own_gemm ? k.float_gemm : k.float_weight_gemm;
   if (!own_gemm && !(float_weights && gemm_set.gemm != nullptr && n_tok >= k.float_weight_gemm_min_tokens)) return false;
   if (n_in % 8 != 0) return false;
-  const bool packed_kernel = gemm_set.packed_gemm != nullptr && n_tok >= gemm_set.packed_min_tokens;
+  // Packed outer products for float weights only: a Q4_K model's 512-token prefill on a 2-core AVX2
+  // EPYC ran at the same speed either way (the rows' decoding weighs as much), and its prefill keeps
+  // the summation order of its shorter batches.
+  const bool packed_kernel = gemm_set.packed_gemm != nullptr && n_tok >= gemm_set.packed_min_tokens && float_weights;
   const auto gemm = packed_kernel ? gemm_set.packed_gemm : gemm_set.gemm;
   const RowDecodeFn fast_decode = gemm_set.decoder(w.dtype);
   if (fast_decode == nullptr && n_tok < kReferenceDecodeMinTokens) return false;
@@ -198,9 +208,17 @@ bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slo
   if (!plain_output_rows(dst) || dst.nb[1] % sizeof(float) != 0 || plan.dot.rows_quantize != nullptr || plan.dot.tile_quantize != nullptr)
     return false;
 
-  auto* const activations = reinterpret_cast<float*>(activation_buffer(slot, size_t(n_tok * n_in) * sizeof(float)));
-  job.n_prepare = n_tok;
-  job.prepare = [=, &k](int64_t t) { round_like_integer_kernels(plan, k, x.frow(t), activations + t * n_in, n_in); };
+  const float* activations = nullptr;
+  int64_t x_stride = n_in;
+  if (plan.format == ActFormat::f32 && rows_in_place(x, x_written_in_pass)) {
+    activations = x.frow(0);
+    x_stride = int64_t(x.nb[1] / sizeof(float));
+  } else {
+    auto* const rounded = reinterpret_cast<float*>(activation_buffer(slot, size_t(n_tok * n_in) * sizeof(float)));
+    job.n_prepare = n_tok;
+    job.prepare = [=, &k](int64_t t) { round_like_integer_kernels(plan, k, x.frow(t), rounded + t * n_in, n_in); };
+    activations = rounded;
+  }
 
   const bool many_tokens = n_tok >= kTokenBlock * 2;
   const auto pack = packed_kernel ? gemm_set.pack : nullptr;
@@ -258,7 +276,7 @@ bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slo
       const int64_t dst_stride = int64_t(dst.nb[1] / sizeof(float));
       const int64_t t_end = std::min(n_tok, (chunk + 1) * per_chunk);
       for (int64_t t0 = chunk * per_chunk; t0 < t_end; t0 += token_block)
-        gemm(n_in, packed.data(), n_in, n_out, activations + t0 * n_in, n_in, std::min(token_block, t_end - t0),
+        gemm(n_in, packed.data(), n_in, n_out, activations + t0 * x_stride, x_stride, std::min(token_block, t_end - t0),
              reinterpret_cast<float*>(dst.data) + t0 * dst_stride, dst_stride);
     };
     return true;
@@ -280,7 +298,7 @@ bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slo
     }
     const int64_t dst_stride = int64_t(dst.nb[1] / sizeof(float));
     for (int64_t t0 = 0; t0 < n_tok; t0 += token_block)
-      gemm(n_in, weights, n_in, n_rows, activations + t0 * n_in, n_in, std::min(token_block, n_tok - t0),
+      gemm(n_in, weights, n_in, n_rows, activations + t0 * x_stride, x_stride, std::min(token_block, n_tok - t0),
            reinterpret_cast<float*>(dst.data) + t0 * dst_stride + r0, dst_stride);
   };
   return true;
@@ -321,9 +339,10 @@ void tile_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, Bat
   };
 }
 
-BatchedMatmul make_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot) {
+BatchedMatmul make_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, bool x_written_in_pass) {
   BatchedMatmul job;
-  if (!row_job(a, n_threads, k, slot, job) && !panel_job(a, n_threads, k, slot, job) && !float_gemm_job(a, n_threads, k, slot, job))
+  if (!row_job(a, n_threads, k, slot, job) && !panel_job(a, n_threads, k, slot, job) &&
+      !float_gemm_job(a, n_threads, k, slot, x_written_in_pass, job))
     tile_job(a, n_threads, k, slot, job);
   return job;
 }
@@ -347,7 +366,11 @@ void run_jobs(std::vector<BatchedMatmul>& jobs, ThreadPool& pool) {
 void fast_matmul_batched(const OpArgs* const* ops, int n_ops, ThreadPool& pool, const Kernels& k) {
   std::vector<BatchedMatmul> jobs;
   jobs.reserve(size_t(n_ops));
-  for (int i = 0; i < n_ops; i++) jobs.push_back(make_job(*ops[i], pool.size(), k, size_t(i)));
+  for (int i = 0; i < n_ops; i++) {
+    bool x_written = false;  // by any matmul of the pass, itself included
+    for (int j = 0; j < n_ops; j++) x_written = x_written || overlap(ops[j]->dst, ops[i]->src[1]);
+    jobs.push_back(make_job(*ops[i], pool.size(), k, size_t(i), x_written));
+  }
   run_jobs(jobs, pool);
 }
 

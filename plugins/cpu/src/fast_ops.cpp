@@ -119,6 +119,42 @@ void rms_norm(const OpArgs& a, ThreadPool& pool) {
   });
 }
 
+// LAYER_NORM as rms_norm: 8 partial sums per pass (vectorisable; the reference's one double chain
+// was latency-bound, 2.4% of an embedding model's time), combined in double.
+void layer_norm_rows(const OpArgs& a, ThreadPool& pool) {
+  const Tensor &x = a.src[0], &w = a.src[1], &b = a.src[2];
+  const int64_t n = x.ne[0];
+  const float* weight = w.present() ? w.frow(0) : nullptr;
+  const float* bias = b.present() ? b.frow(0) : nullptr;
+  for_rows(pool, x.n_rows(), n, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+      const float* xr = x.frow(r);
+      float* out = a.dst.frow(r);
+      float partial[8] = {};
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) partial[l] += xr[i + l];
+      double total = 0.0;
+      for (float v : partial) total += v;
+      for (; i < n; i++) total += xr[i];
+      const float mean = float(total / double(n));
+      float partial_sq[8] = {};
+      for (i = 0; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) partial_sq[l] += (xr[i + l] - mean) * (xr[i + l] - mean);
+      double total_sq = 0.0;
+      for (float v : partial_sq) total_sq += v;
+      for (; i < n; i++) total_sq += double(xr[i] - mean) * (xr[i] - mean);
+      const float inv_std = float(1.0 / std::sqrt(total_sq / double(n) + double(a.params.eps)));
+      for (int64_t j = 0; j < n; j++) {
+        float v = (xr[j] - mean) * inv_std;
+        if (weight != nullptr) v *= weight[j];
+        if (bias != nullptr) v += bias[j];
+        out[j] = v;
+      }
+    }
+  });
+}
+
 // cos/sin of one position's rotation angles, remembered per thread: decode rotates q and k of every
 // layer at the same position, and computing the angles (a pow, a cos and a sin per pair) cost more
 // than rotating. A few entries cover models that mix two frequency bases (Gemma 3's local/global).
@@ -300,7 +336,7 @@ void FastOps::run(const OpArgs& a) {
     case LOOM_OP_MOE_SUM: return pool.parallel_for(a.src[0].ne[2], [&](int64_t t, int) { moe_sum_rows(a, t, t + 1); });
     case LOOM_OP_SSM_CONV: return ssm_conv(a, on_pool(pool));
     case LOOM_OP_GATED_DELTA_NET: return gated_delta_net(a, on_pool(pool), {kernels_->vdot_f32, {kernels_->float_dots, kernels_->axpy_f32, kernels_->decay_add_outer}});
-    case LOOM_OP_LAYER_NORM: return layer_norm(a, on_pool(pool));
+    case LOOM_OP_LAYER_NORM: return layer_norm_rows(a, pool);
     case LOOM_OP_ATTENTION: return fast_encoder_attention(a, pool, *kernels_);
     case LOOM_OP_PATCHES: return image_patches(a, on_pool(pool));
     case LOOM_OP_POOL_2D: return pool_2d(a, on_pool(pool));

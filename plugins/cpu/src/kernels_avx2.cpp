@@ -15,6 +15,7 @@
 #include "activation.h"
 #include "cpu_tensor.h"
 #include "kernels_avx2_common.h"
+#include "kernels_avx2_encoder.h"
 #include "kernels_avx2_gemm.h"
 #include "kernels_avx2_kquants.h"
 
@@ -282,6 +283,7 @@ Kernels with_float_dots(Kernels k) {
   k.float_dots = avx2_float_gemm().gemm;
   k.exp_shifted = exp_shifted_avx2;
   k.weighted_values = avx2_weighted_values();
+  k.encoder_attention = avx2_encoder_attention();
   k.decay_add_outer = decay_add_outer;
   // The AVX-512 table inherits it: its F16 tiles reach 57 G multiply-adds/s on 2 threads at 4096
   // tokens (a vision encoder's matmuls), the GEMM several times that.

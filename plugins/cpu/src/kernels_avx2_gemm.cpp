@@ -8,7 +8,8 @@
 // instruction per value, paid once per chunk and shared by every token. On a 2-core AVX2 EPYC
 // (loom_cpu_kernel_bench) it wins from 8 tokens on: 20-45% at 16 tokens, 1.3-1.9x at 512. The caller
 // rounds the activations as the integer kernels do (fast_matmul.cpp), so results do not depend on the
-// batch a row ran in.
+// batch a row ran in. From 256 rows of float weights (an embedding model's batches), weight rows
+// packed into panels meet the tokens as outer products instead (gemm_packed).
 #include "kernels_avx2_gemm.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -183,6 +184,102 @@ void gemm_f32(int64_t n, const float* w, int64_t w_stride, int64_t n_rows, const
   }
 }
 
+// ---- the packed outer-product kernel (large batches) ------------------------------------------------
+
+// From packed_min_tokens rows (an encoder's batches, a long prefill): outer products, the shape of
+// BLIS's Haswell kernel. Weight rows are packed once per chunk, k-major in panels of 16 outputs; each
+// step of k loads a panel's two vectors and broadcasts one value of each of 6 activation rows into 12
+// accumulators that stay in registers over a block of k: no horizontal sums, 8 loads per 12 FMAs.
+// gemm_f32 above instead ends every (row, token) dot in a horizontal sum and keeps 7 loads per 12
+// FMAs in flight from seven streams. Packed: for each block of kDepth values of k, each panel's
+// [depth][16] floats (rows past n_rows zero).
+constexpr int kPanel = 16;       // outputs per panel: two vectors
+constexpr int kTokens = 6;       // activation rows per register block: 12 accumulators
+constexpr int64_t kDepth = 256;  // values of k per block: a panel's block is 16 KiB, in L1 while the tokens pass
+constexpr int64_t kPackedMinTokens = 256;
+
+int64_t panel_count(int64_t n_rows) { return (n_rows + kPanel - 1) / kPanel; }
+
+size_t packed_floats(int64_t n, int64_t n_rows) { return size_t(panel_count(n_rows) * kPanel * n); }
+
+void pack_panels(const float* w, int64_t w_stride, int64_t n, int64_t n_rows, float* packed) {
+  const int64_t panels = panel_count(n_rows);
+  for (int64_t k0 = 0; k0 < n; k0 += kDepth) {
+    const int64_t depth = std::min(kDepth, n - k0);
+    for (int64_t p = 0; p < panels; p++) {
+      float* panel = packed + k0 * panels * kPanel + p * depth * kPanel;
+      const int live = int(std::min<int64_t>(kPanel, n_rows - p * kPanel));
+      for (int j = 0; j < live; j++) {
+        const float* row = w + (p * kPanel + j) * w_stride + k0;
+        for (int64_t k = 0; k < depth; k++) panel[k * kPanel + j] = row[k];
+      }
+      for (int j = live; j < kPanel; j++)
+        for (int64_t k = 0; k < depth; k++) panel[k * kPanel + j] = 0.0f;
+    }
+  }
+}
+
+// T activation rows x one panel over `depth` values of k; Add: onto what dst holds (later blocks of k).
+template <int T, bool Add>
+inline void outer_block(int64_t depth, const float* panel, const float* x, int64_t x_stride, float* dst, int64_t dst_stride) {
+  __m256 c[T][2];
+  for (int t = 0; t < T; t++) {
+    c[t][0] = Add ? _mm256_loadu_ps(dst + t * dst_stride) : _mm256_setzero_ps();
+    c[t][1] = Add ? _mm256_loadu_ps(dst + t * dst_stride + 8) : _mm256_setzero_ps();
+  }
+  for (int64_t k = 0; k < depth; k++) {
+    const __m256 b0 = _mm256_loadu_ps(panel + k * kPanel), b1 = _mm256_loadu_ps(panel + k * kPanel + 8);
+    for (int t = 0; t < T; t++) {
+      const __m256 a = _mm256_broadcast_ss(x + t * x_stride + k);
+      c[t][0] = _mm256_fmadd_ps(b0, a, c[t][0]);
+      c[t][1] = _mm256_fmadd_ps(b1, a, c[t][1]);
+    }
+  }
+  for (int t = 0; t < T; t++) {
+    _mm256_storeu_ps(dst + t * dst_stride, c[t][0]);
+    _mm256_storeu_ps(dst + t * dst_stride + 8, c[t][1]);
+  }
+}
+
+template <bool Add, int T = kTokens>
+inline void outer_rows(int tokens, int64_t depth, const float* panel, const float* x, int64_t x_stride, float* dst, int64_t dst_stride) {
+  if constexpr (T > 0) {
+    if (tokens == T) return outer_block<T, Add>(depth, panel, x, x_stride, dst, dst_stride);
+    return outer_rows<Add, T - 1>(tokens, depth, panel, x, x_stride, dst, dst_stride);
+  }
+}
+
+// A panel's register block, written through a 16-wide scratch block where the panel's last outputs
+// lie past n_rows (AVX2 has no masked stores of floats as cheap as a copy of a few rows).
+template <bool Add>
+void outer_panel(int tokens, int live, int64_t depth, const float* panel, const float* x, int64_t x_stride, float* dst, int64_t dst_stride) {
+  if (live == kPanel) return outer_rows<Add>(tokens, depth, panel, x, x_stride, dst, dst_stride);
+  float partial[kTokens * kPanel] = {};
+  for (int t = 0; Add && t < tokens; t++) std::copy(dst + t * dst_stride, dst + t * dst_stride + live, partial + t * kPanel);
+  outer_rows<Add>(tokens, depth, panel, x, x_stride, partial, kPanel);
+  for (int t = 0; t < tokens; t++) std::copy(partial + t * kPanel, partial + t * kPanel + live, dst + t * dst_stride);
+}
+
+void gemm_packed(int64_t n, const float* packed, int64_t, int64_t n_rows, const float* x, int64_t x_stride, int64_t n_tok, float* dst,
+                 int64_t dst_stride) {
+  const int64_t panels = panel_count(n_rows);
+  for (int64_t k0 = 0; k0 < n; k0 += kDepth) {
+    const int64_t depth = std::min(kDepth, n - k0);
+    // Each panel's block of k (16 KiB, in L1) meets every activation row's block (in L2).
+    for (int64_t p = 0; p < panels; p++) {
+      const float* panel = packed + k0 * panels * kPanel + p * depth * kPanel;
+      const int live = int(std::min<int64_t>(kPanel, n_rows - p * kPanel));
+      for (int64_t t0 = 0; t0 < n_tok; t0 += kTokens) {
+        const int tokens = int(std::min<int64_t>(kTokens, n_tok - t0));
+        const float* xs = x + t0 * x_stride + k0;
+        float* d = dst + t0 * dst_stride + p * kPanel;
+        if (k0 == 0) outer_panel<false>(tokens, live, depth, panel, xs, x_stride, d, dst_stride);
+        else outer_panel<true>(tokens, live, depth, panel, xs, x_stride, d, dst_stride);
+      }
+    }
+  }
+}
+
 RowDecodeFn decoder(loom_dtype type) {
   switch (type) {
     case LOOM_DTYPE_Q8_0: return decode_q8_0;
@@ -229,7 +326,17 @@ void weighted_values(const float* p, int64_t p_stride, int64_t n_rows, int64_t n
 
 }  // namespace
 
-FloatGemm avx2_float_gemm() { return {decoder, gemm_f32}; }
+FloatGemm avx2_float_gemm() {
+  FloatGemm g;
+  g.decoder = decoder;
+  g.gemm = gemm_f32;
+  g.packed_gemm = gemm_packed;
+  g.packed_floats = packed_floats;
+  g.pack = pack_panels;
+  g.packed_panel = kPanel;
+  g.packed_min_tokens = kPackedMinTokens;
+  return g;
+}
 decltype(Kernels::weighted_values) avx2_weighted_values() { return weighted_values; }
 
 }  // namespace loom::cpu
