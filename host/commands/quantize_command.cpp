@@ -45,6 +45,8 @@ const char* kUsage =
     "                          ffn_gate/up. EXPERIMENTAL: an embedding-based approximation of AWQ's\n"
     "                          statistics that measured worse than none on Gemma 3 270M\n"
     "                          (see core/src/quantize/calibration.h)\n"
+    "  --keep-quantized        copy tensors already in a block type (a GPTQ / AWQ / compressed-tensors\n"
+    "                          folder's layers, repacked exactly) and encode only the float ones\n"
     "  --simulate              store I4_G128/I8_ROW tensors as F32 holding their decoded values, so a\n"
     "                          backend without their kernels can measure their quality (loom perplexity)\n"
     "  --force                 replace OUT if it exists (the input is never overwritten)\n"
@@ -138,6 +140,8 @@ int run_quantize(const CommandArgs& args) {
       keep_embeddings_given = true;
     } else if (a == "--calibration") {
       options.calibration = value();
+    } else if (a == "--keep-quantized") {
+      options.keep_block_types = true;
     } else if (a == "--simulate") {
       options.simulate = true;
     } else if (a == "--force" || a == "-f") {
@@ -195,7 +199,9 @@ const char* kConvertUsage =
     "Writes a Hugging Face model folder (config.json, safetensors, tokenizer.json; the families Loom reads,\n"
     "docs/models.md) as the GGUF llama.cpp's converter writes, without Python or torch: llama.cpp and\n"
     "Loom load it. TYPE is F16 unless given (llama.cpp's converter's default), every matrix including the\n"
-    "embeddings; F32 keeps the checkpoint's values, any `loom quantize` type quantizes on the way.\n";
+    "embeddings; F32 keeps the checkpoint's values, any `loom quantize` type quantizes on the way.\n"
+    "Without --type, the layers of a quantized checkpoint (GPTQ, AWQ, compressed-tensors), which Loom\n"
+    "repacks exactly into Q4_0, Q5_0 or Q8_0 blocks, are written as those blocks (--keep-quantized).\n";
 
 // loom quantize with a converter's defaults: F16 throughout unless the caller names a type.
 int run_convert(const CommandArgs& args) {
@@ -205,7 +211,7 @@ int run_convert(const CommandArgs& args) {
       return 0;
     }
   CommandArgs forwarded = args;
-  if (std::find(args.begin(), args.end(), "--type") == args.end()) forwarded.insert(forwarded.end(), {"--type", "F16", "--keep-embeddings", "same"});
+  if (std::find(args.begin(), args.end(), "--type") == args.end()) forwarded.insert(forwarded.end(), {"--type", "F16", "--keep-embeddings", "same", "--keep-quantized"});
   return run_quantize(forwarded);
 }
 

@@ -12,6 +12,7 @@
 #include "gguf/gguf_writer.h"
 #include "hf/hf_family.h"
 #include "hf/json_file.h"
+#include "hf/quantized_linear.h"
 #include "hf/safetensors_file.h"
 #include "hf/tokenizer_json.h"
 
@@ -67,18 +68,18 @@ struct Shards {
 
 // llama.cpp's order of a q or k projection's rows (or bias): in each head, row j * half + i of the
 // checkpoint (j the half, i the pair) becomes row 2 * i + j. Rows are contiguous, so any dtype moves
-// as bytes.
-std::vector<uint8_t> interleave_rope_halves(const SafeTensor& t, int64_t n_heads, const std::string& where) {
-  const int64_t rows = t.shape.empty() ? 0 : t.shape[0];
+// as bytes (a quantized layer's rows of blocks too).
+std::vector<uint8_t> interleave_rope_halves(std::span<const uint8_t> data, int64_t rows, int64_t n_heads, const std::string& name,
+                                            const std::string& where) {
   if (n_heads <= 0 || rows % (2 * n_heads) != 0)
-    throw Error(where + ": tensor '" + t.name + "' has " + std::to_string(rows) + " rows, not a whole number of heads of " + std::to_string(n_heads));
-  const size_t row_bytes = t.data.size() / size_t(rows);
+    throw Error(where + ": tensor '" + name + "' has " + std::to_string(rows) + " rows, not a whole number of heads of " + std::to_string(n_heads));
+  const size_t row_bytes = data.size() / size_t(rows);
   const int64_t head = rows / n_heads, half = head / 2;
-  std::vector<uint8_t> out(t.data.size());
+  std::vector<uint8_t> out(data.size());
   for (int64_t h = 0; h < n_heads; h++)
     for (int64_t j = 0; j < 2; j++)
       for (int64_t i = 0; i < half; i++)
-        std::memcpy(out.data() + size_t(h * head + 2 * i + j) * row_bytes, t.data.data() + size_t(h * head + j * half + i) * row_bytes, row_bytes);
+        std::memcpy(out.data() + size_t(h * head + 2 * i + j) * row_bytes, data.data() + size_t(h * head + j * half + i) * row_bytes, row_bytes);
   return out;
 }
 
@@ -122,6 +123,7 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     case TokenizerKind::wordpiece: add_wordpiece_tokenizer(dir, writer, n_vocab); break;
     case TokenizerKind::bpe: add_bpe_tokenizer(dir, config, writer, n_vocab); break;
   }
+  const std::optional<QuantScheme> scheme = quant_scheme_of(config, dir);
   shards->files = open_shards(dir);  // after config.json and tokenizer.json: their errors come first
   const auto n_heads = int64_t(config.value("num_attention_heads", uint64_t(0)));
   const auto n_kv_heads = int64_t(config.value("num_key_value_heads", uint64_t(n_heads)));
@@ -150,14 +152,28 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     shards->rearranged.push_back(std::move(bytes));
     data.push_back(shards->rearranged.back());
   };
+  auto heads_of = [&](const TensorName& spec) { return spec.rows == TensorName::Rows::rope_pairs_q ? n_heads : n_kv_heads; };
+  // A linear layer stored quantized (GPTQ, AWQ, compressed-tensors): repacked into blocks.
+  auto add_quantized = [&](const std::string& hf_name, const std::string& gguf_name, const TensorName& spec) {
+    const std::string suffix = ".weight";
+    if (!scheme || hf_name.size() <= suffix.size() || hf_name.compare(hf_name.size() - suffix.size(), suffix.size(), suffix) != 0) return false;
+    const std::string stem = hf_name.substr(0, hf_name.size() - suffix.size());
+    std::optional<RepackedLinear> linear = repack_linear(*scheme, find, stem, dir.string());
+    if (!linear) return false;
+    if (spec.rows == TensorName::Rows::rope_pairs_q || spec.rows == TensorName::Rows::rope_pairs_k)
+      linear->bytes = interleave_rope_halves(linear->bytes, linear->rows, heads_of(spec), stem, dir.string());
+    add_owned(gguf_name, linear->dtype, {linear->columns, linear->rows}, std::move(linear->bytes));
+    return true;
+  };
   auto add = [&](const std::string& hf_name, const std::string& gguf_name, const TensorName& spec) {
+    if (add_quantized(hf_name, gguf_name, spec)) return;
     const SafeTensor* t = find(hf_name);
     if (t == nullptr && !spec.required) return;
     if (t == nullptr) throw Error(dir.string() + ": tensor '" + hf_name + "' is missing from the safetensors");
     if (spec.rows == TensorName::Rows::plus_one) return add_owned(gguf_name, LOOM_DTYPE_F32, gguf_dims(t->shape), plus_one_f32(*t, check_dtype(*t)));
     if (spec.rows != TensorName::Rows::as_stored) {
-      const int64_t heads = spec.rows == TensorName::Rows::rope_pairs_q ? n_heads : n_kv_heads;
-      return add_owned(gguf_name, check_dtype(*t), gguf_dims(t->shape), interleave_rope_halves(*t, heads, dir.string()));
+      const int64_t rows = t->shape.empty() ? 0 : t->shape[0];
+      return add_owned(gguf_name, check_dtype(*t), gguf_dims(t->shape), interleave_rope_halves(t->data, rows, heads_of(spec), hf_name, dir.string()));
     }
     writer.add_tensor_info(gguf_name, check_dtype(*t), gguf_dims(t->shape));
     data.push_back(t->data);
@@ -195,6 +211,8 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     for (int64_t e = 0; e < n_experts; e++) {
       const std::string name = std::string(hf_pattern).replace(at, 3, std::to_string(e));
       const SafeTensor* t = find(name);
+      if (t == nullptr && scheme)
+        throw Error(dir.string() + ": tensor '" + name + "' is missing; quantized (" + scheme->name() + ") experts are not read yet");
       if (t == nullptr) throw Error(dir.string() + ": tensor '" + name + "' is missing from the safetensors");
       if (!experts.empty() && (t->shape != experts[0]->shape || t->dtype != experts[0]->dtype))
         throw Error(dir.string() + ": tensor '" + name + "' differs in shape or dtype from expert 0's");

@@ -145,7 +145,7 @@ loom_dtype embedding_type_for(loom_dtype target, EmbeddingPolicy policy) {
 
 std::vector<TensorPlan> plan_tensors(const std::vector<TensorShape>& tensors, const Quantizer& quantizer,
                                      loom_dtype target, EmbeddingPolicy policy,
-                                     const std::vector<std::optional<loom_dtype>>* mix_types) {
+                                     const std::vector<std::optional<loom_dtype>>* mix_types, bool keep_block_types) {
   const bool is_plain = target == LOOM_DTYPE_F32 || target == LOOM_DTYPE_F16 || target == LOOM_DTYPE_BF16;
   if (!is_plain && !quantizer.has_format(target)) {
     throw Error("the quantizer plugin '" + quantizer.name() + "' has no format " + dtype_name(target));
@@ -164,6 +164,13 @@ std::vector<TensorPlan> plan_tensors(const std::vector<TensorShape>& tensors, co
       p.to = t.type;
       p.action = TensorAction::copy;
       p.note = "not float data: copied";
+      plans.push_back(std::move(p));
+      continue;
+    }
+    if (keep_block_types && t.type != LOOM_DTYPE_F32 && t.type != LOOM_DTYPE_F16 && t.type != LOOM_DTYPE_BF16) {
+      p.to = t.type;
+      p.action = TensorAction::copy;
+      p.note = "already in blocks: copied";
       plans.push_back(std::move(p));
       continue;
     }

@@ -44,6 +44,8 @@ struct QuantizeOptions {
   // backend has none today), so that format's quality can be measured (loom perplexity). The file
   // says so in loom.quantize.simulated.
   bool simulate = false;
+  // Copy tensors already in a block type instead of re-encoding them (plan_tensors' keep_block_types).
+  bool keep_block_types = false;
 };
 
 struct TensorReport {

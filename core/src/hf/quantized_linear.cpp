@@ -1,0 +1,366 @@
+#include "hf/quantized_linear.h"
+
+#include <cctype>
+#include <cstring>
+
+#include "common/error.h"
+#include "gguf/block_quantize.h"
+
+namespace loom::hf {
+
+namespace {
+
+using nlohmann::json;
+
+// One linear layer's integers, whatever the method's packing: code[o * columns + i] (unsigned, as
+// stored), and per (row, group) the zero point and the scale as F16 bits. Element (o, i) is
+// (code - zero) * scale.
+struct IntegerWeights {
+  int64_t rows = 0, columns = 0, group_size = 0;
+  std::vector<uint8_t> code;
+  std::vector<int32_t> zero;
+  std::vector<uint16_t> scale;
+  int64_t groups() const { return (columns + group_size - 1) / group_size; }
+};
+
+int32_t int32_at(const SafeTensor& t, int64_t index) {
+  int32_t v;
+  std::memcpy(&v, t.data.data() + size_t(index) * 4, 4);
+  return v;
+}
+
+const SafeTensor& need(const std::function<const SafeTensor*(const std::string&)>& find, const std::string& name, const std::string& where) {
+  const SafeTensor* t = find(name);
+  if (t == nullptr) throw Error(where + ": tensor '" + name + "' is missing from the safetensors");
+  return *t;
+}
+
+void expect(const SafeTensor& t, const char* dtype, const std::vector<int64_t>& shape, const std::string& where) {
+  if (t.dtype != dtype || t.shape != shape) {
+    std::string want;
+    for (int64_t d : shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
+    throw Error(where + ": tensor '" + t.name + "' should be " + dtype + " [" + want + "] for this quantization");
+  }
+}
+
+// A scale as F16 bits: F16 as stored; BF16 and F32 only where F16 holds the value exactly.
+uint16_t scale_bits(const SafeTensor& t, int64_t index, const std::string& where) {
+  uint16_t h;
+  if (t.dtype == "F16") {
+    std::memcpy(&h, t.data.data() + size_t(index) * 2, 2);
+    return h;
+  }
+  float f;
+  if (t.dtype == "BF16") {
+    uint16_t b;
+    std::memcpy(&b, t.data.data() + size_t(index) * 2, 2);
+    f = bf16_to_f32(b);
+  } else if (t.dtype == "F32") {
+    std::memcpy(&f, t.data.data() + size_t(index) * 4, 4);
+  } else {
+    throw Error(where + ": tensor '" + t.name + "' has dtype " + t.dtype + " (scales are F16, BF16 or F32)");
+  }
+  h = f32_to_f16(f);
+  if (f16_to_f32(h) != f)
+    throw Error(where + ": tensor '" + t.name + "' holds a scale (" + std::to_string(f) +
+                ") that F16 cannot hold exactly, so no llama.cpp block type keeps this layer's values");
+  return h;
+}
+
+int64_t group_size_for(const QuantScheme& scheme, int64_t columns) { return scheme.group_size < 0 ? columns : scheme.group_size; }
+
+// GPTQ (AutoGPTQ / GPTQModel's "gptq" format): qweight [columns * bits / 32, rows], input columns
+// packed low bits first; qzeros [groups, rows * bits / 32], output rows packed the same way, each
+// zero stored minus one in the v1 format; scales F16 [groups, rows]; g_idx [columns], the group of
+// each input column, which must be the plain i / group_size (act-order checkpoints reorder it).
+IntegerWeights gptq_integers(const QuantScheme& s, const std::function<const SafeTensor*(const std::string&)>& find, const std::string& stem,
+                             const std::string& where) {
+  const SafeTensor& qweight = need(find, stem + ".qweight", where);
+  const int per_word = 32 / s.bits;
+  const uint32_t mask = (1u << s.bits) - 1;
+  if (qweight.dtype != "I32" || qweight.shape.size() != 2) throw Error(where + ": tensor '" + qweight.name + "' should be I32 [packed columns, rows]");
+  IntegerWeights w;
+  w.rows = qweight.shape[1], w.columns = qweight.shape[0] * per_word, w.group_size = group_size_for(s, w.columns);
+  const int64_t groups = w.groups();
+  const SafeTensor& scales = need(find, stem + ".scales", where);
+  const SafeTensor& qzeros = need(find, stem + ".qzeros", where);
+  expect(scales, "F16", {groups, w.rows}, where);
+  expect(qzeros, "I32", {groups, (w.rows + per_word - 1) / per_word}, where);
+  if (const SafeTensor* g_idx = find(stem + ".g_idx")) {
+    expect(*g_idx, "I32", {w.columns}, where);
+    for (int64_t i = 0; i < w.columns; i++)
+      if (int32_at(*g_idx, i) != i / w.group_size)
+        throw Error(where + ": tensor '" + g_idx->name + "' reorders the groups (GPTQ's desc_act / act-order): its columns share no " +
+                    "block scale, which Loom cannot repack exactly");
+  }
+  w.code.resize(size_t(w.rows * w.columns));
+  for (int64_t i = 0; i < w.columns; i++)
+    for (int64_t o = 0; o < w.rows; o++)
+      w.code[size_t(o * w.columns + i)] = uint8_t((uint32_t(int32_at(qweight, (i / per_word) * w.rows + o)) >> (s.bits * (i % per_word))) & mask);
+  const int64_t zero_words = qzeros.shape[1];
+  w.zero.resize(size_t(w.rows * groups));
+  w.scale.resize(size_t(w.rows * groups));
+  for (int64_t g = 0; g < groups; g++)
+    for (int64_t o = 0; o < w.rows; o++) {
+      const uint32_t stored = (uint32_t(int32_at(qzeros, g * zero_words + o / per_word)) >> (s.bits * (o % per_word))) & mask;
+      w.zero[size_t(o * groups + g)] = int32_t(stored) + (s.gptq_zero_offset ? 1 : 0);
+      w.scale[size_t(o * groups + g)] = scale_bits(scales, g * w.rows + o, where);
+    }
+  return w;
+}
+
+// AWQ (AutoAWQ's GEMM format): qweight [columns, rows / 8] and qzeros [groups, rows / 8], eight
+// output rows per int32 in the order 0, 2, 4, 6, 1, 3, 5, 7 (AutoAWQ's order_map: slot j holds row
+// order_map[j]; kAwqSlotOfRow is its inverse); scales F16 [groups, rows].
+constexpr int kAwqSlotOfRow[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+IntegerWeights awq_integers(const QuantScheme& s, const std::function<const SafeTensor*(const std::string&)>& find, const std::string& stem,
+                            const std::string& where) {
+  const SafeTensor& qweight = need(find, stem + ".qweight", where);
+  if (qweight.dtype != "I32" || qweight.shape.size() != 2) throw Error(where + ": tensor '" + qweight.name + "' should be I32 [columns, packed rows]");
+  IntegerWeights w;
+  w.rows = qweight.shape[1] * 8, w.columns = qweight.shape[0], w.group_size = group_size_for(s, w.columns);
+  const int64_t groups = w.groups(), words = qweight.shape[1];
+  const SafeTensor& scales = need(find, stem + ".scales", where);
+  const SafeTensor& qzeros = need(find, stem + ".qzeros", where);
+  expect(scales, "F16", {groups, w.rows}, where);
+  expect(qzeros, "I32", {groups, words}, where);
+  auto nibble = [&](const SafeTensor& t, int64_t line, int64_t o) {
+    return uint8_t((uint32_t(int32_at(t, line * words + o / 8)) >> (4 * kAwqSlotOfRow[o % 8])) & 0xF);
+  };
+  w.code.resize(size_t(w.rows * w.columns));
+  for (int64_t i = 0; i < w.columns; i++)
+    for (int64_t o = 0; o < w.rows; o++) w.code[size_t(o * w.columns + i)] = nibble(qweight, i, o);
+  w.zero.resize(size_t(w.rows * groups));
+  w.scale.resize(size_t(w.rows * groups));
+  for (int64_t g = 0; g < groups; g++)
+    for (int64_t o = 0; o < w.rows; o++) {
+      w.zero[size_t(o * groups + g)] = nibble(qzeros, g, o);
+      w.scale[size_t(o * groups + g)] = scale_bits(scales, g * w.rows + o, where);
+    }
+  return w;
+}
+
+// compressed-tensors' pack-quantized format: weight_packed I32 [rows, columns * bits / 32], input
+// columns packed low bits first, each value stored plus 2^(bits-1); weight_scale [rows, groups];
+// weight_shape [2] = (rows, columns). Its int-quantized format: weight I8 [rows, columns].
+IntegerWeights compressed_integers(const QuantScheme& s, const std::function<const SafeTensor*(const std::string&)>& find, const std::string& stem,
+                                   const std::string& where) {
+  IntegerWeights w;
+  const int32_t offset = 1 << (s.bits - 1);
+  const bool packed = s.method == QuantScheme::Method::compressed_packed;
+  const SafeTensor& values = need(find, stem + (packed ? ".weight_packed" : ".weight"), where);
+  if (packed) {
+    const int per_word = 32 / s.bits;
+    if (values.dtype != "I32" || values.shape.size() != 2) throw Error(where + ": tensor '" + values.name + "' should be I32 [rows, packed columns]");
+    w.rows = values.shape[0], w.columns = values.shape[1] * per_word;
+    if (const SafeTensor* shape = find(stem + ".weight_shape")) {  // the unpadded columns
+      if (shape->shape != std::vector<int64_t>{2} || (shape->dtype != "I32" && shape->dtype != "I64"))
+        throw Error(where + ": tensor '" + shape->name + "' should be two integers");
+      auto at = [&](int64_t k) {
+        int64_t v = 0;
+        std::memcpy(&v, shape->data.data() + size_t(k) * (shape->dtype == "I32" ? 4 : 8), shape->dtype == "I32" ? 4 : 8);
+        return shape->dtype == "I32" ? int64_t(int32_t(v)) : v;
+      };
+      if (at(0) != w.rows || at(1) > w.columns || at(1) <= w.columns - per_word)
+        throw Error(where + ": tensor '" + shape->name + "' does not match '" + values.name + "'");
+      w.columns = at(1);
+    }
+    const uint32_t mask = (1u << s.bits) - 1;
+    w.code.resize(size_t(w.rows * w.columns));
+    for (int64_t o = 0; o < w.rows; o++)
+      for (int64_t i = 0; i < w.columns; i++)
+        w.code[size_t(o * w.columns + i)] = uint8_t((uint32_t(int32_at(values, o * values.shape[1] + i / per_word)) >> (s.bits * (i % per_word))) & mask);
+  } else {
+    if (values.dtype != "I8" || values.shape.size() != 2) throw Error(where + ": tensor '" + values.name + "' should be I8 [rows, columns]");
+    w.rows = values.shape[0], w.columns = values.shape[1];
+    w.code.resize(size_t(w.rows * w.columns));
+    for (size_t k = 0; k < w.code.size(); k++) w.code[k] = uint8_t(int32_t(int8_t(values.data[k])) + offset);
+  }
+  w.group_size = group_size_for(s, w.columns);
+  const int64_t groups = w.groups();
+  const SafeTensor& scales = need(find, stem + ".weight_scale", where);
+  if (scales.shape != std::vector<int64_t>{w.rows, groups}) throw Error(where + ": tensor '" + scales.name + "' should be [" +
+                                                                       std::to_string(w.rows) + ", " + std::to_string(groups) + "]");
+  w.zero.assign(size_t(w.rows * groups), offset);
+  w.scale.resize(size_t(w.rows * groups));
+  for (int64_t k = 0; k < w.rows * groups; k++) w.scale[size_t(k)] = scale_bits(scales, k, where);
+  return w;
+}
+
+// The integers as rows of Q4_0, Q5_0 or Q8_0 blocks (see the header's table).
+RepackedLinear to_blocks(const IntegerWeights& w, int bits, const std::string& stem, const std::string& where) {
+  if (w.columns % 32 != 0 || (w.group_size % 32 != 0 && w.group_size != w.columns))
+    throw Error(where + ": '" + stem + "' has " + std::to_string(w.columns) + " columns in groups of " + std::to_string(w.group_size) +
+                ": a group must span whole blocks of 32");
+  const int32_t symmetric_zero = 1 << (bits - 1);
+  bool symmetric = true;
+  for (int32_t z : w.zero) symmetric = symmetric && z == symmetric_zero;
+  RepackedLinear out;
+  out.rows = w.rows, out.columns = w.columns;
+  const int64_t blocks = w.columns / 32, groups = w.groups();
+  if (bits == 8 && !symmetric) throw Error(where + ": '" + stem + "' is 8-bit with zero points, which no llama.cpp block type holds exactly");
+  out.dtype = bits == 8 ? LOOM_DTYPE_Q8_0 : symmetric ? LOOM_DTYPE_Q4_0 : LOOM_DTYPE_Q5_0;
+  const size_t block_bytes = out.dtype == LOOM_DTYPE_Q8_0 ? sizeof(loom_block_q8_0) : out.dtype == LOOM_DTYPE_Q4_0 ? sizeof(loom_block_q4_0) : sizeof(loom_block_q5_0);
+  out.bytes.resize(size_t(w.rows * blocks) * block_bytes);
+  for (int64_t o = 0; o < w.rows; o++) {
+    for (int64_t b = 0; b < blocks; b++) {
+      const int64_t g = b * 32 / w.group_size;
+      const uint16_t d = w.scale[size_t(o * groups + g)];
+      const int32_t zero = w.zero[size_t(o * groups + g)];
+      const uint8_t* q = w.code.data() + o * w.columns + b * 32;
+      uint8_t* block = out.bytes.data() + size_t(o * blocks + b) * block_bytes;
+      if (out.dtype == LOOM_DTYPE_Q8_0) {
+        loom_block_q8_0 y{};
+        y.d = d;
+        for (int j = 0; j < 32; j++) y.qs[j] = int8_t(int32_t(q[j]) - zero);
+        std::memcpy(block, &y, sizeof y);
+      } else if (out.dtype == LOOM_DTYPE_Q4_0) {
+        loom_block_q4_0 y{};
+        y.d = d;
+        for (int j = 0; j < 16; j++) y.qs[j] = uint8_t(q[j] | (q[j + 16] << 4));
+        std::memcpy(block, &y, sizeof y);
+      } else {
+        loom_block_q5_0 y{};
+        y.d = d;
+        uint32_t high = 0;
+        uint8_t v[32];
+        for (int j = 0; j < 32; j++) {
+          const int32_t shifted = int32_t(q[j]) - zero + 16;
+          if (shifted < 0 || shifted > 31)
+            throw Error(where + ": '" + stem + "' has a zero point (" + std::to_string(zero) + ") outside the 4-bit range");
+          v[j] = uint8_t(shifted);
+          high |= uint32_t(v[j] >> 4) << j;
+        }
+        for (int j = 0; j < 16; j++) y.qs[j] = uint8_t((v[j] & 0xF) | ((v[j + 16] & 0xF) << 4));
+        std::memcpy(y.qh, &high, 4);
+        std::memcpy(block, &y, sizeof y);
+      }
+    }
+  }
+  return out;
+}
+
+bool bool_or(const json& q, const char* key, bool fallback, const std::string& where) {
+  if (!q.contains(key) || q[key].is_null()) return fallback;
+  if (!q[key].is_boolean()) throw Error(where + ": quantization_config." + key + " is not true or false");
+  return q[key].get<bool>();
+}
+
+int64_t int_or(const json& q, const char* key, int64_t fallback, const std::string& where) {
+  if (!q.contains(key) || q[key].is_null()) return fallback;
+  if (!q[key].is_number_integer()) throw Error(where + ": quantization_config." + key + " is not an integer");
+  return q[key].get<int64_t>();
+}
+
+std::string string_or(const json& q, const char* key, const std::string& fallback, const std::string& where) {
+  if (!q.contains(key) || q[key].is_null()) return fallback;
+  if (!q[key].is_string()) throw Error(where + ": quantization_config." + key + " is not a string");
+  return q[key].get<std::string>();
+}
+
+void check_group_size(int64_t group_size, const std::string& where) {
+  if (group_size != -1 && (group_size <= 0 || group_size % 32 != 0))
+    throw Error(where + ": quantization_config group_size " + std::to_string(group_size) +
+                " is not -1 or a multiple of 32 (a group must span whole blocks of 32)");
+}
+
+// compressed-tensors: one scheme for the weights of every quantized layer.
+QuantScheme compressed_scheme(const json& q, const std::string& where) {
+  const std::string format = string_or(q, "format", "", where);
+  QuantScheme s;
+  if (format == "pack-quantized") s.method = QuantScheme::Method::compressed_packed;
+  else if (format == "int-quantized") s.method = QuantScheme::Method::compressed_int8;
+  else throw Error(where + ": compressed-tensors format '" + format + "': Loom reads pack-quantized and int-quantized");
+  if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].empty())
+    throw Error(where + ": quantization_config.config_groups is missing");
+  std::optional<json> weights;
+  for (const auto& [name, group] : q["config_groups"].items()) {
+    if (!group.is_object() || !group.contains("weights") || !group["weights"].is_object())
+      throw Error(where + ": quantization_config.config_groups." + name + ".weights is missing");
+    if (weights && *weights != group["weights"]) throw Error(where + ": config_groups quantize layers differently; Loom reads one weight scheme");
+    weights = group["weights"];
+  }
+  const json& wq = *weights;
+  const std::string w_where = where + " (config_groups weights)";
+  if (string_or(wq, "type", "int", w_where) != "int") throw Error(where + ": compressed-tensors weights of type '" + wq.value("type", "") + "': Loom reads int");
+  s.bits = int(int_or(wq, "num_bits", 0, w_where));
+  s.symmetric = bool_or(wq, "symmetric", true, w_where);
+  if (!s.symmetric) throw Error(where + ": compressed-tensors weights with zero points (symmetric: false) are not read yet");
+  const std::string strategy = string_or(wq, "strategy", "", w_where);
+  if (strategy == "channel") s.group_size = -1;
+  else if (strategy == "group") s.group_size = int_or(wq, "group_size", 0, w_where);
+  else throw Error(where + ": compressed-tensors strategy '" + strategy + "': Loom reads group and channel");
+  if (s.method == QuantScheme::Method::compressed_int8 && s.bits != 8) throw Error(where + ": int-quantized weights of " + std::to_string(s.bits) + " bits");
+  if (s.method == QuantScheme::Method::compressed_packed && s.bits != 4 && s.bits != 8)
+    throw Error(where + ": pack-quantized weights of " + std::to_string(s.bits) + " bits: Loom reads 4 and 8");
+  check_group_size(s.group_size, where);
+  return s;
+}
+
+}  // namespace
+
+std::string QuantScheme::name() const {
+  const std::string group = group_size < 0 ? "per channel" : "groups of " + std::to_string(group_size);
+  switch (method) {
+    case Method::gptq: return "GPTQ " + std::to_string(bits) + "-bit, " + group;
+    case Method::awq: return "AWQ 4-bit, " + group;
+    case Method::compressed_packed: return "compressed-tensors pack-quantized " + std::to_string(bits) + "-bit, " + group;
+    case Method::compressed_int8: return "compressed-tensors int-quantized 8-bit, " + group;
+  }
+  return "?";
+}
+
+std::optional<QuantScheme> quant_scheme_of(const json& config, const std::filesystem::path& dir) {
+  if (!config.contains("quantization_config") || config["quantization_config"].is_null()) return std::nullopt;
+  const std::string where = (dir / "config.json").string();
+  const json& q = config["quantization_config"];
+  if (!q.is_object()) throw Error(where + ": quantization_config is not an object");
+  const std::string method = string_or(q, "quant_method", "", where);
+  if (method == "compressed-tensors") return compressed_scheme(q, where);
+  QuantScheme s;
+  s.bits = int(int_or(q, "bits", 0, where));
+  s.group_size = int_or(q, "group_size", 128, where);
+  if (method == "gptq") {
+    s.method = QuantScheme::Method::gptq;
+    if (s.bits != 4 && s.bits != 8) throw Error(where + ": GPTQ with " + std::to_string(s.bits) + " bits: Loom reads 4 and 8");
+    s.symmetric = bool_or(q, "sym", true, where);
+    const std::string format = string_or(q, "checkpoint_format", "gptq", where);
+    if (format != "gptq" && format != "gptq_v2") throw Error(where + ": GPTQ checkpoint_format '" + format + "': Loom reads gptq and gptq_v2");
+    s.gptq_zero_offset = format == "gptq";
+  } else if (method == "awq") {
+    s.method = QuantScheme::Method::awq;
+    if (s.bits != 4) throw Error(where + ": AWQ with " + std::to_string(s.bits) + " bits: Loom reads 4");
+    std::string version = string_or(q, "version", "gemm", where);
+    for (char& c : version) c = char(std::tolower(static_cast<unsigned char>(c)));
+    if (version != "gemm") throw Error(where + ": AWQ version '" + version + "': Loom reads the GEMM packing");
+    if (!bool_or(q, "zero_point", true, where)) throw Error(where + ": AWQ without zero points is not read");
+    s.symmetric = false;
+  } else {
+    throw Error(where + ": quantization method '" + method + "': Loom reads gptq, awq and compressed-tensors (pack-quantized, int-quantized)");
+  }
+  check_group_size(s.group_size, where);
+  return s;
+}
+
+std::optional<RepackedLinear> repack_linear(const QuantScheme& scheme, const std::function<const SafeTensor*(const std::string&)>& find,
+                                            const std::string& stem, const std::string& where) {
+  switch (scheme.method) {
+    case QuantScheme::Method::gptq:
+      if (find(stem + ".qweight") == nullptr) return std::nullopt;
+      return to_blocks(gptq_integers(scheme, find, stem, where), scheme.bits, stem, where);
+    case QuantScheme::Method::awq:
+      if (find(stem + ".qweight") == nullptr) return std::nullopt;
+      return to_blocks(awq_integers(scheme, find, stem, where), scheme.bits, stem, where);
+    case QuantScheme::Method::compressed_packed:
+      if (find(stem + ".weight_packed") == nullptr) return std::nullopt;
+      return to_blocks(compressed_integers(scheme, find, stem, where), scheme.bits, stem, where);
+    case QuantScheme::Method::compressed_int8: {
+      const SafeTensor* weight = find(stem + ".weight");
+      if (weight == nullptr || weight->dtype != "I8") return std::nullopt;
+      return to_blocks(compressed_integers(scheme, find, stem, where), scheme.bits, stem, where);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace loom::hf

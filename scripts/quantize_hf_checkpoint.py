@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Quantizes a Hugging Face checkpoint folder's linear layers the way GPU serving stacks publish them,
+with numpy only (round to nearest; the packing is what matters): GPTQ, AWQ or compressed-tensors.
+
+Each method's layout, as its own packers write it:
+- gptq (AutoGPTQ / GPTQModel, checkpoint_format "gptq"): qweight int32 [in * bits / 32, out], input
+  rows packed low bits first; qzeros int32 [groups, out * bits / 32], each zero stored minus one
+  (the v1 format), packed the same way along the outputs; scales F16 [groups, out]; g_idx [in].
+- awq (AutoAWQ's GEMM version): qweight int32 [in, out / 8] and qzeros int32 [groups, out / 8], the
+  8 outputs of a word in the order 0, 2, 4, 6, 1, 3, 5, 7 (order_map); scales F16 [groups, out].
+- compressed-tensors pack-quantized: weight_packed int32 [out, in * bits / 32], signed values stored
+  plus 2^(bits - 1), input columns low bits first; weight_scale [out, groups]; weight_shape [2].
+  int-quantized: weight int8 [out, in], weight_scale [out, 1].
+
+--expected writes, per layer (the checkpoint name without ".weight"), the dequantized weight
+(q - zero) * scale in float32, [out, in]: what a loader must reproduce exactly.
+
+usage: quantize_hf_checkpoint.py --in FOLDER --out FOLDER --method gptq|gptq-asym|gptq8|awq|ct-w4|ct-w8
+                                 [--group-size N] [--expected FILE.npz] [--act-order]
+"""
+import argparse
+import json
+import os
+import shutil
+
+import numpy as np
+from safetensors.numpy import load_file
+
+AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
+
+METHODS = {  # bits, symmetric
+    "gptq": (4, True), "gptq-asym": (4, False), "gptq8": (8, True), "awq": (4, False), "ct-w4": (4, True), "ct-w8": (8, True),
+}
+
+
+def f16(x):
+    return np.asarray(x, dtype=np.float32).astype(np.float16)
+
+
+def bf16_bits(x):
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def quantize(w, bits, symmetric, group, scale_dtype):
+    """Round-to-nearest codes q (unsigned, [out, in]), zeros and scales ([out, groups]), scales
+    representable in scale_dtype ("F16" or "BF16")."""
+    out_f, in_f = w.shape
+    g = in_f if group < 0 else group
+    groups = in_f // g
+    wg = w.reshape(out_f, groups, g).astype(np.float32)
+    top = (1 << bits) - 1
+    if symmetric:
+        half = 1 << (bits - 1)
+        scale = np.abs(wg).max(axis=2) / (half - 1)
+        zero = np.full((out_f, groups), half, dtype=np.int32)
+    else:
+        lo, hi = np.minimum(wg.min(axis=2), 0.0), np.maximum(wg.max(axis=2), 0.0)
+        scale = (hi - lo) / top
+    scale = np.maximum(scale, 1e-3)
+    scale = f16(scale).astype(np.float32) if scale_dtype == "F16" else (bf16_bits(scale).astype(np.uint32) << 16).view(np.float32)
+    if not symmetric:
+        zero = np.clip(np.round(-lo / scale), 0, top).astype(np.int32)
+    q = np.clip(np.round(wg / scale[:, :, None]) + zero[:, :, None], 0, top).astype(np.int32)
+    return q.reshape(out_f, in_f), zero, scale
+
+
+def dequantized(q, zero, scale):
+    out_f, in_f = q.shape
+    groups = zero.shape[1]
+    v = (q.reshape(out_f, groups, -1) - zero[:, :, None]).astype(np.float32) * scale[:, :, None]
+    return v.reshape(out_f, in_f).astype(np.float32)
+
+
+def pack_along_rows(values, bits):
+    """values [n, m] -> int32 [n * bits / 32, m]: rows k * per + j at bits * j of row k."""
+    per = 32 // bits
+    v = values.astype(np.uint32).reshape(values.shape[0] // per, per, values.shape[1])
+    packed = np.zeros((v.shape[0], v.shape[2]), dtype=np.uint32)
+    for j in range(per):
+        packed |= v[:, j, :] << np.uint32(bits * j)
+    return packed.view(np.int32)
+
+
+def pack_along_columns(values, bits, order=None):
+    """values [n, m] -> int32 [n, m * bits / 32]: column k * per + order[j] at bits * j of word k."""
+    per = 32 // bits
+    order = order or list(range(per))
+    v = values.astype(np.uint32).reshape(values.shape[0], values.shape[1] // per, per)
+    packed = np.zeros(v.shape[:2], dtype=np.uint32)
+    for j in range(per):
+        packed |= v[:, :, order[j]] << np.uint32(bits * j)
+    return packed.view(np.int32)
+
+
+def save(path, tensors):
+    """A safetensors file; ("BF16", uint16 bits) pairs are written as BF16."""
+    header, blobs, offset = {}, [], 0
+    names = {np.dtype(np.float16): "F16", np.dtype(np.float32): "F32", np.dtype(np.int32): "I32", np.dtype(np.int8): "I8"}
+    for name, value in tensors.items():
+        dtype, array = value if isinstance(value, tuple) else (names[value.dtype], value)
+        raw = np.ascontiguousarray(array).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--in", dest="src", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--method", required=True, choices=sorted(METHODS))
+    ap.add_argument("--group-size", type=int, default=64, help="-1: one group per row")
+    ap.add_argument("--expected")
+    ap.add_argument("--act-order", action="store_true", help="GPTQ: a g_idx that reorders the groups (desc_act)")
+    args = ap.parse_args()
+    bits, symmetric = METHODS[args.method]
+    group = args.group_size
+    os.makedirs(args.out, exist_ok=True)
+    for name in os.listdir(args.src):
+        if name not in ("model.safetensors", "config.json"):
+            shutil.copy(os.path.join(args.src, name), os.path.join(args.out, name))
+    tensors = load_file(os.path.join(args.src, "model.safetensors"))
+    out, expected = {}, {}
+    scale_dtype = "BF16" if args.method.startswith("ct-") else "F16"
+    for name, w in tensors.items():
+        if not (name.startswith("model.layers.") and name.endswith("_proj.weight") and w.ndim == 2):
+            out[name] = w
+            continue
+        stem = name[:-len(".weight")]
+        q, zero, scale = quantize(w, bits, symmetric, group, scale_dtype)
+        expected[stem] = dequantized(q, zero, scale)
+        if args.method.startswith("gptq"):
+            out[stem + ".qweight"] = pack_along_rows(q.T, bits)
+            out[stem + ".qzeros"] = pack_along_columns(((zero - 1) & ((1 << bits) - 1)).T, bits)
+            out[stem + ".scales"] = f16(scale.T)
+            g = w.shape[1] if group < 0 else group
+            g_idx = np.arange(w.shape[1], dtype=np.int32) // g
+            out[stem + ".g_idx"] = g_idx[::-1].copy() if args.act_order else g_idx
+        elif args.method == "awq":
+            out[stem + ".qweight"] = pack_along_columns(q.T, 4, AWQ_ORDER)
+            out[stem + ".qzeros"] = pack_along_columns(zero.T, 4, AWQ_ORDER)
+            out[stem + ".scales"] = f16(scale.T)
+        elif args.method == "ct-w4":
+            out[stem + ".weight_packed"] = pack_along_columns(q, 4)  # q = signed value + 8
+            out[stem + ".weight_scale"] = ("BF16", bf16_bits(scale))
+            out[stem + ".weight_shape"] = np.array(w.shape, dtype=np.int32)
+        else:  # ct-w8: int-quantized
+            out[stem + ".weight"] = (q - 128).astype(np.int8)
+            out[stem + ".weight_scale"] = ("BF16", bf16_bits(scale))
+    save(os.path.join(args.out, "model.safetensors"), out)
+
+    with open(os.path.join(args.src, "config.json")) as f:
+        config = json.load(f)
+    if args.method.startswith("gptq"):
+        config["quantization_config"] = {"quant_method": "gptq", "bits": bits, "group_size": group, "sym": symmetric,
+                                         "desc_act": args.act_order, "checkpoint_format": "gptq"}
+    elif args.method == "awq":
+        config["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": group, "zero_point": True, "version": "gemm"}
+    else:
+        weights = {"num_bits": bits, "type": "int", "symmetric": True,
+                   "strategy": "channel" if group < 0 else "group", "group_size": None if group < 0 else group}
+        groups = {"targets": ["Linear"], "weights": weights}
+        if args.method == "ct-w8":
+            groups["input_activations"] = {"num_bits": 8, "type": "int", "symmetric": True, "dynamic": True, "strategy": "token"}
+        config["quantization_config"] = {"quant_method": "compressed-tensors", "config_groups": {"group_0": groups},
+                                         "format": "pack-quantized" if args.method == "ct-w4" else "int-quantized",
+                                         "ignore": ["lm_head"]}
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    if args.expected:
+        np.savez(args.expected, **expected)
+
+
+if __name__ == "__main__":
+    main()

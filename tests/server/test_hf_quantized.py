@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Issue 38: quantized Hugging Face checkpoints (GPTQ, AWQ, compressed-tensors) read as published.
+
+scripts/make_hf_checkpoint.py writes a synthetic float checkpoint; scripts/quantize_hf_checkpoint.py
+packs its linear layers as each method's own packer does (GPTQ's v1 zeros, AWQ's interleaved order,
+compressed-tensors' offset codes, with F16 or BF16 scales, in groups or per channel) and writes the
+dequantized weights (q - zero) * scale. Loom repacks the layers into llama.cpp blocks (Q4_0, Q5_0,
+Q8_0); `loom convert` writes them out, and gguf-py's own dequantizer must give those weights to the
+bit, Llama's q/k rows in llama.cpp's order. The folder serves the same tokens and log-probabilities as
+its converted GGUF, and the variants no block type holds are refused naming what is wrong.
+Skips (77) without numpy, safetensors, tokenizers or gguf.
+usage: test_hf_quantized.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+parser = argparse.ArgumentParser(add_help=False)
+parser.add_argument("--loom", required=True)
+parser.add_argument("--plugins", required=True)
+ARGS, UNITTEST_ARGS = parser.parse_known_args()
+
+try:
+    import gguf
+    import numpy as np
+    import safetensors  # noqa: F401
+    import tokenizers  # noqa: F401
+    from gguf import quants
+except ImportError as e:
+    print(f"skipped: {e.name} is not installed (scripts/setup.sh installs it)")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPTS = os.path.join(HERE, "..", "..", "scripts")
+sys.path.insert(0, HERE)
+sys.path.insert(0, SCRIPTS)
+import server_harness  # noqa: E402
+from make_hf_checkpoint import interleave_rope_halves  # noqa: E402
+from server_harness import LoomServer  # noqa: E402
+
+server_harness.configure(ARGS.loom, ARGS.plugins)
+
+# name -> (family, method, group size, the block type Loom must choose)
+CASES = {
+    "gptq": ("qwen2", "gptq", 64, "Q4_0"),
+    "gptq-llama": ("llama", "gptq", 64, "Q4_0"),  # q/k rows interleaved after the repack
+    "gptq-asym": ("qwen2", "gptq-asym", 128, "Q5_0"),
+    "gptq8": ("qwen2", "gptq8", -1, "Q8_0"),
+    "awq": ("qwen2", "awq", 64, "Q5_0"),
+    "awq-llama": ("llama", "awq", 128, "Q5_0"),
+    "ct-w4": ("qwen2", "ct-w4", 32, "Q4_0"),
+    "ct-w8": ("qwen2", "ct-w8", -1, "Q8_0"),
+}
+GGUF_NAMES = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
+              "gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
+HEADS = {"q_proj": 4, "k_proj": 2}  # make_hf_checkpoint's shape: 4 heads, 2 KV heads
+
+
+def float_folder(family):
+    folder = os.path.join(server_harness.TMP.name, family)
+    if not os.path.exists(folder):
+        subprocess.run([sys.executable, os.path.join(SCRIPTS, "make_hf_checkpoint.py"), "--family", family, "--out", folder], check=True)
+    return folder
+
+
+def quantized(case, *extra):
+    family, method, group, _ = CASES[case]
+    folder = os.path.join(server_harness.TMP.name, case + "".join(extra))
+    if not os.path.exists(folder):
+        subprocess.run([sys.executable, os.path.join(SCRIPTS, "quantize_hf_checkpoint.py"), "--in", float_folder(family), "--out", folder,
+                        "--method", method, "--group-size", str(group), "--expected", folder + ".npz", *extra], check=True)
+    return folder
+
+
+def converted(folder):
+    out = folder + ".gguf"
+    done = server_harness.run_loom("convert", folder, out, "--force")
+    if done.returncode != 0:
+        raise AssertionError(done.stderr)
+    return out
+
+
+def greedy(server):
+    status, body = server.json("POST", "/v1/completions", {
+        "prompt": [5, 17, 99, 240, 3, 77], "max_tokens": 8, "temperature": 0, "logprobs": 3, "ignore_eos": True})
+    if status != 200:
+        raise AssertionError(body)
+    lp = body["choices"][0]["logprobs"]
+    return lp["tokens"], lp["top_logprobs"]
+
+
+class QuantizedFolderTest(unittest.TestCase):
+    def test_layers_repack_to_blocks_holding_the_dequantized_weights_exactly(self):
+        for case, (family, _, _, block) in CASES.items():
+            folder = quantized(case)
+            tensors = {t.name: t for t in gguf.GGUFReader(converted(folder)).tensors}
+            expected = np.load(folder + ".npz")
+            self.assertEqual(len(expected.files), 14, case)  # 7 linear layers x 2
+            for stem in expected.files:
+                layer, proj = stem.split(".")[2], stem.split(".")[-1]
+                t = tensors[f"blk.{layer}.{GGUF_NAMES[proj]}.weight"]
+                self.assertEqual(t.tensor_type.name, block, f"{case} {stem}")
+                want = expected[stem].astype(np.float32)
+                if family == "llama" and proj in HEADS:
+                    want = interleave_rope_halves(want, HEADS[proj])
+                got = quants.dequantize(t.data, t.tensor_type).reshape(want.shape).astype(np.float32)
+                self.assertTrue(np.array_equal(got.view(np.uint32), want.view(np.uint32)),
+                                f"{case} {stem}: largest difference {np.abs(got - want).max()}")
+
+    def test_the_folder_serves_what_its_conversion_serves(self):
+        config = server_harness.write_config("hf-quantized.toml")
+        for case in ("gptq-llama", "awq", "ct-w8"):
+            folder = quantized(case)
+            results = []
+            for model in (folder, converted(folder)):
+                server = LoomServer(config, model)
+                try:
+                    results.append(greedy(server))
+                finally:
+                    server.terminate()
+            self.assertEqual(len(results[0][0]), 8, case)
+            self.assertEqual(results[0], results[1], case)
+
+    def refused(self, folder, edit=None):
+        if edit:
+            with open(os.path.join(folder, "config.json")) as f:
+                config = json.load(f)
+            edit(config["quantization_config"])
+            with open(os.path.join(folder, "config.json"), "w") as f:
+                json.dump(config, f)
+        done = server_harness.run_loom("gguf", "info", folder)
+        self.assertNotEqual(done.returncode, 0, folder)
+        return done.stderr
+
+    def test_variants_without_an_exact_block_type_are_refused_naming_the_reason(self):
+        act_order = quantized("gptq", "--act-order")
+        self.assertIn("act-order", self.refused(act_order))
+        self.assertIn("g_idx", self.refused(act_order))
+
+        def copy_of(case, name):
+            folder = os.path.join(server_harness.TMP.name, name)
+            shutil.rmtree(folder, ignore_errors=True)
+            shutil.copytree(quantized(case), folder)
+            return folder
+
+        err = self.refused(copy_of("gptq", "fp8"), lambda q: q.update(quant_method="fp8"))
+        self.assertIn("quantization method 'fp8'", err)
+        self.assertIn("config.json", err)
+        err = self.refused(copy_of("gptq", "group48"), lambda q: q.update(group_size=48))
+        self.assertIn("group_size 48", err)
+        err = self.refused(copy_of("awq", "gemv"), lambda q: q.update(version="gemv"))
+        self.assertIn("AWQ version 'gemv'", err)
+        # GPTQ scales must match the packed shape the config's group size implies.
+        err = self.refused(copy_of("gptq", "group128"), lambda q: q.update(group_size=128))
+        self.assertIn(".scales' should be F16", err)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], *UNITTEST_ARGS])
