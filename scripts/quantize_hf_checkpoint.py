@@ -13,10 +13,12 @@ Each method's layout, as its own packers write it:
   int-quantized: weight int8 [out, in], weight_scale [out, 1].
 
 --expected writes, per layer (the checkpoint name without ".weight"), the dequantized weight
-(q - zero) * scale in float32, [out, in]: what a loader must reproduce exactly.
+(q - zero) * scale in float32, [out, in]: what a loader must reproduce exactly. --dequantized writes
+the unquantized checkpoint with those weights (F32): the reference the quantized one's logits are
+measured against.
 
 usage: quantize_hf_checkpoint.py --in FOLDER --out FOLDER --method gptq|gptq-asym|gptq8|awq|ct-w4|ct-w8
-                                 [--group-size N] [--expected FILE.npz] [--act-order]
+                                 [--group-size N] [--expected FILE.npz] [--dequantized FOLDER] [--act-order]
 """
 import argparse
 import json
@@ -116,6 +118,7 @@ def main():
     ap.add_argument("--method", required=True, choices=sorted(METHODS))
     ap.add_argument("--group-size", type=int, default=64, help="-1: one group per row")
     ap.add_argument("--expected")
+    ap.add_argument("--dequantized")
     ap.add_argument("--act-order", action="store_true", help="GPTQ: a g_idx that reorders the groups (desc_act)")
     args = ap.parse_args()
     bits, symmetric = METHODS[args.method]
@@ -174,6 +177,14 @@ def main():
         json.dump(config, f, indent=2)
     if args.expected:
         np.savez(args.expected, **expected)
+    if args.dequantized:
+        os.makedirs(args.dequantized, exist_ok=True)
+        for name in os.listdir(args.src):
+            if name != "model.safetensors":
+                shutil.copy(os.path.join(args.src, name), os.path.join(args.dequantized, name))
+        reference = {n: (expected[n[:-len(".weight")]] if n[:-len(".weight")] in expected else w) for n, w in tensors.items()}
+        save(os.path.join(args.dequantized, "model.safetensors"), {n: w.astype(np.float32) if n[:-len(".weight")] in expected else w
+                                                                   for n, w in reference.items()})
 
 
 if __name__ == "__main__":
