@@ -8,7 +8,8 @@ to a GGUF (F16 as stored, or the checkpoint's own type), run llama.cpp on that f
 folder, and compare the 20 most likely next tokens after a prompt of token ids (by text, where the
 texts are distinct) and 8 greedy tokens. Not a test: it needs a llama.cpp build.
 
-usage: check_convert_with_llama_cpp.py --llama-cpp TREE [--loom build/bin/loom] [--plugins build/lib/loom/plugins]
+usage: check_convert_with_llama_cpp.py --llama-cpp TREE [--family NAME ...] [--loom build/bin/loom]
+                                      [--plugins build/lib/loom/plugins]
        (TREE holds include/, ggml/include/ and a CMake build in build/ with libllama)
 """
 import argparse
@@ -23,7 +24,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "server"))
 
 FAMILIES = {"llama": ["--tied"], "mistral": [], "qwen2": [], "qwen3": [], "qwen2_moe": [], "qwen3_moe": [],
-            "gemma2": [], "gemma3_text": [], "phi3": [], "olmo2": [], "smollm3": [], "granite": []}
+            "gemma2": [], "gemma3_text": [], "phi3": [], "olmo2": [], "smollm3": [], "granite": [], "gpt_oss": []}
 PROMPT = [5, 17, 99, 240, 3, 77, 41, 42, 43, 300]
 
 
@@ -42,6 +43,7 @@ def main():
     ap.add_argument("--llama-cpp", required=True)
     ap.add_argument("--loom", default=os.path.join(ROOT, "build", "bin", "loom"))
     ap.add_argument("--plugins", default=os.path.join(ROOT, "build", "lib", "loom", "plugins"))
+    ap.add_argument("--family", action="append", choices=sorted(FAMILIES), help="only these (default: all)")
     args = ap.parse_args()
 
     import server_harness
@@ -52,6 +54,8 @@ def main():
     config = server_harness.write_config("convert-check.toml")
     worst_all = 0.0
     for family, options in FAMILIES.items():
+        if args.family and family not in args.family:
+            continue
         folder, converted = os.path.join(work, family), os.path.join(work, family + ".gguf")
         subprocess.run([sys.executable, os.path.join(HERE, "make_hf_checkpoint.py"), "--family", family, "--out", folder,
                         *options], check=True)

@@ -88,6 +88,16 @@ FAMILIES = {
                     ignore_merges=False, specials=["<|end_of_text|>", "<|start_of_role|>", "<|end_of_role|>"],
                     bos="<|end_of_text|>", eos="<|end_of_text|>", template=None),
 }
+# gpt-oss: biased attention with a sink per head, a biased router, experts published stacked in MXFP4
+# with gate and up rows interleaved; yarn rope; alternating sliding and full layers.
+FAMILIES["gpt_oss"] = dict(arch="gpt-oss", permute=False, bias=True, qk_norm=False, pattern=QWEN2_PATTERN, pre="qwen2",
+                           ignore_merges=False, specials=["<|endoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|return|>"],
+                           bos=None, eos="<|return|>", template=None, gpt_oss=True)
+GPT_OSS_ROPE = {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0, "original_max_position_embeddings": 128,
+                "truncate": False}
+# E2M1's values, the code's index (bit 3: the sign), as MXFP4 defines them.
+FP4_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], dtype=np.float32)
+
 # Llama 3.1's rope scaling; the converter turns it into a rope_freqs tensor.
 LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                "original_max_position_embeddings": 8192}
@@ -288,7 +298,17 @@ def make_weights(family, shape, rng):
             q_size, k_size = (n_heads * head_dim, n_kv * head_dim) if f["qk_norm"] == "full" else (head_dim, head_dim)
             t[p + "self_attn.q_norm.weight"] = 1.0 + 0.1 * w(q_size, scale=1.0)
             t[p + "self_attn.k_norm.weight"] = 1.0 + 0.1 * w(k_size, scale=1.0)
-        if f.get("experts"):  # one matrix per expert, as transformers 4 saves them
+        if f.get("gpt_oss"):  # experts stacked, gate and up rows interleaved (even gate, odd up)
+            n_exp, eff = shape["experts"], shape["expert_ff"]
+            t[p + "self_attn.o_proj.bias"] = w(dim, scale=0.1)
+            t[p + "self_attn.sinks"] = w(n_heads, scale=1.0)
+            t[p + "mlp.router.weight"] = w(n_exp, dim, scale=0.5)
+            t[p + "mlp.router.bias"] = w(n_exp, scale=0.5)
+            t[p + "mlp.experts.gate_up_proj"] = w(n_exp, 2 * eff, dim)
+            t[p + "mlp.experts.gate_up_proj_bias"] = w(n_exp, 2 * eff, scale=0.1)
+            t[p + "mlp.experts.down_proj"] = w(n_exp, dim, eff)
+            t[p + "mlp.experts.down_proj_bias"] = w(n_exp, dim, scale=0.05)
+        elif f.get("experts"):  # one matrix per expert, as transformers 4 saves them
             n_exp, eff = shape["experts"], shape["expert_ff"]
             t[p + "mlp.gate.weight"] = w(n_exp, dim, scale=0.5)
             for e in range(n_exp):
@@ -314,7 +334,10 @@ def make_weights(family, shape, rng):
 
 
 def stored(array, dtype):
-    """The array as the checkpoint stores it (BF16 as the upper halves of F32, rounded to nearest even)."""
+    """The array as the checkpoint stores it (BF16 as the upper halves of F32, rounded to nearest even);
+    bytes (MXFP4 codes and exponents) as they are."""
+    if array.dtype == np.uint8:
+        return array
     if dtype == "F16":
         return array.astype(np.float16)
     if dtype == "F32":
@@ -334,11 +357,50 @@ def save(out, file, tensors, dtype):
     n = int.from_bytes(raw[:8], "little")
     header = json.loads(raw[8:8 + n])
     for name, entry in header.items():
-        if name != "__metadata__":
+        if name != "__metadata__" and entry["dtype"] == "U16":
             entry["dtype"] = "BF16"
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
     open(path, "wb").write(len(text).to_bytes(8, "little") + text + raw[8 + n:])
+
+
+def mxfp4_codes(w):
+    """w [..., n] (n a multiple of 32) as MXFP4: codes [..., n] (0-15) and E8M0 exponents [..., n / 32],
+    round to nearest, each block's exponent the smallest that keeps its largest value within 6."""
+    blocks = w.reshape(*w.shape[:-1], w.shape[-1] // 32, 32).astype(np.float32)
+    amax = np.maximum(np.abs(blocks).max(axis=-1), 1e-30)
+    e = np.clip(np.ceil(np.log2(amax / 6.0)), -127, 127).astype(np.int32)
+    v = blocks / np.exp2(e)[..., None].astype(np.float32)
+    index = np.abs(np.abs(v)[..., None] - FP4_VALUES).argmin(axis=-1)
+    codes = (index | np.where(v < 0, 8, 0)).astype(np.uint8)
+    return codes.reshape(w.shape), (e + 127).astype(np.uint8)
+
+
+def mxfp4_published(w):
+    """OpenAI's layout: _blocks [..., n / 32, 16], two codes a byte, the even element in the low nibble."""
+    codes, scales = mxfp4_codes(w)
+    c = codes.reshape(*codes.shape[:-1], codes.shape[-1] // 32, 16, 2)
+    return (c[..., 0] | (c[..., 1] << 4)).astype(np.uint8), scales
+
+
+def mxfp4_ggml(w):
+    """ggml's MXFP4 as the converter repacks it: per block the exponent, then element j in the low and
+    j + 16 in the high nibble of byte j: [..., n / 32 * 17] bytes."""
+    codes, scales = mxfp4_codes(w)
+    c = codes.reshape(*codes.shape[:-1], codes.shape[-1] // 32, 32)
+    qs = (c[..., :16] | (c[..., 16:] << 4)).astype(np.uint8)
+    out = np.concatenate([scales[..., None], qs], axis=-1)
+    return out.reshape(*out.shape[:-2], out.shape[-2] * 17)
+
+
+def gpt_oss_published(tensors, shape):
+    """gpt-oss's experts as OpenAI published them: MXFP4 _blocks and _scales, biases as they are."""
+    t = dict(tensors)
+    for il in range(shape["layers"]):
+        for m in ("gate_up_proj", "down_proj"):
+            name = f"model.layers.{il}.mlp.experts.{m}"
+            t[name + "_blocks"], t[name + "_scales"] = mxfp4_published(t.pop(name))
+    return t
 
 
 def fuse_experts(tensors, shape):
@@ -363,7 +425,7 @@ def write_folder(out, family, shape, tensors, tok, dtype, shards):
                            "qwen3": "Qwen3ForCausalLM", "olmo2": "Olmo2ForCausalLM", "smollm3": "SmolLM3ForCausalLM",
                            "granite": "GraniteForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
                            "qwen3_moe": "Qwen3MoeForCausalLM", "gemma2": "Gemma2ForCausalLM",
-                           "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM"}[family]],
+                           "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM", "gpt_oss": "GptOssForCausalLM"}[family]],
         "model_type": family, "hidden_size": shape["dim"], "intermediate_size": shape["ff"],
         "num_hidden_layers": shape["layers"], "num_attention_heads": shape["heads"],
         "num_key_value_heads": shape["kv_heads"], "head_dim": shape["head_dim"], "hidden_act": "silu",
@@ -391,6 +453,12 @@ def write_folder(out, family, shape, tensors, tok, dtype, shards):
             config.update(rope_local_base_freq=10000.0, final_logit_softcapping=None, attn_logit_softcapping=None)
     if family == "llama":
         config["rope_scaling"] = LLAMA3_ROPE
+    if f.get("gpt_oss"):
+        config.update(num_local_experts=shape["experts"], num_experts_per_tok=2, experts_per_token=2, attention_bias=True,
+                      sliding_window=shape["window"], rope_scaling=GPT_OSS_ROPE, swiglu_limit=7.0,
+                      layer_types=["sliding_attention" if il % 2 == 0 else "full_attention" for il in range(shape["layers"])],
+                      quantization_config={"quant_method": "mxfp4", "modules_to_not_convert": [
+                          "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]})
     if family == "phi3":
         config.update(rope_scaling=phi3_rope_scaling(shape["head_dim"]), original_max_position_embeddings=PHI3_ORIGINAL_CONTEXT,
                       sliding_window=shape["ctx"] - 1)
@@ -484,6 +552,27 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
         if family == "gemma2":
             w.add_attn_logit_softcapping(50.0)
             w.add_final_logit_softcapping(30.0)
+    if f.get("gpt_oss"):  # the converter's GptOssModel: experts repacked to ggml's MXFP4, gate/up split
+        w.add_expert_count(shape["experts"])
+        w.add_expert_used_count(2)
+        w.add_expert_feed_forward_length(shape["expert_ff"])
+        w.add_sliding_window(shape["window"])
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(GPT_OSS_ROPE["factor"])
+        w.add_rope_scaling_orig_ctx_len(GPT_OSS_ROPE["original_max_position_embeddings"])
+        w.add_float32(f"{arch}.rope.scaling.yarn_beta_fast", GPT_OSS_ROPE["beta_fast"])  # llama.cpp's keys; older
+        w.add_float32(f"{arch}.rope.scaling.yarn_beta_slow", GPT_OSS_ROPE["beta_slow"])  # gguf-py has no method
+        tensors = dict(tensors)
+        mxfp4 = gguf.GGMLQuantizationType.MXFP4
+        for il in range(shape["layers"]):
+            p, b = f"model.layers.{il}.mlp.experts.", f"blk.{il}."
+            gate_up, gate_up_bias = tensors.pop(p + "gate_up_proj"), tensors.pop(p + "gate_up_proj_bias")
+            w.add_tensor(b + "ffn_gate_exps.weight", mxfp4_ggml(gate_up[:, ::2]), raw_dtype=mxfp4)
+            w.add_tensor(b + "ffn_up_exps.weight", mxfp4_ggml(gate_up[:, 1::2]), raw_dtype=mxfp4)
+            w.add_tensor(b + "ffn_down_exps.weight", mxfp4_ggml(tensors.pop(p + "down_proj")), raw_dtype=mxfp4)
+            w.add_tensor(b + "ffn_gate_exps.bias", stored_as_f32(gate_up_bias[:, ::2], dtype))
+            w.add_tensor(b + "ffn_up_exps.bias", stored_as_f32(gate_up_bias[:, 1::2], dtype))
+            w.add_tensor(b + "ffn_down_exps.bias", stored_as_f32(tensors.pop(p + "down_proj_bias"), dtype))
     if f.get("experts"):
         w.add_expert_count(shape["experts"])
         w.add_expert_used_count(2)
@@ -511,7 +600,9 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
                    "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
                    "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
                    "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
-                   "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
+                   "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+                   "self_attn.o_proj.bias": "attn_output.bias", "self_attn.sinks": "attn_sinks.weight",
+                   "mlp.router.weight": "ffn_gate_inp.weight", "mlp.router.bias": "ffn_gate_inp.bias"}
     tensors = dict(tensors)
     if f.get("experts"):  # the converter stacks the experts into one tensor per layer and matrix
         for il in range(shape["layers"]):
@@ -524,7 +615,7 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
         if name.startswith("model.layers."):
             il, rest = name[len("model.layers."):].split(".", 1)
             gname = f"blk.{il}.{layer_names[rest]}"
-            if family in ("olmo2", "gemma2", "gemma3_text") and rest == "post_attention_layernorm.weight":
+            if family in ("olmo2", "gemma2", "gemma3_text", "gpt_oss") and rest == "post_attention_layernorm.weight":
                 gname = f"blk.{il}.post_attention_norm.weight"
         else:
             gname = gguf_names[name]
@@ -574,6 +665,8 @@ def main():
         shape["layers"] = 4  # the fourth has no rope
     if args.family == "phi3":
         shape.update(ctx=4 * PHI3_ORIGINAL_CONTEXT)
+    if args.family == "gpt_oss":
+        shape.update(window=8, ff=64, expert_ff=64)  # its intermediate_size is each expert's
     if FAMILIES[args.family].get("gemma"):
         shape.update(tied=True, window=8, head_dim=64, rope_theta=10000.0 if args.family == "gemma2" else 1000000.0)
         shape["layers"] = 6 if args.family == "gemma3_text" else 2  # a global layer after the local ones
@@ -586,7 +679,8 @@ def main():
         tok = train_tokenizer(args.family, shape["vocab"])
     assert tok.get_vocab_size(with_added_tokens=True) == shape["vocab"], tok.get_vocab_size(with_added_tokens=True)
     tensors = make_weights(args.family, shape, np.random.default_rng(args.seed))
-    write_folder(args.out, args.family, shape, fuse_experts(tensors, shape) if args.fused_experts else tensors, tok,
+    published = gpt_oss_published(tensors, shape) if args.family == "gpt_oss" else tensors
+    write_folder(args.out, args.family, shape, fuse_experts(published, shape) if args.fused_experts else published, tok,
                  args.dtype, args.shards)
     if args.gguf:
         write_gguf(args.gguf, args.family, shape, tensors, tok, args.dtype)

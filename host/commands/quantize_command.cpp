@@ -45,8 +45,9 @@ const char* kUsage =
     "                          ffn_gate/up. EXPERIMENTAL: an embedding-based approximation of AWQ's\n"
     "                          statistics that measured worse than none on Gemma 3 270M\n"
     "                          (see core/src/quantize/calibration.h)\n"
-    "  --keep-quantized        copy tensors already in a block type (a GPTQ / AWQ / compressed-tensors\n"
-    "                          folder's layers, repacked exactly) and encode only the float ones\n"
+    "  --as-converter          loom convert's rules: tensors already in a block type (a GPTQ / AWQ /\n"
+    "                          compressed-tensors folder's layers, gpt-oss's MXFP4 experts) copied as they\n"
+    "                          are, biases and routers F32 (as llama.cpp's converter writes them)\n"
     "  --simulate              store I4_G128/I8_ROW tensors as F32 holding their decoded values, so a\n"
     "                          backend without their kernels can measure their quality (loom perplexity)\n"
     "  --force                 replace OUT if it exists (the input is never overwritten)\n"
@@ -140,8 +141,8 @@ int run_quantize(const CommandArgs& args) {
       keep_embeddings_given = true;
     } else if (a == "--calibration") {
       options.calibration = value();
-    } else if (a == "--keep-quantized") {
-      options.keep_block_types = true;
+    } else if (a == "--as-converter") {
+      options.as_converter = true;
     } else if (a == "--simulate") {
       options.simulate = true;
     } else if (a == "--force" || a == "-f") {
@@ -201,7 +202,8 @@ const char* kConvertUsage =
     "Loom load it. TYPE is F16 unless given (llama.cpp's converter's default), every matrix including the\n"
     "embeddings; F32 keeps the checkpoint's values, any `loom quantize` type quantizes on the way.\n"
     "Without --type, the layers of a quantized checkpoint (GPTQ, AWQ, compressed-tensors), which Loom\n"
-    "repacks exactly into Q4_0, Q5_0 or Q8_0 blocks, are written as those blocks (--keep-quantized).\n";
+    "repacks exactly into Q4_0, Q5_0 or Q8_0 blocks, are written as those blocks, and gpt-oss's MXFP4\n"
+    "experts as MXFP4; biases and routers are F32 whatever the type (--as-converter).\n";
 
 // loom quantize with a converter's defaults: F16 throughout unless the caller names a type.
 int run_convert(const CommandArgs& args) {
@@ -211,7 +213,9 @@ int run_convert(const CommandArgs& args) {
       return 0;
     }
   CommandArgs forwarded = args;
-  if (std::find(args.begin(), args.end(), "--type") == args.end()) forwarded.insert(forwarded.end(), {"--type", "F16", "--keep-embeddings", "same", "--keep-quantized"});
+  // Options first: a "--" in the caller's arguments ends them.
+  if (std::find(args.begin(), args.end(), "--type") == args.end()) forwarded.insert(forwarded.begin(), {"--type", "F16", "--keep-embeddings", "same"});
+  forwarded.insert(forwarded.begin(), "--as-converter");
   return run_quantize(forwarded);
 }
 

@@ -2,7 +2,7 @@
 """Issue 38: generative models read from Hugging Face folders as published, one family table each.
 
 scripts/make_hf_checkpoint.py writes, for llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2,
-gemma3_text, phi3, olmo2, smollm3 and granite, a synthetic checkpoint folder (safetensors, config.json, a
+gemma3_text, phi3, olmo2, smollm3, granite and gpt_oss, a synthetic checkpoint folder (safetensors, config.json, a
 byte-level or SentencePiece-style BPE tokenizer.json made with `tokenizers`, tokenizer_config.json with
 a chat template) and, with gguf-py, the GGUF llama.cpp's converter makes of the same weights (its
 names and keys, Llama's q/k rows interleaved, experts stacked, Gemma's norms as 1 + w, the rope
@@ -66,6 +66,7 @@ CASES = {
     "olmo2": ([], "gpt-2"),
     "smollm3": (["--dtype", "F32"], "llama-bpe"),
     "granite": ([], "starcoder"),
+    "gpt_oss": ([], "qwen2"),  # MXFP4 experts as published, gate/up rows interleaved; sinks; yarn; window 8
 }
 
 

@@ -8,7 +8,9 @@ dequantized weights (q - zero) * scale. Loom repacks the layers into llama.cpp b
 Q8_0); `loom convert` writes them out, and gguf-py's own dequantizer must give those weights to the
 bit, Llama's q/k rows in llama.cpp's order. The folder serves the same tokens and log-probabilities as
 its converted GGUF, close to those of the unquantized checkpoint holding the dequantized weights, and
-the variants no block type holds are refused naming what is wrong.
+the variants no block type holds are refused naming what is wrong. gpt-oss's MXFP4 experts, as OpenAI
+published them, become ggml MXFP4 blocks holding the same values (gguf-py's dequantizer against
+transformers' reading of the published codes).
 Skips (77) without numpy, safetensors, tokenizers or gguf.
 usage: test_hf_quantized.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 """
@@ -153,6 +155,39 @@ class QuantizedFolderTest(unittest.TestCase):
                 self.assertEqual(max(got, key=got.get), max(want, key=want.get), case)
                 for token in set(got) & set(want):
                     self.assertLess(abs(got[token] - want[token]), 0.1, f"{case}: {token!r}")
+
+    def test_gpt_oss_mxfp4_experts_become_ggml_blocks_of_the_same_values(self):
+        # OpenAI's layout read as transformers reads it (two E2M1 codes a byte, the even element low,
+        # times 2^(exponent - 127)) against gguf-py's own MXFP4 dequantizer on `loom convert`'s file.
+        if not hasattr(gguf.GGMLQuantizationType, "MXFP4"):
+            self.skipTest("gguf-py without MXFP4 (0.18 or later; scripts/setup.sh installs it)")
+        from safetensors.numpy import load_file
+        folder = float_folder("gpt_oss")
+        tensors = {t.name: t for t in gguf.GGUFReader(converted(folder)).tensors}
+        published = load_file(os.path.join(folder, "model.safetensors"))
+        fp4 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float32)
+
+        def dequantized(name):
+            blocks, scales = published[name + "_blocks"], published[name + "_scales"]
+            v = np.stack([fp4[blocks & 0x0F], fp4[blocks >> 4]], axis=-1).reshape(*blocks.shape[:-1], 32)
+            v = v * np.exp2(scales.astype(np.int32) - 127)[..., None]
+            return v.reshape(*v.shape[:-2], -1).astype(np.float32)
+
+        checked = 0
+        for layer in range(2):
+            p = f"model.layers.{layer}.mlp.experts."
+            gate_up, down = dequantized(p + "gate_up_proj"), dequantized(p + "down_proj")
+            for name, want in (("ffn_gate_exps", gate_up[:, ::2]), ("ffn_up_exps", gate_up[:, 1::2]), ("ffn_down_exps", down)):
+                t = tensors[f"blk.{layer}.{name}.weight"]
+                self.assertEqual(t.tensor_type.name, "MXFP4", name)
+                got = quants.dequantize(t.data, t.tensor_type).reshape(want.shape)
+                self.assertTrue(np.array_equal(got, want), f"layer {layer} {name}")
+                checked += 1
+            bias = published[p + "gate_up_proj_bias"].astype(np.float32)
+            gate_bias = tensors[f"blk.{layer}.ffn_gate_exps.bias"]
+            self.assertEqual(gate_bias.tensor_type.name, "F32")  # as the converter writes biases
+            self.assertTrue(np.array_equal(np.asarray(gate_bias.data).reshape(bias[:, ::2].shape), bias[:, ::2]))
+        self.assertEqual(checked, 6)
 
     def refused(self, folder, edit=None):
         if edit:

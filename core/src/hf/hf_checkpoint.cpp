@@ -6,12 +6,14 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <span>
+#include <string_view>
 
 #include "common/error.h"
 #include "gguf/block_quantize.h"
 #include "gguf/gguf_writer.h"
 #include "hf/hf_family.h"
 #include "hf/json_file.h"
+#include "hf/mxfp4_experts.h"
 #include "hf/quantized_linear.h"
 #include "hf/safetensors_file.h"
 #include "hf/tokenizer_json.h"
@@ -21,6 +23,7 @@ namespace loom::hf {
 namespace {
 
 using nlohmann::json;
+using Rows = TensorName::Rows;
 
 // The shards: model.safetensors, or every file model.safetensors.index.json's weight_map names.
 std::vector<SafetensorsFile> open_shards(const std::filesystem::path& dir) {
@@ -124,6 +127,8 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     case TokenizerKind::bpe: add_bpe_tokenizer(dir, config, writer, n_vocab); break;
   }
   const std::optional<QuantScheme> scheme = quant_scheme_of(config, dir);
+  if (scheme && scheme->method == QuantScheme::Method::mxfp4 && std::string_view(family.arch) != "gpt-oss")
+    throw Error((dir / "config.json").string() + ": quantization method 'mxfp4' is read for gpt-oss's experts only");
   shards->files = open_shards(dir);  // after config.json and tokenizer.json: their errors come first
   const auto n_heads = int64_t(config.value("num_attention_heads", uint64_t(0)));
   const auto n_kv_heads = int64_t(config.value("num_key_value_heads", uint64_t(n_heads)));
@@ -165,7 +170,29 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     add_owned(gguf_name, linear->dtype, {linear->columns, linear->rows}, std::move(linear->bytes));
     return true;
   };
+  // gpt-oss's experts (mxfp4_experts.h): MXFP4 blocks repacked, gate and up rows and biases split.
+  auto add_split_experts = [&](const std::string& hf_name, const std::string& gguf_name, const TensorName& spec) {
+    const RowSelection which = spec.rows == Rows::mxfp4_even_rows || spec.rows == Rows::even_columns ? RowSelection::even
+                               : spec.rows == Rows::mxfp4_odd_rows || spec.rows == Rows::odd_columns ? RowSelection::odd
+                                                                                                      : RowSelection::all;
+    if (spec.rows == Rows::even_columns || spec.rows == Rows::odd_columns) {
+      const SafeTensor* t = find(hf_name);
+      if (t == nullptr) throw Error(dir.string() + ": tensor '" + hf_name + "' is missing from the safetensors");
+      const loom_dtype dtype = check_dtype(*t);
+      std::vector<int64_t> dims = gguf_dims(t->shape);
+      if (dims[0] % 2 != 0) throw Error(dir.string() + ": tensor '" + hf_name + "' has an odd number of columns to split");
+      dims[0] /= 2;
+      return add_owned(gguf_name, dtype, std::move(dims), every_other_column(*t, which, dtype == LOOM_DTYPE_F32 ? 4 : 2));
+    }
+    const SafeTensor* blocks = find(hf_name + "_blocks");
+    const SafeTensor* scales = find(hf_name + "_scales");
+    if (blocks == nullptr || scales == nullptr)
+      throw Error(dir.string() + ": tensor '" + hf_name + "_blocks' or '_scales' is missing (Loom reads gpt-oss's experts in MXFP4, as published)");
+    RepackedExperts experts = repack_mxfp4_experts(*blocks, *scales, which, dir.string());
+    add_owned(gguf_name, LOOM_DTYPE_MXFP4, std::move(experts.dims), std::move(experts.bytes));
+  };
   auto add = [&](const std::string& hf_name, const std::string& gguf_name, const TensorName& spec) {
+    if (spec.rows >= Rows::mxfp4_even_rows) return add_split_experts(hf_name, gguf_name, spec);
     if (add_quantized(hf_name, gguf_name, spec)) return;
     const SafeTensor* t = find(hf_name);
     if (t == nullptr && !spec.required) return;

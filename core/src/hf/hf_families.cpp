@@ -361,6 +361,48 @@ Family decoder(const char* model_type, const char* arch, DecoderShape shape) {
           shape.rope_pairs ? llama3_rope_freqs : nullptr};
 }
 
+// gpt-oss (GptOssModel in the converter): what Loom's gpt-oss fixes, as llama.cpp's does, must be what
+// the config says; yarn rope as published.
+void gpt_oss_extra(const std::filesystem::path& dir, const json& config, const std::string& arch, gguf::GgufWriter& writer) {
+  const std::string config_path = (dir / "config.json").string();
+  const std::string act = config.value("hidden_act", std::string("silu"));
+  if (act != "silu") throw Error(config_path + ": hidden_act '" + act + "' (gpt-oss runs with its clamped silu)");
+  if (config.value("swiglu_limit", 7.0) != 7.0) throw Error(config_path + ": swiglu_limit is not 7 (Loom's gpt-oss fixes it, as llama.cpp's)");
+  if (config.contains("layer_types") && config["layer_types"].is_array()) {
+    const json& types = config["layer_types"];
+    for (size_t il = 0; il < types.size(); il++)
+      if ((types[il] == "sliding_attention") != (il % 2 == 0))
+        throw Error(config_path + ": layer_types differs from alternating sliding and full layers, sliding first (the only layout Loom runs for gpt-oss)");
+  }
+  add_rope_scaling(config, config_path, arch, writer);
+}
+
+// gpt-oss's rows: biased attention with a sink per head, a biased router, and the experts stacked,
+// gate and up interleaved in one MXFP4 gate_up_proj (TensorName::Rows' mxfp4 and column splits).
+const std::vector<TensorName> kGptOssTensors = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight", false},
+    {"model.layers.{}.input_layernorm.weight", "blk.{}.attn_norm.weight"},
+    {"model.layers.{}.post_attention_layernorm.weight", "blk.{}.post_attention_norm.weight"},
+    {"model.layers.{}.self_attn.q_proj.weight", "blk.{}.attn_q.weight"},
+    {"model.layers.{}.self_attn.k_proj.weight", "blk.{}.attn_k.weight"},
+    {"model.layers.{}.self_attn.v_proj.weight", "blk.{}.attn_v.weight"},
+    {"model.layers.{}.self_attn.o_proj.weight", "blk.{}.attn_output.weight"},
+    {"model.layers.{}.self_attn.q_proj.bias", "blk.{}.attn_q.bias"},
+    {"model.layers.{}.self_attn.k_proj.bias", "blk.{}.attn_k.bias"},
+    {"model.layers.{}.self_attn.v_proj.bias", "blk.{}.attn_v.bias"},
+    {"model.layers.{}.self_attn.o_proj.bias", "blk.{}.attn_output.bias"},
+    {"model.layers.{}.self_attn.sinks", "blk.{}.attn_sinks.weight"},
+    {"model.layers.{}.mlp.router.weight", "blk.{}.ffn_gate_inp.weight"},
+    {"model.layers.{}.mlp.router.bias", "blk.{}.ffn_gate_inp.bias"},
+    {"model.layers.{}.mlp.experts.gate_up_proj", "blk.{}.ffn_gate_exps.weight", true, Rows::mxfp4_even_rows},
+    {"model.layers.{}.mlp.experts.gate_up_proj", "blk.{}.ffn_up_exps.weight", true, Rows::mxfp4_odd_rows},
+    {"model.layers.{}.mlp.experts.down_proj", "blk.{}.ffn_down_exps.weight", true, Rows::mxfp4},
+    {"model.layers.{}.mlp.experts.gate_up_proj_bias", "blk.{}.ffn_gate_exps.bias", true, Rows::even_columns},
+    {"model.layers.{}.mlp.experts.gate_up_proj_bias", "blk.{}.ffn_up_exps.bias", true, Rows::odd_columns},
+    {"model.layers.{}.mlp.experts.down_proj_bias", "blk.{}.ffn_down_exps.bias"}};
+
 const std::vector<Family> kFamilies = {
     {"bert", "bert", "num_hidden_layers", nullptr, "bert.",
      {{"max_position_embeddings", "context_length"},
@@ -412,6 +454,23 @@ const std::vector<Family> kFamilies = {
       {"vocab_size", "vocab_size"}},
      kPhi3Tensors, TokenizerKind::bpe, phi3_extra, phi3_rope_factors},
     decoder("olmo2", "olmo2", {.qk_norm = true, .post_norms = true}),
+    {"gpt_oss", "gpt-oss", "num_hidden_layers", nullptr, nullptr,
+     {{"max_position_embeddings", "context_length", Kind::u32, false},
+      {"hidden_size", "embedding_length"},
+      {"num_hidden_layers", "block_count"},
+      {"intermediate_size", "feed_forward_length"},
+      {"num_attention_heads", "attention.head_count"},
+      {"num_key_value_heads", "attention.head_count_kv"},
+      {"head_dim", "attention.key_length"},
+      {"head_dim", "attention.value_length"},
+      {"rms_norm_eps", "attention.layer_norm_rms_epsilon", Kind::f32},
+      {"rope_theta", "rope.freq_base", Kind::f32, false},
+      {"num_local_experts", "expert_count"},
+      {"num_experts_per_tok", "expert_used_count"},
+      {"intermediate_size", "expert_feed_forward_length"},
+      {"sliding_window", "attention.sliding_window"},
+      {"vocab_size", "vocab_size"}},
+     kGptOssTensors, TokenizerKind::bpe, gpt_oss_extra},
     // SmolLM3's no_rope_layers (every fourth layer without rope) is what Loom's smollm3 runs; checked below.
     decoder("smollm3", "smollm3", {.rope_pairs = true}),
     // Granite's four multipliers, under llama.cpp's names for them.

@@ -306,6 +306,7 @@ std::string QuantScheme::name() const {
     case Method::awq: return "AWQ 4-bit, " + group;
     case Method::compressed_packed: return "compressed-tensors pack-quantized " + std::to_string(bits) + "-bit, " + group;
     case Method::compressed_int8: return "compressed-tensors int-quantized 8-bit, " + group;
+    case Method::mxfp4: return "MXFP4";
   }
   return "?";
 }
@@ -318,6 +319,10 @@ std::optional<QuantScheme> quant_scheme_of(const json& config, const std::filesy
   const std::string method = string_or(q, "quant_method", "", where);
   if (method == "compressed-tensors") return compressed_scheme(q, where);
   QuantScheme s;
+  if (method == "mxfp4") {
+    s.method = QuantScheme::Method::mxfp4;
+    return s;
+  }
   s.bits = int(int_or(q, "bits", 0, where));
   s.group_size = int_or(q, "group_size", 128, where);
   if (method == "gptq") {
@@ -336,7 +341,7 @@ std::optional<QuantScheme> quant_scheme_of(const json& config, const std::filesy
     if (!bool_or(q, "zero_point", true, where)) throw Error(where + ": AWQ without zero points is not read");
     s.symmetric = false;
   } else {
-    throw Error(where + ": quantization method '" + method + "': Loom reads gptq, awq and compressed-tensors (pack-quantized, int-quantized)");
+    throw Error(where + ": quantization method '" + method + "': Loom reads gptq, awq, compressed-tensors (pack-quantized, int-quantized) and gpt-oss's mxfp4");
   }
   check_group_size(s.group_size, where);
   return s;
@@ -359,6 +364,7 @@ std::optional<RepackedLinear> repack_linear(const QuantScheme& scheme, const std
       if (weight == nullptr || weight->dtype != "I8") return std::nullopt;
       return to_blocks(compressed_integers(scheme, find, stem, where), scheme.bits, stem, where);
     }
+    case QuantScheme::Method::mxfp4: return std::nullopt;
   }
   return std::nullopt;
 }

@@ -27,7 +27,9 @@
 namespace loom::hf {
 
 struct QuantScheme {
-  enum class Method { gptq, awq, compressed_packed, compressed_int8 };
+  // mxfp4: gpt-oss's release, whose linear layers are unquantized; its experts' blocks are the
+  // family's to repack (mxfp4_experts.h).
+  enum class Method { gptq, awq, compressed_packed, compressed_int8, mxfp4 };
   Method method;
   int bits = 4;
   int64_t group_size = 128;  // -1: one group per row

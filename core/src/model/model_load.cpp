@@ -279,9 +279,10 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
       }
       if (m.expert_biases) {
         add(p + "ffn_gate_inp.bias", {n_exp}, &l.ffn_router_b);
-        add(p + "ffn_gate_exps.bias", {eff, n_exp}, &l.gate_exps_b);
-        add(p + "ffn_up_exps.bias", {eff, n_exp}, &l.up_exps_b);
-        add(p + "ffn_down_exps.bias", {dim, n_exp}, &l.down_exps_b);
+        // F32 as the converter writes them; a Hugging Face folder's are BF16, widened like the vectors.
+        add(p + "ffn_gate_exps.bias", {eff, n_exp}, &l.gate_exps_b, false, true);
+        add(p + "ffn_up_exps.bias", {eff, n_exp}, &l.up_exps_b, false, true);
+        add(p + "ffn_down_exps.bias", {dim, n_exp}, &l.down_exps_b, false, true);
       }
     } else if (m.fused_gate_up) {
       add(p + "ffn_up.weight", {dim, 2 * ff}, &l.w_gate_up);
@@ -322,7 +323,9 @@ void Model::load_weights(const gguf::GgufFile& file, const LoadProgress& progres
         bytes = converted;
         break;
       case Conversion::to_f32: {
-        const std::vector<float> values = dequantize_rows(p.source->type, data, d[0]);
+        int64_t n_values = 1;  // a widened matrix (as_f32) too
+        for (int64_t extent : d) n_values *= extent;
+        const std::vector<float> values = dequantize_rows(p.source->type, data, n_values);
         converted.resize(values.size() * 4);
         std::memcpy(converted.data(), values.data(), converted.size());
         bytes = converted;

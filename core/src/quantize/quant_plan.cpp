@@ -145,7 +145,7 @@ loom_dtype embedding_type_for(loom_dtype target, EmbeddingPolicy policy) {
 
 std::vector<TensorPlan> plan_tensors(const std::vector<TensorShape>& tensors, const Quantizer& quantizer,
                                      loom_dtype target, EmbeddingPolicy policy,
-                                     const std::vector<std::optional<loom_dtype>>* mix_types, bool keep_block_types) {
+                                     const std::vector<std::optional<loom_dtype>>* mix_types, bool as_converter) {
   const bool is_plain = target == LOOM_DTYPE_F32 || target == LOOM_DTYPE_F16 || target == LOOM_DTYPE_BF16;
   if (!is_plain && !quantizer.has_format(target)) {
     throw Error("the quantizer plugin '" + quantizer.name() + "' has no format " + dtype_name(target));
@@ -167,7 +167,7 @@ std::vector<TensorPlan> plan_tensors(const std::vector<TensorShape>& tensors, co
       plans.push_back(std::move(p));
       continue;
     }
-    if (keep_block_types && t.type != LOOM_DTYPE_F32 && t.type != LOOM_DTYPE_F16 && t.type != LOOM_DTYPE_BF16) {
+    if (as_converter && t.type != LOOM_DTYPE_F32 && t.type != LOOM_DTYPE_F16 && t.type != LOOM_DTYPE_BF16) {
       p.to = t.type;
       p.action = TensorAction::copy;
       p.note = "already in blocks: copied";
@@ -183,8 +183,8 @@ std::vector<TensorPlan> plan_tensors(const std::vector<TensorShape>& tensors, co
       wanted = LOOM_DTYPE_F32;
       p.note = "1-D: kept F32";
     } else if (is_left_alone(t.name)) {
-      wanted = t.type;
-      p.note = "router, bias or position table (llama.cpp leaves it): kept " + dtype_name(t.type);
+      wanted = as_converter ? LOOM_DTYPE_F32 : t.type;
+      p.note = "router, bias or position table (llama.cpp leaves it): " + std::string(as_converter ? "F32" : "kept " + dtype_name(t.type));
     } else if (mix_types != nullptr) {
       const auto& mixed = mix_types->at(index);
       wanted = mixed ? *mixed : t.type;

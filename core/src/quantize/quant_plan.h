@@ -75,10 +75,11 @@ loom_dtype embedding_type_for(loom_dtype target, EmbeddingPolicy policy);
 // One plan per tensor, in input order. loom::Error when a tensor's type cannot be read.
 // `mix_types` (quant_mix.h), when given, replaces rules 3 and 4: entry i is tensor i's type, nullopt
 // for a tensor the mix leaves as it is (copied, or converted to F32 when 1-D, as rule 2 says).
-// `keep_block_types`: tensors already in a block type (a GPTQ / AWQ folder's repacked layers) are
-// copied as they are; only F32, F16 and BF16 ones take `target`.
+// `as_converter` (loom convert, from a Hugging Face folder): tensors already in a block type (a GPTQ /
+// AWQ folder's repacked layers, gpt-oss's MXFP4 experts) are copied as they are, and the ones rule 3
+// leaves alone (biases, routers) become F32, as llama.cpp's converter writes them.
 std::vector<TensorPlan> plan_tensors(const std::vector<TensorShape>& tensors, const Quantizer& quantizer,
                                      loom_dtype target, EmbeddingPolicy policy,
-                                     const std::vector<std::optional<loom_dtype>>* mix_types = nullptr, bool keep_block_types = false);
+                                     const std::vector<std::optional<loom_dtype>>* mix_types = nullptr, bool as_converter = false);
 
 }  // namespace loom

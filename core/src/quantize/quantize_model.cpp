@@ -123,7 +123,7 @@ QuantizeReport quantize_model(const QuantizeOptions& options, const Quantizer& q
     mix_types = mix_tensor_types(*options.mix, model, shapes);
   }
   const std::vector<TensorPlan> plans =
-      plan_tensors(shapes, quantizer, options.target, options.embeddings, options.mix ? &mix_types : nullptr, options.keep_block_types);
+      plan_tensors(shapes, quantizer, options.target, options.embeddings, options.mix ? &mix_types : nullptr, options.as_converter);
 
   QuantizeReport report;
   CalibrationStats calibration;

@@ -44,8 +44,8 @@ struct QuantizeOptions {
   // backend has none today), so that format's quality can be measured (loom perplexity). The file
   // says so in loom.quantize.simulated.
   bool simulate = false;
-  // Copy tensors already in a block type instead of re-encoding them (plan_tensors' keep_block_types).
-  bool keep_block_types = false;
+  // loom convert's rules (plan_tensors' as_converter): block types copied, biases and routers F32.
+  bool as_converter = false;
 };
 
 struct TensorReport {
