@@ -394,12 +394,16 @@ def mxfp4_ggml(w):
 
 
 def gpt_oss_published(tensors, shape):
-    """gpt-oss's experts as OpenAI published them: MXFP4 _blocks and _scales, biases as they are."""
+    """gpt-oss's experts as OpenAI published them: MXFP4 _blocks and _scales, biases as they are; or, as
+    its dequantized (BF16) releases store them, each matrix transposed: [experts, columns, rows]."""
     t = dict(tensors)
     for il in range(shape["layers"]):
         for m in ("gate_up_proj", "down_proj"):
             name = f"model.layers.{il}.mlp.experts.{m}"
-            t[name + "_blocks"], t[name + "_scales"] = mxfp4_published(t.pop(name))
+            if shape["mxfp4"]:
+                t[name + "_blocks"], t[name + "_scales"] = mxfp4_published(t.pop(name))
+            else:
+                t[name] = np.ascontiguousarray(t[name].swapaxes(1, 2))
     return t
 
 
@@ -459,6 +463,8 @@ def write_folder(out, family, shape, tensors, tok, dtype, shards):
                       layer_types=["sliding_attention" if il % 2 == 0 else "full_attention" for il in range(shape["layers"])],
                       quantization_config={"quant_method": "mxfp4", "modules_to_not_convert": [
                           "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]})
+        if not shape["mxfp4"]:
+            del config["quantization_config"]
     if family == "phi3":
         config.update(rope_scaling=phi3_rope_scaling(shape["head_dim"]), original_max_position_embeddings=PHI3_ORIGINAL_CONTEXT,
                       sliding_window=shape["ctx"] - 1)
@@ -563,13 +569,18 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
         w.add_float32(f"{arch}.rope.scaling.yarn_beta_fast", GPT_OSS_ROPE["beta_fast"])  # llama.cpp's keys; older
         w.add_float32(f"{arch}.rope.scaling.yarn_beta_slow", GPT_OSS_ROPE["beta_slow"])  # gguf-py has no method
         tensors = dict(tensors)
-        mxfp4 = gguf.GGMLQuantizationType.MXFP4
+        mxfp4 = gguf.GGMLQuantizationType.MXFP4 if shape["mxfp4"] else None
         for il in range(shape["layers"]):
             p, b = f"model.layers.{il}.mlp.experts.", f"blk.{il}."
             gate_up, gate_up_bias = tensors.pop(p + "gate_up_proj"), tensors.pop(p + "gate_up_proj_bias")
-            w.add_tensor(b + "ffn_gate_exps.weight", mxfp4_ggml(gate_up[:, ::2]), raw_dtype=mxfp4)
-            w.add_tensor(b + "ffn_up_exps.weight", mxfp4_ggml(gate_up[:, 1::2]), raw_dtype=mxfp4)
-            w.add_tensor(b + "ffn_down_exps.weight", mxfp4_ggml(tensors.pop(p + "down_proj")), raw_dtype=mxfp4)
+            for gname, matrix in (("ffn_gate_exps", gate_up[:, ::2]), ("ffn_up_exps", gate_up[:, 1::2]),
+                                  ("ffn_down_exps", tensors.pop(p + "down_proj"))):
+                if shape["mxfp4"]:
+                    w.add_tensor(b + gname + ".weight", mxfp4_ggml(matrix), raw_dtype=mxfp4)
+                elif dtype == "BF16":
+                    w.add_tensor(b + gname + ".weight", stored(np.ascontiguousarray(matrix), dtype), raw_dtype=gguf.GGMLQuantizationType.BF16)
+                else:
+                    w.add_tensor(b + gname + ".weight", stored(np.ascontiguousarray(matrix), dtype))
             w.add_tensor(b + "ffn_gate_exps.bias", stored_as_f32(gate_up_bias[:, ::2], dtype))
             w.add_tensor(b + "ffn_up_exps.bias", stored_as_f32(gate_up_bias[:, 1::2], dtype))
             w.add_tensor(b + "ffn_down_exps.bias", stored_as_f32(tensors.pop(p + "down_proj_bias"), dtype))
@@ -653,12 +664,14 @@ def main():
     ap.add_argument("--tied", action="store_true", help="no lm_head: the output reuses the embeddings")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--fused-experts", action="store_true", help="save MoE experts stacked, as transformers 5 does")
+    ap.add_argument("--unquantized-experts", action="store_true", help="gpt_oss: experts as its dequantized releases store them")
     ap.add_argument("--vocab-from", help="a GGUF vocabulary (llama.cpp's vocab suites) instead of a trained one; "
                                          "the model is then a tiny qwen2 (no --gguf)")
     args = ap.parse_args()
 
     shape = dict(layers=2, window=0, dim=128, heads=4, kv_heads=2, head_dim=32, ff=256, vocab=640, ctx=512, experts=4, expert_ff=64,
-                 rope_theta=10000.0 if FAMILIES[args.family]["arch"] == "llama" else 1000000.0, tied=args.tied)
+                 rope_theta=10000.0 if FAMILIES[args.family]["arch"] == "llama" else 1000000.0, tied=args.tied,
+                 mxfp4=not args.unquantized_experts)
     if args.family == "qwen3":
         shape["head_dim"] = 48  # Qwen3's head size is its own, not dim / heads
     if args.family == "smollm3":

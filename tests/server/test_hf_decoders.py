@@ -67,6 +67,7 @@ CASES = {
     "smollm3": (["--dtype", "F32"], "llama-bpe"),
     "granite": ([], "starcoder"),
     "gpt_oss": ([], "qwen2"),  # MXFP4 experts as published, gate/up rows interleaved; sinks; yarn; window 8
+    "gpt_oss-bf16": (["--unquantized-experts", "--dtype", "BF16"], "qwen2"),  # a dequantized release: experts transposed
 }
 
 
@@ -74,7 +75,7 @@ def generate(family):
     folder = os.path.join(server_harness.TMP.name, family)
     reference = folder + "-reference.gguf"
     if not os.path.exists(reference):
-        subprocess.run([sys.executable, GENERATOR, "--family", family, "--out", folder, "--gguf", reference,
+        subprocess.run([sys.executable, GENERATOR, "--family", family.split("-")[0], "--out", folder, "--gguf", reference,
                         *CASES[family][0]], check=True)
     return folder, reference
 

@@ -13,7 +13,7 @@
 #include "gguf/gguf_writer.h"
 #include "hf/hf_family.h"
 #include "hf/json_file.h"
-#include "hf/mxfp4_experts.h"
+#include "hf/gpt_oss_experts.h"
 #include "hf/quantized_linear.h"
 #include "hf/safetensors_file.h"
 #include "hf/tokenizer_json.h"
@@ -170,7 +170,7 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     add_owned(gguf_name, linear->dtype, {linear->columns, linear->rows}, std::move(linear->bytes));
     return true;
   };
-  // gpt-oss's experts (mxfp4_experts.h): MXFP4 blocks repacked, gate and up rows and biases split.
+  // gpt-oss's experts (gpt_oss_experts.h): MXFP4 blocks repacked, gate and up rows and biases split.
   auto add_split_experts = [&](const std::string& hf_name, const std::string& gguf_name, const TensorName& spec) {
     const RowSelection which = spec.rows == Rows::mxfp4_even_rows || spec.rows == Rows::even_columns ? RowSelection::even
                                : spec.rows == Rows::mxfp4_odd_rows || spec.rows == Rows::odd_columns ? RowSelection::odd
@@ -186,10 +186,16 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     }
     const SafeTensor* blocks = find(hf_name + "_blocks");
     const SafeTensor* scales = find(hf_name + "_scales");
-    if (blocks == nullptr || scales == nullptr)
-      throw Error(dir.string() + ": tensor '" + hf_name + "_blocks' or '_scales' is missing (Loom reads gpt-oss's experts in MXFP4, as published)");
-    RepackedExperts experts = repack_mxfp4_experts(*blocks, *scales, which, dir.string());
-    add_owned(gguf_name, LOOM_DTYPE_MXFP4, std::move(experts.dims), std::move(experts.bytes));
+    if (blocks != nullptr && scales != nullptr) {
+      RepackedExperts experts = repack_mxfp4_experts(*blocks, *scales, which, dir.string());
+      return add_owned(gguf_name, LOOM_DTYPE_MXFP4, std::move(experts.dims), std::move(experts.bytes));
+    }
+    const SafeTensor* plain = find(hf_name);  // a dequantized release
+    if (plain == nullptr)
+      throw Error(dir.string() + ": tensor '" + hf_name + "' is missing, as MXFP4 ('_blocks' and '_scales') or unquantized");
+    const loom_dtype dtype = check_dtype(*plain);
+    RepackedExperts experts = transposed_experts(*plain, which, dtype == LOOM_DTYPE_F32 ? 4 : 2, dir.string());
+    add_owned(gguf_name, dtype, std::move(experts.dims), std::move(experts.bytes));
   };
   auto add = [&](const std::string& hf_name, const std::string& gguf_name, const TensorName& spec) {
     if (spec.rows >= Rows::mxfp4_even_rows) return add_split_experts(hf_name, gguf_name, spec);

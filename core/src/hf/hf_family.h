@@ -31,7 +31,7 @@ struct TensorName {
   // Gemma's RMS norms scale by 1 + w; the converter stores 1 + w (as F32).
   // gpt-oss publishes its experts stacked, gate and up rows interleaved in one gate_up_proj (even rows
   // gate, odd rows up; its bias likewise), and in MXFP4 as `_blocks` and `_scales` beside the name: the
-  // converter splits the rows and repacks the blocks into ggml's MXFP4 (mxfp4_experts.h).
+  // converter splits the rows and repacks the blocks into ggml's MXFP4 (gpt_oss_experts.h).
   enum class Rows { as_stored, rope_pairs_q, rope_pairs_k, plus_one, mxfp4_even_rows, mxfp4_odd_rows, mxfp4, even_columns, odd_columns };
   // The checkpoint's name; "{}" stands for the layer index, and "{e}" for an expert's: the experts'
   // matrices are stacked into one GGUF tensor, expert 0 first, as llama.cpp's converter stacks them

@@ -28,7 +28,7 @@ namespace loom::hf {
 
 struct QuantScheme {
   // mxfp4: gpt-oss's release, whose linear layers are unquantized; its experts' blocks are the
-  // family's to repack (mxfp4_experts.h).
+  // family's to repack (gpt_oss_experts.h).
   enum class Method { gptq, awq, compressed_packed, compressed_int8, mxfp4 };
   Method method;
   int bits = 4;

@@ -1,4 +1,6 @@
-#include "hf/mxfp4_experts.h"
+#include "hf/gpt_oss_experts.h"
+
+#include <cstring>
 
 #include "common/error.h"
 
@@ -26,6 +28,22 @@ RepackedExperts repack_mxfp4_experts(const SafeTensor& blocks, const SafeTensor&
         o[0] = scales.data[block];
         for (int j = 0; j < 16; j++) o[1 + j] = uint8_t(code(j) | (code(j + 16) << 4));
       }
+  return out;
+}
+
+RepackedExperts transposed_experts(const SafeTensor& t, RowSelection which, size_t element_bytes, const std::string& where) {
+  if (t.shape.size() != 3) throw Error(where + ": tensor '" + t.name + "' should be [experts, columns, rows]");
+  const int64_t experts = t.shape[0], columns = t.shape[1], rows = t.shape[2];
+  if (which != RowSelection::all && rows % 2 != 0) throw Error(where + ": tensor '" + t.name + "' has an odd number of rows to split");
+  const int64_t step = which == RowSelection::all ? 1 : 2, first = which == RowSelection::odd ? 1 : 0;
+  RepackedExperts out;
+  out.dims = {columns, rows / step, experts};
+  out.bytes.resize(size_t(experts * (rows / step) * columns) * element_bytes);
+  uint8_t* o = out.bytes.data();
+  for (int64_t e = 0; e < experts; e++)
+    for (int64_t r = first; r < rows; r += step)
+      for (int64_t c = 0; c < columns; c++, o += element_bytes)
+        std::memcpy(o, t.data.data() + size_t((e * columns + c) * rows + r) * element_bytes, element_bytes);
   return out;
 }
 
