@@ -29,7 +29,7 @@ constexpr int kListenBacklog = 1024;
 // Route label for /metrics: known paths as they are, anything else as "other" (bounded cardinality).
 std::string route_label(const std::string& path) {
   for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/completions/render",
-                            "/v1/chat/completions/render", "/v1/models", "/health", "/tokenize", "/detokenize", "/metrics",
+                            "/v1/chat/completions/render", "/v1/models", "/props", "/health", "/tokenize", "/detokenize", "/metrics",
                             "/get_load", "/get_server_info", "/", "/engine", "/v1/engine/state", "/assets/loom.css",
                             "/assets/loom.js"}) {
     if (path == known) return known;
@@ -164,6 +164,21 @@ json model_card(const ServerState& state, const std::string& name) {
                                                                   {"image_rows", state.engine.info().image_rows},
                                                                   {"max_images_per_request", state.settings.max_images_per_request}}
                                                            : json(nullptr)}}}};
+}
+
+// llama-server's GET /props (its web UI and several clients read it): the defaults a request without
+// sampling parameters gets, which include the model's recommended sampling (model_sampling.h).
+json props(const ServerState& state) {
+  const loom_sampling_params& d = state.engine.default_sampling();
+  const EngineInfo& info = state.engine.info();
+  return {{"default_generation_settings",
+           {{"n_ctx", info.n_ctx},
+            {"params", {{"temperature", d.temperature}, {"top_k", d.top_k}, {"top_p", d.top_p}, {"min_p", d.min_p},
+                        {"typical_p", d.typical_p}, {"repeat_penalty", d.repetition_penalty}, {"repeat_last_n", d.penalty_last_n},
+                        {"frequency_penalty", d.frequency_penalty}, {"presence_penalty", d.presence_penalty}}}}},
+          {"total_slots", info.max_num_seqs},
+          {"model_path", info.model_path},
+          {"modalities", {{"vision", state.engine.takes_images()}, {"audio", false}}}};
 }
 
 // vLLM's POST /v1/completions/render and /v1/chat/completions/render: the prompt's token ids, as
@@ -301,6 +316,7 @@ void HttpServer::install_routes() {
                check_model_name(state, name);
                send_json(res, 200, model_card(state, name));
              }));
+  http_->Get("/props", guarded([&state](const httplib::Request&, httplib::Response& res) { send_json(res, 200, props(state)); }));
   http_->Get("/health", guarded([&state](const httplib::Request&, httplib::Response& res) {
                if (state.stopping) {
                  send_json(res, 503, {{"status", "shutting_down"}});

@@ -156,6 +156,29 @@ class DecoderFolderTest(unittest.TestCase):
                 server.terminate()
         self.assertEqual(results[0], results[1])
 
+    def test_generation_config_gives_the_default_sampling(self):
+        # generation_config.json (temperature 0.7, top_p 0.8) becomes general.sampling.*, as llama.cpp's
+        # converter writes it, and the defaults of a request without sampling parameters, unless
+        # loom.toml sets the key.
+        folder, _ = generate("qwen2")
+        info = server_harness.run_loom("gguf", "info", folder)
+        self.assertRegex(info.stdout, r"general\.sampling\.temp\s+float32\s+0\.(7|69999)")
+        self.assertRegex(info.stdout, r"general\.sampling\.top_p\s+float32\s+0\.(8|79999)")
+        for name, toml, want_temperature in (("sampling-model.toml", "", 0.7), ("sampling-toml.toml", "temperature = 0.3\n", 0.3)):
+            config = server_harness.write_config(name)
+            with open(config, "a") as f:
+                f.write("\n[sampler]\n" + toml)
+            server = LoomServer(config, folder)
+            try:
+                status, body = server.json("GET", "/props")
+            finally:
+                server.terminate()
+            self.assertEqual(status, 200, body)
+            params = body["default_generation_settings"]["params"]
+            self.assertAlmostEqual(params["temperature"], want_temperature, places=5, msg=name)
+            self.assertAlmostEqual(params["top_p"], 0.8, places=5, msg=name)
+            self.assertEqual(params["top_k"], 40, name)  # Loom's own default: the file recommends none
+
     def test_unsupported_variants_are_refused_naming_the_key(self):
         folder, _ = generate("qwen2")
         bad = os.path.join(server_harness.TMP.name, "qwen2-yarn")

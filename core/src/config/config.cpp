@@ -98,6 +98,7 @@ void apply_section(Config& config, const std::filesystem::path& file, const std:
     }
     std::string problem = spec->assign(config, node);
     if (!problem.empty()) errors.add(node, location(file, node) + ": key '" + section + "." + key + "': " + problem);
+    else config.given.insert(section + "." + key);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -151,6 +152,9 @@ struct Config {
   QuantSettings quant;
   ServerSettings server;
   PluginSettings plugins;
+  // "section.key" of every key the file sets: a model's recommended sampling (general.sampling.*)
+  // applies where loom.toml leaves the key to its default.
+  std::set<std::string> given;
 };
 
 // Parse and validate; throws loom::Error "FILE:LINE: key 'section.key': problem (allowed: ...)".

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "engine/drafter_plugin.h"
 #include "engine/kv_plan.h"
+#include "engine/model_sampling.h"
 #include "gguf/gguf_file.h"
 #include "hf/hf_checkpoint.h"
 #include "plugin/plugin_registry.h"
@@ -79,7 +80,7 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
   kv_cache_ = model_->create_kv_cache(static_cast<uint32_t>(n_blocks), block_size, kv_dtype,
                                       std::max(n_state_slots + kv_->n_state_checkpoints(), 1u), layout.ring_blocks);
   sampler_ = std::make_unique<SamplerHandle>(remember(find_plugin(config, LOOM_PLUGIN_KIND_SAMPLER, config.sampler.plugin)),
-                                             config.sampler);
+                                             with_model_sampling(config.sampler, config.given, *gguf_));
   scheduler_ = std::make_unique<Scheduler>(config.scheduler, *kv_);
 
   info_.model_path = model_path.string();

@@ -4,6 +4,7 @@
 #include <deque>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <span>
 #include <string_view>
@@ -99,6 +100,30 @@ std::vector<uint8_t> plus_one_f32(const SafeTensor& t, loom_dtype dtype) {
   return out;
 }
 
+// generation_config.json's recommended sampling as general.sampling.*, as llama.cpp's converter writes
+// it (gguf-py's Metadata): temperature, top_k, top_p, min_p, repetition_penalty. The converter skips a
+// file it cannot parse ("not all models have valid generation_config.json"), and so does Loom.
+void add_generation_config(const std::filesystem::path& dir, gguf::GgufWriter& writer) {
+  const std::filesystem::path path = dir / "generation_config.json";
+  if (!std::filesystem::exists(path)) return;
+  json g;
+  try {
+    g = read_json_file(path);
+  } catch (const Error&) {
+    return;
+  }
+  if (!g.is_object()) return;
+  auto number = [&](const char* key) -> std::optional<double> {
+    if (!g.contains(key) || !g[key].is_number()) return std::nullopt;
+    return g[key].get<double>();
+  };
+  if (const auto v = number("temperature")) writer.set_float32("general.sampling.temp", float(*v));
+  if (g.contains("top_k") && g["top_k"].is_number_integer()) writer.set_int32("general.sampling.top_k", g["top_k"].get<int32_t>());
+  if (const auto v = number("top_p")) writer.set_float32("general.sampling.top_p", float(*v));
+  if (const auto v = number("min_p")) writer.set_float32("general.sampling.min_p", float(*v));
+  if (const auto v = number("repetition_penalty")) writer.set_float32("general.sampling.penalty_repeat", float(*v));
+}
+
 gguf::GgufFile open_family(const Family& family, const std::filesystem::path& dir, const json& config) {
   auto shards = std::make_shared<Shards>();
   gguf::GgufWriter writer;
@@ -121,6 +146,7 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     }
   }
   if (family.extra != nullptr) family.extra(dir, config, family.arch, writer);
+  add_generation_config(dir, writer);
   const auto n_vocab = int64_t(config_uint(config, dir, "vocab_size"));
   switch (family.tokenizer) {
     case TokenizerKind::wordpiece: add_wordpiece_tokenizer(dir, writer, n_vocab); break;
