@@ -421,6 +421,32 @@ def fuse_experts(tensors, shape):
     return t
 
 
+def gemma3_wrapped(text_config, tensors, layout):
+    """Gemma3ForConditionalGeneration: the text model's config as text_config, without the keys equal to
+    Gemma3TextConfig's defaults (as transformers saves it), a vision config and a few vision tensors,
+    and the text model's tensors under language_model.model. (layout "old") or model.language_model.
+    (transformers 4.52 on, "new")."""
+    defaults = {"rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "hidden_activation": "gelu_pytorch_tanh",
+                "final_logit_softcapping": None, "attn_logit_softcapping": None, "rope_scaling": None}
+    text = {k: v for k, v in text_config.items() if not (k in defaults and defaults[k] == v) and k not in ("architectures", "torch_dtype")}
+    config = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "text_config": text,
+              "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 32, "image_size": 56, "patch_size": 14,
+                                "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64},
+              "image_token_index": text_config["vocab_size"] - 1, "mm_tokens_per_image": 16,
+              "torch_dtype": text_config["torch_dtype"], "eos_token_id": text_config["eos_token_id"]}
+    renamed = {}
+    for name, array in tensors.items():
+        if layout == "old":
+            renamed["language_model." + name] = array
+        else:
+            renamed["model.language_model." + name[len("model."):] if name.startswith("model.") else name] = array
+    vision = "vision_tower." if layout == "old" else "model.vision_tower."
+    renamed[vision + "vision_model.embeddings.patch_embedding.weight"] = np.full((32, 3, 14, 14), 0.01, dtype=np.float32)
+    renamed[("multi_modal_projector." if layout == "old" else "model.multi_modal_projector.") + "mm_input_projection_weight"] = \
+        np.full((32, text_config["hidden_size"]), 0.01, dtype=np.float32)
+    return config, renamed
+
+
 def write_folder(out, family, shape, tensors, tok, dtype, shards):
     f = FAMILIES[family]
     os.makedirs(out, exist_ok=True)
@@ -474,6 +500,8 @@ def write_folder(out, family, shape, tensors, tok, dtype, shards):
     if family == "granite":
         config.update(GRANITE_MULTIPLIERS)
         del config["head_dim"]  # Granite's configs have none (dim / heads)
+    if shape.get("wrapped"):
+        config, tensors = gemma3_wrapped(config, tensors, shape["wrapped"])
     json.dump(config, open(os.path.join(out, "config.json"), "w"), indent=2)
     json.dump({"eos_token_id": config["eos_token_id"], "do_sample": True, "temperature": 0.7, "top_p": 0.8},
               open(os.path.join(out, "generation_config.json"), "w"), indent=2)
@@ -665,13 +693,15 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--fused-experts", action="store_true", help="save MoE experts stacked, as transformers 5 does")
     ap.add_argument("--unquantized-experts", action="store_true", help="gpt_oss: experts as its dequantized releases store them")
+    ap.add_argument("--wrapped", choices=["old", "new"], help="gemma3_text: inside Gemma3ForConditionalGeneration, tensors "
+                                                                "under language_model.model. (old) or model.language_model. (new)")
     ap.add_argument("--vocab-from", help="a GGUF vocabulary (llama.cpp's vocab suites) instead of a trained one; "
                                          "the model is then a tiny qwen2 (no --gguf)")
     args = ap.parse_args()
 
     shape = dict(layers=2, window=0, dim=128, heads=4, kv_heads=2, head_dim=32, ff=256, vocab=640, ctx=512, experts=4, expert_ff=64,
                  rope_theta=10000.0 if FAMILIES[args.family]["arch"] == "llama" else 1000000.0, tied=args.tied,
-                 mxfp4=not args.unquantized_experts)
+                 mxfp4=not args.unquantized_experts, wrapped=args.wrapped)
     if args.family == "qwen3":
         shape["head_dim"] = 48  # Qwen3's head size is its own, not dim / heads
     if args.family == "smollm3":

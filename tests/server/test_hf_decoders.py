@@ -68,6 +68,10 @@ CASES = {
     "granite": ([], "starcoder"),
     "gpt_oss": ([], "qwen2"),  # MXFP4 experts as published, gate/up rows interleaved; sinks; yarn; window 8
     "gpt_oss-bf16": (["--unquantized-experts", "--dtype", "BF16"], "qwen2"),  # a dequantized release: experts transposed
+    # Gemma 3's vision releases (Gemma3ForConditionalGeneration): the text model under text_config, its
+    # tensors renamed, as transformers saved them before 4.52 and after.
+    "gemma3_text-wrapped": (["--wrapped", "old"], "spm-no-prefix"),
+    "gemma3_text-wrapped2": (["--wrapped", "new", "--dtype", "BF16"], "spm-no-prefix"),
 }
 
 

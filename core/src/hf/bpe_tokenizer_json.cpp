@@ -72,10 +72,17 @@ std::string read_text_file(const std::filesystem::path& path) {
 
 // The chat template: chat_template.jinja (transformers' current layout), else tokenizer_config.json's
 // chat_template, a string or a list of named templates ("default" and the rest by name, as llama.cpp's
-// tokenizer.chat_template.<name>).
+// tokenizer.chat_template.<name>), else chat_template.json's.
 void add_chat_templates(const std::filesystem::path& dir, const json& tok_config, gguf::GgufWriter& writer) {
   if (std::filesystem::exists(dir / "chat_template.jinja")) {
     writer.set_string("tokenizer.chat_template", read_text_file(dir / "chat_template.jinja"));
+    return;
+  }
+  // A multimodal model's processor keeps it in chat_template.json (Gemma 3, Qwen2-VL releases).
+  if (!tok_config.contains("chat_template") && std::filesystem::exists(dir / "chat_template.json")) {
+    const json processor = read_json_file(dir / "chat_template.json");
+    if (processor.contains("chat_template") && processor["chat_template"].is_string())
+      writer.set_string("tokenizer.chat_template", processor["chat_template"].get<std::string>());
     return;
   }
   if (!tok_config.contains("chat_template")) return;

@@ -124,7 +124,7 @@ void add_generation_config(const std::filesystem::path& dir, gguf::GgufWriter& w
   if (const auto v = number("repetition_penalty")) writer.set_float32("general.sampling.penalty_repeat", float(*v));
 }
 
-gguf::GgufFile open_family(const Family& family, const std::filesystem::path& dir, const json& config) {
+gguf::GgufFile open_family(const Family& family, const std::filesystem::path& dir, const json& config, const Wrapper* wrapper = nullptr) {
   auto shards = std::make_shared<Shards>();
   gguf::GgufWriter writer;
   const std::string a = std::string(family.arch) + ".";
@@ -164,6 +164,10 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
   auto find = [&](const std::string& hf_name) {
     const SafeTensor* t = shards->find(hf_name);
     if (t == nullptr && family.prefix != nullptr) t = shards->find(family.prefix + hf_name);
+    for (size_t i = 0; t == nullptr && wrapper != nullptr && i < wrapper->renames.size(); i++) {
+      const auto& [from, to] = wrapper->renames[i];
+      if (hf_name.rfind(from, 0) == 0) t = shards->find(to + hf_name.substr(from.size()));
+    }
     return t;
   };
   auto check_dtype = [&](const SafeTensor& t) {
@@ -320,6 +324,16 @@ gguf::GgufFile open_checkpoint(const std::filesystem::path& dir) {
   try {
     type = config.value("model_type", std::string());
     if (const Family* family = find_family(type)) return open_family(*family, dir, config);
+    if (const Wrapper* wrapper = find_wrapper(type)) {
+      // The text model's config: the class defaults, then config.json's own keys (token ids, dtype),
+      // then its text_config.
+      json text = json::parse(wrapper->text_defaults);
+      for (const auto& [key, value] : config.items())
+        if (key != "text_config" && key != "vision_config" && key != "audio_config") text[key] = value;
+      if (config.contains("text_config") && config["text_config"].is_object()) text.update(config["text_config"]);
+      text["model_type"] = wrapper->text_model_type;
+      return open_family(*find_family(wrapper->text_model_type), dir, text, wrapper);
+    }
   } catch (const json::exception& e) {
     // A value of the wrong kind in config.json, tokenizer.json or tokenizer_config.json (a string where a
     // number belongs, a null list): the tables read them with nlohmann's typed accessors.

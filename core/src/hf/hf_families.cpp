@@ -481,7 +481,27 @@ const std::vector<Family> kFamilies = {
                                             {"logits_scaling", "logit_scale", Kind::f32, false}}}),
 };
 
+// Gemma3TextConfig's defaults (transformers), for the keys a Gemma 3 vision model's text_config omits
+// (gemma-3-4b-it's gives five of them).
+constexpr const char* kGemma3TextDefaults = R"({
+  "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+  "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+  "max_position_embeddings": 131072, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "query_pre_attn_scalar": 256,
+  "sliding_window": 4096, "final_logit_softcapping": null, "attn_logit_softcapping": null,
+  "rope_local_base_freq": 10000.0, "rope_scaling": null})";
+
+const std::vector<Wrapper> kWrappers = {
+    {"gemma3", "gemma3_text", kGemma3TextDefaults,
+     {{"model.", "language_model.model."}, {"model.", "model.language_model."}, {"lm_head.", "language_model.lm_head."}}},
+};
+
 }  // namespace
+
+const Wrapper* find_wrapper(const std::string& model_type) {
+  for (const Wrapper& w : kWrappers)
+    if (model_type == w.model_type) return &w;
+  return nullptr;
+}
 
 const Family* find_family(const std::string& model_type) {
   for (const Family& f : kFamilies)
@@ -492,6 +512,7 @@ const Family* find_family(const std::string& model_type) {
 std::string family_names() {
   std::string names;
   for (const Family& f : kFamilies) names += (names.empty() ? "" : ", ") + std::string(f.model_type);
+  for (const Wrapper& w : kWrappers) names += ", " + std::string(w.model_type) + " (its text model)";
   return names;
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gguf/gguf_writer.h"
@@ -64,8 +65,23 @@ struct Family {
   std::vector<GeneratedTensor> (*generated)(const nlohmann::json& config) = nullptr;
 };
 
+// A multimodal checkpoint whose text model is a family Loom reads (Gemma3ForConditionalGeneration):
+// the text model's config is its `text_config` over the text config class's defaults (transformers
+// leaves out what equals them), and its tensors lie under another name. The other towers (vision,
+// projector) stay unread in the file.
+struct Wrapper {
+  const char* model_type;       // config.json's, e.g. "gemma3"
+  const char* text_model_type;  // the family the text model is, e.g. "gemma3_text"
+  const char* text_defaults;    // JSON object: the defaults of the text config class
+  // Where the text model's tensors lie: a name starting with the first string is also looked up with
+  // it replaced by the second (transformers' layouts before and after 4.52).
+  std::vector<std::pair<std::string, std::string>> renames;
+};
+
 // The family of a config.json model_type, or nullptr.
 const Family* find_family(const std::string& model_type);
+// The wrapper of a config.json model_type, or nullptr.
+const Wrapper* find_wrapper(const std::string& model_type);
 // "bert, ...": the model_types Loom reads, for errors.
 std::string family_names();
 
