@@ -267,15 +267,43 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     add_owned(gguf_name, check_dtype(*t), {t->shape[2], t->shape[1] / 2, t->shape[0]}, std::move(rows));
     return true;
   };
+  // A quantized MoE layer's experts (GPTQ / AWQ / compressed-tensors, one linear layer each): each
+  // repacked, then stacked; all in one block type (Q5_0 for every 4-bit expert when they would differ).
+  auto add_quantized_experts = [&](const std::string& hf_pattern, const std::string& gguf_name) {
+    const std::string suffix = ".weight";
+    if (!scheme || !hf_pattern.ends_with(suffix)) return false;
+    const size_t at = hf_pattern.find("{e}");
+    const std::string stem_pattern = hf_pattern.substr(0, hf_pattern.size() - suffix.size());
+    auto stem = [&](int64_t e) { return std::string(stem_pattern).replace(at, 3, std::to_string(e)); };
+    for (bool allow_q4_0 : {true, false}) {
+      std::vector<RepackedLinear> experts;
+      for (int64_t e = 0; e < n_experts; e++) {
+        std::optional<RepackedLinear> r = repack_linear(*scheme, find, stem(e), dir.string(), allow_q4_0);
+        if (!r && e == 0) return false;  // stored unquantized
+        if (!r) throw Error(dir.string() + ": expert " + std::to_string(e) + " of '" + stem_pattern + "' is not quantized as expert 0 is");
+        if (!experts.empty() && (r->rows != experts[0].rows || r->columns != experts[0].columns))
+          throw Error(dir.string() + ": '" + stem(e) + "' differs in shape from expert 0's");
+        experts.push_back(std::move(*r));
+      }
+      bool one_type = true;
+      for (const RepackedLinear& r : experts) one_type = one_type && r.dtype == experts[0].dtype;
+      if (!one_type && allow_q4_0) continue;
+      std::vector<uint8_t> stacked;
+      stacked.reserve(experts[0].bytes.size() * experts.size());
+      for (const RepackedLinear& r : experts) stacked.insert(stacked.end(), r.bytes.begin(), r.bytes.end());
+      add_owned(gguf_name, experts[0].dtype, {experts[0].columns, experts[0].rows, n_experts}, std::move(stacked));
+      return true;
+    }
+    return false;
+  };
   auto add_experts = [&](const std::string& hf_pattern, const std::string& gguf_name) {
     const size_t at = hf_pattern.find("{e}");
+    if (find(std::string(hf_pattern).replace(at, 3, "0")) == nullptr && add_quantized_experts(hf_pattern, gguf_name)) return;
     if (find(std::string(hf_pattern).replace(at, 3, "0")) == nullptr && add_fused_experts(hf_pattern, gguf_name)) return;
     std::vector<const SafeTensor*> experts;
     for (int64_t e = 0; e < n_experts; e++) {
       const std::string name = std::string(hf_pattern).replace(at, 3, std::to_string(e));
       const SafeTensor* t = find(name);
-      if (t == nullptr && scheme)
-        throw Error(dir.string() + ": tensor '" + name + "' is missing; quantized (" + scheme->name() + ") experts are not read yet");
       if (t == nullptr) throw Error(dir.string() + ": tensor '" + name + "' is missing from the safetensors");
       if (!experts.empty() && (t->shape != experts[0]->shape || t->dtype != experts[0]->dtype))
         throw Error(dir.string() + ": tensor '" + name + "' differs in shape or dtype from expert 0's");

@@ -188,7 +188,7 @@ IntegerWeights compressed_integers(const QuantScheme& s, const std::function<con
 }
 
 // The integers as rows of Q4_0, Q5_0 or Q8_0 blocks (see the header's table).
-RepackedLinear to_blocks(const IntegerWeights& w, int bits, const std::string& stem, const std::string& where) {
+RepackedLinear to_blocks(const IntegerWeights& w, int bits, const std::string& stem, const std::string& where, bool allow_q4_0) {
   if (w.columns % 32 != 0 || (w.group_size % 32 != 0 && w.group_size != w.columns))
     throw Error(where + ": '" + stem + "' has " + std::to_string(w.columns) + " columns in groups of " + std::to_string(w.group_size) +
                 ": a group must span whole blocks of 32");
@@ -199,7 +199,7 @@ RepackedLinear to_blocks(const IntegerWeights& w, int bits, const std::string& s
   out.rows = w.rows, out.columns = w.columns;
   const int64_t blocks = w.columns / 32, groups = w.groups();
   if (bits == 8 && !symmetric) throw Error(where + ": '" + stem + "' is 8-bit with zero points, which no llama.cpp block type holds exactly");
-  out.dtype = bits == 8 ? LOOM_DTYPE_Q8_0 : symmetric ? LOOM_DTYPE_Q4_0 : LOOM_DTYPE_Q5_0;
+  out.dtype = bits == 8 ? LOOM_DTYPE_Q8_0 : symmetric && allow_q4_0 ? LOOM_DTYPE_Q4_0 : LOOM_DTYPE_Q5_0;
   const size_t block_bytes = out.dtype == LOOM_DTYPE_Q8_0 ? sizeof(loom_block_q8_0) : out.dtype == LOOM_DTYPE_Q4_0 ? sizeof(loom_block_q4_0) : sizeof(loom_block_q5_0);
   out.bytes.resize(size_t(w.rows * blocks) * block_bytes);
   for (int64_t o = 0; o < w.rows; o++) {
@@ -348,21 +348,21 @@ std::optional<QuantScheme> quant_scheme_of(const json& config, const std::filesy
 }
 
 std::optional<RepackedLinear> repack_linear(const QuantScheme& scheme, const std::function<const SafeTensor*(const std::string&)>& find,
-                                            const std::string& stem, const std::string& where) {
+                                            const std::string& stem, const std::string& where, bool allow_q4_0) {
   switch (scheme.method) {
     case QuantScheme::Method::gptq:
       if (find(stem + ".qweight") == nullptr) return std::nullopt;
-      return to_blocks(gptq_integers(scheme, find, stem, where), scheme.bits, stem, where);
+      return to_blocks(gptq_integers(scheme, find, stem, where), scheme.bits, stem, where, allow_q4_0);
     case QuantScheme::Method::awq:
       if (find(stem + ".qweight") == nullptr) return std::nullopt;
-      return to_blocks(awq_integers(scheme, find, stem, where), scheme.bits, stem, where);
+      return to_blocks(awq_integers(scheme, find, stem, where), scheme.bits, stem, where, allow_q4_0);
     case QuantScheme::Method::compressed_packed:
       if (find(stem + ".weight_packed") == nullptr) return std::nullopt;
-      return to_blocks(compressed_integers(scheme, find, stem, where), scheme.bits, stem, where);
+      return to_blocks(compressed_integers(scheme, find, stem, where), scheme.bits, stem, where, allow_q4_0);
     case QuantScheme::Method::compressed_int8: {
       const SafeTensor* weight = find(stem + ".weight");
       if (weight == nullptr || weight->dtype != "I8") return std::nullopt;
-      return to_blocks(compressed_integers(scheme, find, stem, where), scheme.bits, stem, where);
+      return to_blocks(compressed_integers(scheme, find, stem, where), scheme.bits, stem, where, allow_q4_0);
     }
     case QuantScheme::Method::mxfp4: return std::nullopt;
   }

@@ -51,7 +51,9 @@ struct RepackedLinear {
 
 // The linear layer `stem` (e.g. "model.layers.0.self_attn.q_proj") repacked, or nullopt when the
 // checkpoint stores no quantized tensors under that stem. `find` looks a tensor up by name.
+// `allow_q4_0` false: 4-bit layers take Q5_0 even when symmetric (Q5_0 holds them exactly too), so that
+// a MoE layer's experts, stacked into one tensor, share one block type.
 std::optional<RepackedLinear> repack_linear(const QuantScheme& scheme, const std::function<const SafeTensor*(const std::string&)>& find,
-                                            const std::string& stem, const std::string& where);
+                                            const std::string& stem, const std::string& where, bool allow_q4_0 = true);
 
 }  // namespace loom::hf
