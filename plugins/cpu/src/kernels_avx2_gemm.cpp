@@ -19,6 +19,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "float_weight_panels.h"
+
 #include <cstring>
 
 #include "cpu_tensor.h"
@@ -198,27 +200,6 @@ constexpr int kTokens = 6;       // activation rows per register block: 12 accum
 constexpr int64_t kDepth = 256;  // values of k per block: a panel's block is 16 KiB, in L1 while the tokens pass
 constexpr int64_t kPackedMinTokens = 256;
 
-int64_t panel_count(int64_t n_rows) { return (n_rows + kPanel - 1) / kPanel; }
-
-size_t packed_floats(int64_t n, int64_t n_rows) { return size_t(panel_count(n_rows) * kPanel * n); }
-
-void pack_panels(const float* w, int64_t w_stride, int64_t n, int64_t n_rows, float* packed) {
-  const int64_t panels = panel_count(n_rows);
-  for (int64_t k0 = 0; k0 < n; k0 += kDepth) {
-    const int64_t depth = std::min(kDepth, n - k0);
-    for (int64_t p = 0; p < panels; p++) {
-      float* panel = packed + k0 * panels * kPanel + p * depth * kPanel;
-      const int live = int(std::min<int64_t>(kPanel, n_rows - p * kPanel));
-      for (int j = 0; j < live; j++) {
-        const float* row = w + (p * kPanel + j) * w_stride + k0;
-        for (int64_t k = 0; k < depth; k++) panel[k * kPanel + j] = row[k];
-      }
-      for (int j = live; j < kPanel; j++)
-        for (int64_t k = 0; k < depth; k++) panel[k * kPanel + j] = 0.0f;
-    }
-  }
-}
-
 // T activation rows x one panel over `depth` values of k; Add: onto what dst holds (later blocks of k).
 template <int T, bool Add>
 inline void outer_block(int64_t depth, const float* panel, const float* x, int64_t x_stride, float* dst, int64_t dst_stride) {
@@ -262,7 +243,7 @@ void outer_panel(int tokens, int live, int64_t depth, const float* panel, const 
 
 void gemm_packed(int64_t n, const float* packed, int64_t, int64_t n_rows, const float* x, int64_t x_stride, int64_t n_tok, float* dst,
                  int64_t dst_stride) {
-  const int64_t panels = panel_count(n_rows);
+  const int64_t panels = weight_panel_count<kPanel>(n_rows);
   for (int64_t k0 = 0; k0 < n; k0 += kDepth) {
     const int64_t depth = std::min(kDepth, n - k0);
     // Each panel's block of k (16 KiB, in L1) meets every activation row's block (in L2).
@@ -331,8 +312,8 @@ FloatGemm avx2_float_gemm() {
   g.decoder = decoder;
   g.gemm = gemm_f32;
   g.packed_gemm = gemm_packed;
-  g.packed_floats = packed_floats;
-  g.pack = pack_panels;
+  g.packed_floats = weight_panel_floats<kPanel>;
+  g.pack = pack_weight_panels<kPanel, kDepth>;
   g.packed_panel = kPanel;
   g.packed_min_tokens = kPackedMinTokens;
   return g;

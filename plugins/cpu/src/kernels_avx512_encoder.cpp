@@ -21,6 +21,8 @@
 #include <limits>
 #include <vector>
 
+#include "float_weight_panels.h"
+
 namespace loom::cpu {
 namespace {
 
@@ -316,27 +318,6 @@ constexpr int kPanel = 32;        // outputs per panel
 constexpr int kTokens = 12;       // activation rows per register block
 constexpr int64_t kDepth = 256;   // values of k per block: a panel's block is 32 KiB, 12 rows' 12 KiB
 
-int64_t panel_count(int64_t n_rows) { return (n_rows + kPanel - 1) / kPanel; }
-
-size_t packed_floats(int64_t n, int64_t n_rows) { return size_t(panel_count(n_rows) * kPanel * n); }
-
-void pack_panels(const float* w, int64_t w_stride, int64_t n, int64_t n_rows, float* packed) {
-  const int64_t panels = panel_count(n_rows);
-  for (int64_t k0 = 0; k0 < n; k0 += kDepth) {
-    const int64_t depth = std::min(kDepth, n - k0);
-    for (int64_t p = 0; p < panels; p++) {
-      float* panel = packed + k0 * panels * kPanel + p * depth * kPanel;
-      const int live = int(std::min<int64_t>(kPanel, n_rows - p * kPanel));
-      for (int j = 0; j < live; j++) {
-        const float* row = w + (p * kPanel + j) * w_stride + k0;
-        for (int64_t k = 0; k < depth; k++) panel[k * kPanel + j] = row[k];
-      }
-      for (int j = live; j < kPanel; j++)
-        for (int64_t k = 0; k < depth; k++) panel[k * kPanel + j] = 0.0f;
-    }
-  }
-}
-
 template <int T, bool Add>
 inline void outer_block(int64_t depth, const float* panel, const float* x, int64_t x_stride, float* dst, int64_t dst_stride,
                         __mmask16 m0, __mmask16 m1) {
@@ -370,7 +351,7 @@ inline void outer_rows(int tokens, int64_t depth, const float* panel, const floa
 
 void gemm_packed(int64_t n, const float* packed, int64_t, int64_t n_rows, const float* x, int64_t x_stride, int64_t n_tok, float* dst,
                  int64_t dst_stride) {
-  const int64_t panels = panel_count(n_rows);
+  const int64_t panels = weight_panel_count<kPanel>(n_rows);
   for (int64_t k0 = 0; k0 < n; k0 += kDepth) {
     const int64_t depth = std::min(kDepth, n - k0);
     // Each register block of activation rows (in L1) meets every panel of this block of k (in L2).
@@ -401,8 +382,8 @@ FloatGemm avx512_float_weight_gemm(const FloatGemm& avx2) {
   g.decoder = avx2.decoder;
   g.gemm = gemm_f32_512;
   g.packed_gemm = gemm_packed;
-  g.packed_floats = packed_floats;
-  g.pack = pack_panels;
+  g.packed_floats = weight_panel_floats<kPanel>;
+  g.pack = pack_weight_panels<kPanel, kDepth>;
   g.packed_panel = kPanel;
   g.packed_min_tokens = 256;
   return g;
