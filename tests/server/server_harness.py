@@ -3,6 +3,7 @@ configuration files in a scratch folder, and raw HTTP helpers.
 
 configure(loom, plugins) must be called once before anything else.
 """
+import argparse
 import http.client
 import json
 import os
@@ -21,6 +22,17 @@ TMP = tempfile.TemporaryDirectory(prefix="loom-server-test-")
 def configure(loom, plugins):
     global _LOOM, _PLUGINS
     _LOOM, _PLUGINS = loom, plugins
+
+
+def configure_from_argv():
+    """configure() from the test's command line (--loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins);
+    returns the parsed arguments and the rest, for unittest."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--loom", required=True)
+    parser.add_argument("--plugins", required=True)
+    args, rest = parser.parse_known_args()
+    configure(args.loom, args.plugins)
+    return args, rest
 
 
 def loom_env():

@@ -10,23 +10,18 @@ issue's limit (after the restart within 2x of the warm hit); timings are not ass
 
 usage: test_disk_cache.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 """
-import argparse
 import os
 import statistics
 import sys
 import time
 import unittest
 
-parser = argparse.ArgumentParser(add_help=False)
-parser.add_argument("--loom", required=True)
-parser.add_argument("--plugins", required=True)
-ARGS, UNITTEST_ARGS = parser.parse_known_args()
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_harness  # noqa: E402
 from server_harness import TMP, LoomServer  # noqa: E402
 
-server_harness.configure(ARGS.loom, ARGS.plugins)
+ARGS, UNITTEST_ARGS = server_harness.configure_from_argv()
 
 RECORD = os.path.expanduser("~/.cache/loom/default-model.txt")
 DISK = os.path.join(TMP.name, "kv-disk")

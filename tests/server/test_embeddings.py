@@ -7,7 +7,6 @@ request to an embedding model is a 400 naming its task. Skips (77) without the `
 
 usage: test_embeddings.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 """
-import argparse
 import base64
 import json
 import math
@@ -17,10 +16,6 @@ import subprocess
 import sys
 import unittest
 
-parser = argparse.ArgumentParser(add_help=False)
-parser.add_argument("--loom", required=True)
-parser.add_argument("--plugins", required=True)
-ARGS, UNITTEST_ARGS = parser.parse_known_args()
 
 try:
     import openai
@@ -32,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_harness  # noqa: E402
 from server_harness import TMP, LoomServer  # noqa: E402
 
-server_harness.configure(ARGS.loom, ARGS.plugins)
+ARGS, UNITTEST_ARGS = server_harness.configure_from_argv()
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = json.load(open(os.path.join(ROOT, "tests", "golden", "embed", "bert-synth.json")))
 

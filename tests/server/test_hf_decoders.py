@@ -13,17 +13,12 @@ step through /v1/completions). `loom convert` of the folder serves the same logi
 without numpy, safetensors, tokenizers or gguf.
 usage: test_hf_decoders.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
 import unittest
 
-parser = argparse.ArgumentParser(add_help=False)
-parser.add_argument("--loom", required=True)
-parser.add_argument("--plugins", required=True)
-ARGS, UNITTEST_ARGS = parser.parse_known_args()
 
 try:
     import gguf  # noqa: F401 (the generator's GGUF writer)
@@ -39,7 +34,7 @@ sys.path.insert(0, HERE)
 import server_harness  # noqa: E402
 from server_harness import LoomServer  # noqa: E402
 
-server_harness.configure(ARGS.loom, ARGS.plugins)
+ARGS, UNITTEST_ARGS = server_harness.configure_from_argv()
 GENERATOR = os.path.join(HERE, "..", "..", "scripts", "make_hf_checkpoint.py")
 
 TEXTS = [

@@ -8,15 +8,10 @@ the folder into a GGUF that serves the same vectors. Skips (77) without
 the model, `openai`, `tokenizers` or numpy.
 usage: test_hf_embeddings.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 """
-import argparse
 import os
 import sys
 import unittest
 
-parser = argparse.ArgumentParser(add_help=False)
-parser.add_argument("--loom", required=True)
-parser.add_argument("--plugins", required=True)
-ARGS, UNITTEST_ARGS = parser.parse_known_args()
 
 try:
     import numpy as np
@@ -36,7 +31,7 @@ import bert_reference  # noqa: E402
 import server_harness  # noqa: E402
 from server_harness import LoomServer  # noqa: E402
 
-server_harness.configure(ARGS.loom, ARGS.plugins)
+ARGS, UNITTEST_ARGS = server_harness.configure_from_argv()
 
 TEXTS = [
     "Hello world, this is Loom embedding all-MiniLM!",

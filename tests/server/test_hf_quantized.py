@@ -14,7 +14,6 @@ transformers' reading of the published codes).
 Skips (77) without numpy, safetensors, tokenizers or gguf.
 usage: test_hf_quantized.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 """
-import argparse
 import json
 import os
 import shutil
@@ -22,10 +21,6 @@ import subprocess
 import sys
 import unittest
 
-parser = argparse.ArgumentParser(add_help=False)
-parser.add_argument("--loom", required=True)
-parser.add_argument("--plugins", required=True)
-ARGS, UNITTEST_ARGS = parser.parse_known_args()
 
 try:
     import gguf
@@ -45,7 +40,7 @@ import server_harness  # noqa: E402
 from make_hf_checkpoint import interleave_rope_halves  # noqa: E402
 from server_harness import LoomServer  # noqa: E402
 
-server_harness.configure(ARGS.loom, ARGS.plugins)
+ARGS, UNITTEST_ARGS = server_harness.configure_from_argv()
 
 # name -> (family, method, group size, the block type Loom must choose)
 CASES = {

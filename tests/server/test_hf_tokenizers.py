@@ -10,16 +10,11 @@ every text of the suite's .inp file and a multilingual corpus. Skips (77) withou
 tokenizers, safetensors, numpy or gguf.
 usage: test_hf_tokenizers.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 """
-import argparse
 import os
 import subprocess
 import sys
 import unittest
 
-parser = argparse.ArgumentParser(add_help=False)
-parser.add_argument("--loom", required=True)
-parser.add_argument("--plugins", required=True)
-ARGS, UNITTEST_ARGS = parser.parse_known_args()
 
 try:
     import gguf  # noqa: F401 (the generator reads the suites with it)
@@ -43,7 +38,7 @@ sys.path.insert(0, HERE)
 import server_harness  # noqa: E402
 from server_harness import LoomServer  # noqa: E402
 
-server_harness.configure(ARGS.loom, ARGS.plugins)
+ARGS, UNITTEST_ARGS = server_harness.configure_from_argv()
 GENERATOR = os.path.join(HERE, "..", "..", "scripts", "make_hf_checkpoint.py")
 
 MULTILINGUAL = [

@@ -4,7 +4,6 @@ clients, and a configuration with several mistakes (issue 17). Raw sockets and h
 
 usage: test_robustness.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 """
-import argparse
 import http.client
 import json
 import os
@@ -16,16 +15,12 @@ import sys
 import time
 import unittest
 
-parser = argparse.ArgumentParser(add_help=False)
-parser.add_argument("--loom", required=True)
-parser.add_argument("--plugins", required=True)
-ARGS, UNITTEST_ARGS = parser.parse_known_args()
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_harness  # noqa: E402
 from server_harness import TMP, LoomServer, raw_post, run_loom, synth, write_config  # noqa: E402
 
-server_harness.configure(ARGS.loom, ARGS.plugins)
+ARGS, UNITTEST_ARGS = server_harness.configure_from_argv()
 
 
 def model(name, ctx, **kw):

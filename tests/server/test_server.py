@@ -9,7 +9,6 @@ and SIGTERM with requests in flight.
 usage: test_server.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 Exit code 77 (CTest SKIP_RETURN_CODE) when `openai` is not installed.
 """
-import argparse
 import concurrent.futures
 import json
 import os
@@ -21,10 +20,6 @@ import threading
 import time
 import unittest
 
-parser = argparse.ArgumentParser(add_help=False)
-parser.add_argument("--loom", required=True)
-parser.add_argument("--plugins", required=True)
-ARGS, UNITTEST_ARGS = parser.parse_known_args()
 
 try:
     import openai
@@ -36,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_harness  # noqa: E402
 from server_harness import TMP, write_config  # noqa: E402
 
-server_harness.configure(ARGS.loom, ARGS.plugins)
+ARGS, UNITTEST_ARGS = server_harness.configure_from_argv()
 MODEL = os.path.join(TMP.name, "tiny-llama.gguf")
 MODEL_NAME = "tiny-llama"
 N_CTX = 256

@@ -14,7 +14,6 @@
 usage: test_strict_schemas.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 Exit code 77 (skip) without the `jsonschema` package or in a build without structured output.
 """
-import argparse
 import json
 import math
 import os
@@ -22,10 +21,6 @@ import re
 import sys
 import unittest
 
-parser = argparse.ArgumentParser(add_help=False)
-parser.add_argument("--loom", required=True)
-parser.add_argument("--plugins", required=True)
-ARGS, UNITTEST_ARGS = parser.parse_known_args()
 
 try:
     import jsonschema
@@ -37,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_harness  # noqa: E402
 from server_harness import TMP, LoomServer, write_config  # noqa: E402
 
-server_harness.configure(ARGS.loom, ARGS.plugins)
+ARGS, UNITTEST_ARGS = server_harness.configure_from_argv()
 MODEL = os.path.join(TMP.name, "strict-llama.gguf")
 SERVER = None
 SEEDS = (1, 2, 3, 4)
@@ -221,7 +216,6 @@ class ValuesAreBounded(unittest.TestCase):
             self.assertNotRegex(outside_strings, r"[\n\r\t]|  ", text)
 
 
-
 class OnTheBaseModel(unittest.TestCase):
     """The default base model (Gemma 3 270M): a real model, but one never taught to answer in JSON."""
 
@@ -258,7 +252,6 @@ class OnTheBaseModel(unittest.TestCase):
                 print(f"seed {seed}: {choice['message']['content']!r} ({choice['finish_reason']})")
         print(f"base model: {len(finished)} of 20 seeds completed the object within 60 tokens")
         self.assertEqual(len(finished), 20)
-
 
 
 class OnTheChatModel(unittest.TestCase):

@@ -11,17 +11,12 @@ naming the field.
 usage: test_structured_output.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 Exit code 77 (skip) without `openai`/`pydantic`, or when this build has no structured output.
 """
-import argparse
 import json
 import os
 import re
 import sys
 import unittest
 
-parser = argparse.ArgumentParser(add_help=False)
-parser.add_argument("--loom", required=True)
-parser.add_argument("--plugins", required=True)
-ARGS, UNITTEST_ARGS = parser.parse_known_args()
 
 try:
     import openai
@@ -34,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_harness  # noqa: E402
 from server_harness import TMP, LoomServer, write_config  # noqa: E402
 
-server_harness.configure(ARGS.loom, ARGS.plugins)
+ARGS, UNITTEST_ARGS = server_harness.configure_from_argv()
 MODEL = os.path.join(TMP.name, "tiny-llama.gguf")
 SERVER = None
 
