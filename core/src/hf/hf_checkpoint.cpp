@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "gguf/block_quantize.h"
+#include "gguf/dtype_traits.h"
 #include "gguf/gguf_writer.h"
 #include "hf/hf_family.h"
 #include "hf/json_file.h"
@@ -189,10 +190,12 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
   };
   auto heads_of = [&](const TensorName& spec) { return spec.rows == TensorName::Rows::rope_pairs_q ? n_heads : n_kv_heads; };
   // A linear layer stored quantized (GPTQ, AWQ, compressed-tensors): repacked into blocks.
+  // A linear layer's weight name without ".weight": where a quantization method keeps its tensors.
+  const std::string weight_suffix = ".weight";
+  auto linear_stem = [&](const std::string& hf_name) { return hf_name.substr(0, hf_name.size() - weight_suffix.size()); };
   auto add_quantized = [&](const std::string& hf_name, const std::string& gguf_name, const TensorName& spec) {
-    const std::string suffix = ".weight";
-    if (!scheme || hf_name.size() <= suffix.size() || hf_name.compare(hf_name.size() - suffix.size(), suffix.size(), suffix) != 0) return false;
-    const std::string stem = hf_name.substr(0, hf_name.size() - suffix.size());
+    if (!scheme || !hf_name.ends_with(weight_suffix)) return false;
+    const std::string stem = linear_stem(hf_name);
     std::optional<RepackedLinear> linear = repack_linear(*scheme, find, stem, dir.string());
     if (!linear) return false;
     if (spec.rows == TensorName::Rows::rope_pairs_q || spec.rows == TensorName::Rows::rope_pairs_k)
@@ -212,7 +215,7 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
       std::vector<int64_t> dims = gguf_dims(t->shape);
       if (dims[0] % 2 != 0) throw Error(dir.string() + ": tensor '" + hf_name + "' has an odd number of columns to split");
       dims[0] /= 2;
-      return add_owned(gguf_name, dtype, std::move(dims), every_other_column(*t, which, dtype == LOOM_DTYPE_F32 ? 4 : 2));
+      return add_owned(gguf_name, dtype, std::move(dims), every_other_column(*t, which, dtype_row_bytes(dtype, 1)));
     }
     const SafeTensor* blocks = find(hf_name + "_blocks");
     const SafeTensor* scales = find(hf_name + "_scales");
@@ -224,7 +227,7 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     if (plain == nullptr)
       throw Error(dir.string() + ": tensor '" + hf_name + "' is missing, as MXFP4 ('_blocks' and '_scales') or unquantized");
     const loom_dtype dtype = check_dtype(*plain);
-    RepackedExperts experts = transposed_experts(*plain, which, dtype == LOOM_DTYPE_F32 ? 4 : 2, dir.string());
+    RepackedExperts experts = transposed_experts(*plain, which, dtype_row_bytes(dtype, 1), dir.string());
     add_owned(gguf_name, dtype, std::move(experts.dims), std::move(experts.bytes));
   };
   auto add = [&](const std::string& hf_name, const std::string& gguf_name, const TensorName& spec) {
@@ -270,10 +273,9 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
   // A quantized MoE layer's experts (GPTQ / AWQ / compressed-tensors, one linear layer each): each
   // repacked, then stacked; all in one block type (Q5_0 for every 4-bit expert when they would differ).
   auto add_quantized_experts = [&](const std::string& hf_pattern, const std::string& gguf_name) {
-    const std::string suffix = ".weight";
-    if (!scheme || !hf_pattern.ends_with(suffix)) return false;
+    if (!scheme || !hf_pattern.ends_with(weight_suffix)) return false;
     const size_t at = hf_pattern.find("{e}");
-    const std::string stem_pattern = hf_pattern.substr(0, hf_pattern.size() - suffix.size());
+    const std::string stem_pattern = linear_stem(hf_pattern);
     auto stem = [&](int64_t e) { return std::string(stem_pattern).replace(at, 3, std::to_string(e)); };
     for (bool allow_q4_0 : {true, false}) {
       std::vector<RepackedLinear> experts;
@@ -298,8 +300,10 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
   };
   auto add_experts = [&](const std::string& hf_pattern, const std::string& gguf_name) {
     const size_t at = hf_pattern.find("{e}");
-    if (find(std::string(hf_pattern).replace(at, 3, "0")) == nullptr && add_quantized_experts(hf_pattern, gguf_name)) return;
-    if (find(std::string(hf_pattern).replace(at, 3, "0")) == nullptr && add_fused_experts(hf_pattern, gguf_name)) return;
+    // No expert 0 under the pattern: the experts are quantized, or saved stacked.
+    if (find(std::string(hf_pattern).replace(at, 3, "0")) == nullptr &&
+        (add_quantized_experts(hf_pattern, gguf_name) || add_fused_experts(hf_pattern, gguf_name)))
+      return;
     std::vector<const SafeTensor*> experts;
     for (int64_t e = 0; e < n_experts; e++) {
       const std::string name = std::string(hf_pattern).replace(at, 3, std::to_string(e));
