@@ -180,14 +180,26 @@ constexpr int64_t kReferenceDecodeMinTokens = 64;
 // Tokens per pass of a large batch's GEMM (see float_gemm_job).
 constexpr int64_t kTokenBlock = 128;
 
+// The matmuls of one pass (fast_matmul_batched's ops), to ask whether any of them writes a tensor.
+struct Pass {
+  const OpArgs* const* ops;
+  int n_ops;
+  bool writes(const Tensor& t) const {
+    for (int j = 0; j < n_ops; j++)
+      if (overlap(ops[j]->dst, t)) return true;
+    return false;
+  }
+};
+
 // Float activations the GEMM can read where they lie: F32 rows of one stride, which no matmul of the
 // pass writes (their copy was 2.5% of an embedding model's time, a row copied per matmul per layer).
-bool rows_in_place(const Tensor& x, bool written_in_pass) {
-  return !written_in_pass && x.dtype == LOOM_DTYPE_F32 && x.nb[0] == sizeof(float) && x.nb[1] % sizeof(float) == 0 && x.ne[2] == 1 &&
-         x.ne[3] == 1;
+// The pass is asked last, only for rows that could be read in place.
+bool rows_in_place(const Tensor& x, const Pass& pass) {
+  return x.dtype == LOOM_DTYPE_F32 && x.nb[0] == sizeof(float) && x.nb[1] % sizeof(float) == 0 && x.ne[2] == 1 && x.ne[3] == 1 &&
+         !pass.writes(x);
 }
 
-bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, bool x_written_in_pass, BatchedMatmul& job) {
+bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, const Pass& pass, BatchedMatmul& job) {
   const Tensor &w = a.src[0], &x = a.src[1], &dst = a.dst;
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
   const bool float_weights = w.dtype == LOOM_DTYPE_F32 || w.dtype == LOOM_DTYPE_F16 || w.dtype == LOOM_DTYPE_BF16;
@@ -210,7 +222,7 @@ bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slo
 
   const float* activations = nullptr;
   int64_t x_stride = n_in;
-  if (plan.format == ActFormat::f32 && rows_in_place(x, x_written_in_pass)) {
+  if (plan.format == ActFormat::f32 && rows_in_place(x, pass)) {
     activations = x.frow(0);
     x_stride = int64_t(x.nb[1] / sizeof(float));
   } else {
@@ -339,10 +351,10 @@ void tile_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, Bat
   };
 }
 
-BatchedMatmul make_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, bool x_written_in_pass) {
+BatchedMatmul make_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, const Pass& pass) {
   BatchedMatmul job;
   if (!row_job(a, n_threads, k, slot, job) && !panel_job(a, n_threads, k, slot, job) &&
-      !float_gemm_job(a, n_threads, k, slot, x_written_in_pass, job))
+      !float_gemm_job(a, n_threads, k, slot, pass, job))
     tile_job(a, n_threads, k, slot, job);
   return job;
 }
@@ -366,11 +378,8 @@ void run_jobs(std::vector<BatchedMatmul>& jobs, ThreadPool& pool) {
 void fast_matmul_batched(const OpArgs* const* ops, int n_ops, ThreadPool& pool, const Kernels& k) {
   std::vector<BatchedMatmul> jobs;
   jobs.reserve(size_t(n_ops));
-  for (int i = 0; i < n_ops; i++) {
-    bool x_written = false;  // by any matmul of the pass, itself included
-    for (int j = 0; j < n_ops; j++) x_written = x_written || overlap(ops[j]->dst, ops[i]->src[1]);
-    jobs.push_back(make_job(*ops[i], pool.size(), k, size_t(i), x_written));
-  }
+  const Pass pass{ops, n_ops};
+  for (int i = 0; i < n_ops; i++) jobs.push_back(make_job(*ops[i], pool.size(), k, size_t(i), pass));
   run_jobs(jobs, pool);
 }
 
