@@ -11,14 +11,21 @@ Each method's layout, as its own packers write it:
 - compressed-tensors pack-quantized: weight_packed int32 [out, in * bits / 32], signed values stored
   plus 2^(bits - 1), input columns low bits first; weight_scale [out, groups]; weight_shape [2].
   int-quantized: weight int8 [out, in], weight_scale [out, 1].
+- fp8 (transformers' FineGrainedFP8, DeepSeek's and Qwen's FP8 releases): weight F8_E4M3 [out, in] and
+  weight_scale_inv F32 [ceil(out / R), ceil(in / C)], one scale per R x C block (--fp8-block R,C).
+- compressed-tensors float-quantized: weight F8_E4M3 [out, in] and weight_scale: [out, 1] BF16 per
+  channel (ct-fp8), [1] F32 per tensor (ct-fp8-tensor) or blocks as fp8's, F32 (ct-fp8-block).
+  FP8 codes are E4M3 ("fn": no infinities), rounded to nearest even from w / scale, the scale the
+  block's largest magnitude over 448.
 
 --expected writes, per layer (the checkpoint name without ".weight"), the dequantized weight
-(q - zero) * scale in float32, [out, in]: what a loader must reproduce exactly. --dequantized writes
+(q - zero) * scale in float32 (FP8: code value * scale), [out, in]: what a loader must reproduce exactly. --dequantized writes
 the unquantized checkpoint with those weights (F32): the reference the quantized one's logits are
 measured against.
 
-usage: quantize_hf_checkpoint.py --in FOLDER --out FOLDER --method gptq|gptq-asym|gptq8|awq|ct-w4|ct-w8
-                                 [--group-size N] [--expected FILE.npz] [--dequantized FOLDER] [--act-order]
+usage: quantize_hf_checkpoint.py --in FOLDER --out FOLDER
+                                 --method gptq|gptq-asym|gptq8|awq|ct-w4|ct-w8|fp8|ct-fp8|ct-fp8-tensor|ct-fp8-block
+                                 [--group-size N] [--fp8-block R,C] [--expected FILE.npz] [--dequantized FOLDER] [--act-order]
 """
 import argparse
 import json
@@ -32,7 +39,45 @@ AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
 
 METHODS = {  # bits, symmetric
     "gptq": (4, True), "gptq-asym": (4, False), "gptq8": (8, True), "awq": (4, False), "ct-w4": (4, True), "ct-w8": (8, True),
+    "fp8": (8, True), "ct-fp8": (8, True), "ct-fp8-tensor": (8, True), "ct-fp8-block": (8, True),
 }
+
+
+def e4m3_values():
+    """The value of each E4M3 code 0..255 (0x7F and 0xFF: NaN)."""
+    codes = np.arange(256)
+    exponent, mantissa = (codes >> 3) & 15, codes & 7
+    magnitude = np.where(exponent == 0, mantissa * 2.0 ** -9, (1 + mantissa / 8) * 2.0 ** (exponent - 7))
+    magnitude[[0x7F, 0xFF]] = np.nan
+    return np.where(codes & 0x80, -magnitude, magnitude).astype(np.float32)
+
+
+def to_e4m3(x):
+    """Codes of x rounded to the nearest E4M3 value, ties to the even code, saturating at 448."""
+    levels = e4m3_values()[:0x7F]  # the finite non-negative values, increasing with the code
+    a = np.minimum(np.abs(x).astype(np.float64), 448.0)
+    upper = np.clip(np.searchsorted(levels, a), 1, 0x7E)
+    lower = upper - 1
+    below, above = a - levels[lower], levels[upper] - a
+    code = np.where((above < below) | ((above == below) & (upper % 2 == 0)), upper, lower)
+    return (code | np.where(np.signbit(x), 0x80, 0)).astype(np.uint8)
+
+
+def fp8_quantize(w, block_rows, block_columns, scale_dtype):
+    """E4M3 codes [out, in] and scales [ceil(out / block_rows), ceil(in / block_columns)] (block_rows
+    or block_columns 0: the whole dimension), and the dequantized weight in float32."""
+    out_f, in_f = w.shape
+    br, bc = block_rows or out_f, block_columns or in_f
+    rows, cols = -(-out_f // br), -(-in_f // bc)
+    scale = np.zeros((rows, cols), dtype=np.float32)
+    for i in range(rows):
+        for j in range(cols):
+            scale[i, j] = max(np.abs(w[i * br:(i + 1) * br, j * bc:(j + 1) * bc]).max() / 448.0, 1e-6)
+    if scale_dtype == "BF16":
+        scale = (bf16_bits(scale).astype(np.uint32) << 16).view(np.float32)
+    full = np.repeat(np.repeat(scale, br, axis=0), bc, axis=1)[:out_f, :in_f]
+    codes = to_e4m3(w.astype(np.float32) / full)
+    return codes, scale, e4m3_values()[codes] * full
 
 
 def f16(x):
@@ -98,7 +143,8 @@ def pack_along_columns(values, bits, order=None):
 def save(path, tensors):
     """A safetensors file; ("BF16", uint16 bits) pairs are written as BF16."""
     header, blobs, offset = {}, [], 0
-    names = {np.dtype(np.float16): "F16", np.dtype(np.float32): "F32", np.dtype(np.int32): "I32", np.dtype(np.int8): "I8"}
+    names = {np.dtype(np.float16): "F16", np.dtype(np.float32): "F32", np.dtype(np.int32): "I32", np.dtype(np.int8): "I8",
+             np.dtype(np.uint8): "F8_E4M3"}  # the only uint8 tensors written are FP8 codes
     for name, value in tensors.items():
         dtype, array = value if isinstance(value, tuple) else (names[value.dtype], value)
         raw = np.ascontiguousarray(array).tobytes()
@@ -120,7 +166,9 @@ def main():
     ap.add_argument("--expected")
     ap.add_argument("--dequantized")
     ap.add_argument("--act-order", action="store_true", help="GPTQ: a g_idx that reorders the groups (desc_act)")
+    ap.add_argument("--fp8-block", default="128,128", help="fp8, ct-fp8-block: rows,columns a scale covers")
     args = ap.parse_args()
+    block_rows, block_columns = (int(v) for v in args.fp8_block.split(","))
     bits, symmetric = METHODS[args.method]
     group = args.group_size
     os.makedirs(args.out, exist_ok=True)
@@ -135,6 +183,17 @@ def main():
             out[name] = w
             continue
         stem = name[:-len(".weight")]
+        if "fp8" in args.method:
+            extent = {"fp8": (block_rows, block_columns), "ct-fp8": (1, 0), "ct-fp8-tensor": (0, 0), "ct-fp8-block": (block_rows, block_columns)}
+            codes, scale, expected[stem] = fp8_quantize(w, *extent[args.method], "BF16" if args.method == "ct-fp8" else "F32")
+            out[name] = codes
+            if args.method == "fp8":
+                out[stem + ".weight_scale_inv"] = scale
+            elif args.method == "ct-fp8":
+                out[stem + ".weight_scale"] = ("BF16", bf16_bits(scale))
+            else:
+                out[stem + ".weight_scale"] = scale.reshape(1) if args.method == "ct-fp8-tensor" else scale
+            continue
         q, zero, scale = quantize(w, bits, symmetric, group, scale_dtype)
         expected[stem] = dequantized(q, zero, scale)
         if args.method.startswith("gptq"):
@@ -164,6 +223,18 @@ def main():
                                          "desc_act": args.act_order, "checkpoint_format": "gptq"}
     elif args.method == "awq":
         config["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": group, "zero_point": True, "version": "gemm"}
+    elif args.method == "fp8":
+        config["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                         "weight_block_size": [block_rows, block_columns]}
+    elif args.method.startswith("ct-fp8"):
+        strategy = {"ct-fp8": "channel", "ct-fp8-tensor": "tensor", "ct-fp8-block": "block"}[args.method]
+        weights = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": strategy, "dynamic": False}
+        if strategy == "block":
+            weights["block_structure"] = [block_rows, block_columns]
+        groups = {"targets": ["Linear"], "weights": weights,
+                  "input_activations": {"num_bits": 8, "type": "float", "symmetric": True, "dynamic": True, "strategy": "token"}}
+        config["quantization_config"] = {"quant_method": "compressed-tensors", "config_groups": {"group_0": groups},
+                                         "format": "float-quantized", "ignore": ["lm_head"]}
     else:
         weights = {"num_bits": bits, "type": "int", "symmetric": True,
                    "strategy": "channel" if group < 0 else "group", "group_size": None if group < 0 else group}

@@ -44,7 +44,7 @@ void compare_with_reference(CaseContext& ctx, loom_op_type type, const std::vect
 const loom_dtype kWeightTypes[] = {LOOM_DTYPE_F32,  LOOM_DTYPE_F16,  LOOM_DTYPE_BF16,  LOOM_DTYPE_Q4_0,   LOOM_DTYPE_Q5_0,
                                    LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K,  LOOM_DTYPE_Q5_K,   LOOM_DTYPE_Q4_1,
                                    LOOM_DTYPE_Q5_1, LOOM_DTYPE_Q2_K, LOOM_DTYPE_Q3_K,  LOOM_DTYPE_IQ4_NL, LOOM_DTYPE_IQ4_XS,
-                                   LOOM_DTYPE_MXFP4};
+                                   LOOM_DTYPE_MXFP4, LOOM_DTYPE_F8_E4M3_B32};
 
 // n_in per type: not a multiple of 64 where the block size allows (tails, odd block counts).
 int64_t odd_n_in(loom_dtype dtype) {
@@ -55,6 +55,7 @@ int64_t odd_n_in(loom_dtype dtype) {
     case LOOM_DTYPE_Q5_1:
     case LOOM_DTYPE_IQ4_NL:
     case LOOM_DTYPE_MXFP4:
+    case LOOM_DTYPE_F8_E4M3_B32:
     case LOOM_DTYPE_Q8_0: return 96 + 32 * 4;  // 7 blocks
     case LOOM_DTYPE_Q2_K:
     case LOOM_DTYPE_Q3_K:
@@ -80,8 +81,10 @@ Case matmul_case(loom_dtype dtype, int64_t n_tok, int64_t rows_in = 0, int64_t n
             HostTensor x = f32_tensor(random_floats(rng, size_t(n_in * n_tok)), n_in, n_tok);
             // Quantized weights: the backend may quantize activations to int8 blocks (≈1/254 relative
             // error per element); over random-sign sums that is ≲1% of max|ref|, while a wrong scale,
-            // nibble order or offset gives O(1) errors. Float weights: only summation order differs.
-            const bool quantized = dtype != LOOM_DTYPE_F32 && dtype != LOOM_DTYPE_F16 && dtype != LOOM_DTYPE_BF16;
+            // nibble order or offset gives O(1) errors. Float weights, and FP8 ones (their values are floats
+            // and meet float activations): only summation order differs.
+            const bool quantized = dtype != LOOM_DTYPE_F32 && dtype != LOOM_DTYPE_F16 && dtype != LOOM_DTYPE_BF16 &&
+                                   dtype != LOOM_DTYPE_F8_E4M3_B32;
             compare_with_reference(ctx, LOOM_OP_MATMUL, {w, x}, zero_tensor(LOOM_DTYPE_F32, n_out, n_tok), nullptr,
                                    quantized ? 3e-2 : 1e-4, "MATMUL " + dtype_label(dtype));
           }};

@@ -169,7 +169,8 @@ std::vector<Case> backend_moe_cases() {
   out.push_back(route_case("softmax", LOOM_MOE_GATING_SOFTMAX, false, 0.0f));
   out.push_back(route_case("sigmoid_scaled", LOOM_MOE_GATING_SIGMOID, true, 2.5f));
   out.push_back(route_case("softmax_chosen", LOOM_MOE_GATING_SOFTMAX_CHOSEN, false, 0.0f));
-  for (loom_dtype dtype : {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K, LOOM_DTYPE_MXFP4})
+  for (loom_dtype dtype : {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K, LOOM_DTYPE_MXFP4,
+                          LOOM_DTYPE_F8_E4M3_B32})
     for (int64_t n_tok : {1, 5, 40}) out.push_back(matmul_case(dtype, n_tok, n_tok != 5));
   for (int64_t n_tok : {1, 40}) out.push_back(matmul_case(LOOM_DTYPE_Q8_0, n_tok, false, true));  // gpt-oss's expert biases
   out.push_back(matmul_chain_case());

@@ -33,6 +33,7 @@ GgufBlock gguf_block(loom_dtype dtype) {
     case LOOM_DTYPE_IQ4_NL: return {32, 18, {0}};
     case LOOM_DTYPE_IQ4_XS: return {256, 136, {0}};
     case LOOM_DTYPE_MXFP4: return {32, 17, {}};  // an exponent byte, kept near 2^0 below
+    case LOOM_DTYPE_F8_E4M3_B32: return {32, 36, {}};  // a float scale, set below
     default: return {};
   }
 }
@@ -90,6 +91,7 @@ std::string dtype_label(loom_dtype dtype) {
     case LOOM_DTYPE_IQ4_NL: return "IQ4_NL";
     case LOOM_DTYPE_IQ4_XS: return "IQ4_XS";
     case LOOM_DTYPE_MXFP4: return "MXFP4";
+    case LOOM_DTYPE_F8_E4M3_B32: return "F8_E4M3_B32";
     case LOOM_DTYPE_Q6_K: return "Q6_K";
     case LOOM_DTYPE_INT8_KV: return "INT8_KV";
     case LOOM_DTYPE_F8_E4M3: return "F8_E4M3";
@@ -184,6 +186,12 @@ HostTensor random_weights(std::mt19937& rng, loom_dtype dtype, int64_t n_in, int
         if (dtype == LOOM_DTYPE_Q4_K) put_half(off, small(rng)), put_half(off + 2, small(rng));
         if (dtype == LOOM_DTYPE_Q6_K) put_half(off + offsetof(loom_block_q6_k, d), small(rng) * 0.1f);
         if (dtype == LOOM_DTYPE_MXFP4) t.data[off] = uint8_t(118 + byte(rng) % 8);  // scales 2^-10 .. 2^-3
+        if (dtype == LOOM_DTYPE_F8_E4M3_B32) {  // codes up to +-448, so scales near 2^-12; no NaN codes
+          const float d = small(rng) * 0.02f;
+          std::memcpy(t.data.data() + off, &d, 4);
+          for (size_t j = 4; j < 36; j++)
+            if ((t.data[off + j] & 0x7F) == 0x7F) t.data[off + j] ^= 0x01;
+        }
         for (size_t half : gguf_block(dtype).half_offsets) put_half(off + half, small(rng));
       }
     }

@@ -33,6 +33,8 @@ const FormatInfo kFormats[] = {
      dequantize_row_iq4_xs},
     {LOOM_DTYPE_MXFP4, "MXFP4", LOOM_QK_MXFP4, sizeof(loom_block_mxfp4), kWeight, 0, false, quantize_row_mxfp4,
      dequantize_row_mxfp4},
+    {LOOM_DTYPE_F8_E4M3_B32, "F8_E4M3_B32", LOOM_QK_F8_E4M3_B32, sizeof(loom_block_f8_e4m3_b32), kWeight, 0, false,
+     quantize_row_f8_e4m3_b32, dequantize_row_f8_e4m3_b32},
     {LOOM_DTYPE_I8_ROW, "I8_ROW", 0, sizeof(float), kWeight | kRow, 1, false, quantize_row_i8_row,
      dequantize_row_i8_row},
     {LOOM_DTYPE_INT8_KV, "INT8_KV", 0, sizeof(float), kKv | kRow, 1, false, quantize_row_i8_row,
@@ -44,6 +46,7 @@ const FormatInfo kFormats[] = {
 static_assert(sizeof(loom_block_q8_0) == 34 && sizeof(loom_block_q4_0) == 18, "GGML block sizes");
 static_assert(sizeof(loom_block_q4_k) == 144 && sizeof(loom_block_q6_k) == 210, "GGML K-quant block sizes");
 static_assert(sizeof(loom_block_i4_g128) == 68, "I4_G128 block size");
+static_assert(sizeof(loom_block_f8_e4m3_b32) == 36, "F8_E4M3_B32 block size");
 }  // namespace
 
 uint32_t format_count() { return static_cast<uint32_t>(std::size(kFormats)); }

@@ -62,6 +62,8 @@ bool quantize_row_iq4_xs(const float* x, uint8_t* dst, int64_t n, const float* i
 void dequantize_row_iq4_xs(const uint8_t* src, float* y, int64_t n);
 bool quantize_row_mxfp4(const float* x, uint8_t* dst, int64_t n, const float* importance);
 void dequantize_row_mxfp4(const uint8_t* src, float* y, int64_t n);
+bool quantize_row_f8_e4m3_b32(const float* x, uint8_t* dst, int64_t n, const float* importance);
+void dequantize_row_f8_e4m3_b32(const uint8_t* src, float* y, int64_t n);
 bool quantize_row_i8_row(const float* x, uint8_t* dst, int64_t n, const float* importance);
 void dequantize_row_i8_row(const uint8_t* src, float* y, int64_t n);
 bool quantize_row_i4_g128(const float* x, uint8_t* dst, int64_t n, const float* importance);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 38: quantized Hugging Face checkpoints (GPTQ, AWQ, compressed-tensors) read as published.
+"""Issue 38: quantized Hugging Face checkpoints (GPTQ, AWQ, compressed-tensors, FP8) read as published.
 
 scripts/make_hf_checkpoint.py writes a synthetic float checkpoint; scripts/quantize_hf_checkpoint.py
 packs its linear layers as each method's own packer does (GPTQ's v1 zeros, AWQ's interleaved order,
@@ -10,7 +10,9 @@ bit, Llama's q/k rows in llama.cpp's order. The folder serves the same tokens an
 its converted GGUF, close to those of the unquantized checkpoint holding the dequantized weights, and
 the variants no block type holds are refused naming what is wrong. gpt-oss's MXFP4 experts, as OpenAI
 published them, become ggml MXFP4 blocks holding the same values (gguf-py's dequantizer against
-transformers' reading of the published codes).
+transformers' reading of the published codes). FP8 layers (quant_method fp8's blocks, compressed-tensors
+float-quantized per tensor, per channel and in blocks) load as Loom's F8_E4M3_B32 blocks; converted to
+F32, they are code value * scale in float32 to the bit.
 Skips (77) without numpy, safetensors, tokenizers or gguf.
 usage: test_hf_quantized.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 """
@@ -56,6 +58,14 @@ CASES = {
     "gptq-moe": ("qwen2_moe", "gptq", 32, "Q4_0"),
     "awq-moe": ("qwen3_moe", "awq", 64, "Q5_0"),
 }
+# FP8: name -> (family, method, the rows and columns a block scale covers). Loom holds them as
+# F8_E4M3_B32 blocks, which only Loom reads: `loom convert --type F32` writes their decoded values.
+FP8_CASES = {
+    "fp8": ("qwen2", "fp8", "96,64"),  # 128 rows in blocks of 96: a partial block of scales
+    "ct-fp8": ("qwen2", "ct-fp8", "128,128"),  # per channel, BF16 scales
+    "ct-fp8-tensor": ("llama", "ct-fp8-tensor", "128,128"),  # q/k rows interleaved after the repack
+    "ct-fp8-block": ("qwen3_moe", "ct-fp8-block", "32,64"),  # experts stacked
+}
 GGUF_NAMES = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
               "gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
 
@@ -80,18 +90,32 @@ def float_folder(family):
 
 
 def quantized(case, *extra):
-    family, method, group, _ = CASES[case]
+    if case in FP8_CASES:
+        family, method, block = FP8_CASES[case]
+        options = ["--fp8-block", block]
+    else:
+        family, method, group, _ = CASES[case]
+        options = ["--group-size", str(group)]
     folder = os.path.join(server_harness.TMP.name, case + "".join(extra))
     if not os.path.exists(folder):
         subprocess.run([sys.executable, os.path.join(SCRIPTS, "quantize_hf_checkpoint.py"), "--in", float_folder(family), "--out", folder,
-                        "--method", method, "--group-size", str(group), "--expected", folder + ".npz",
-                        "--dequantized", folder + "-dequantized", *extra], check=True)
+                        "--method", method, *options, "--expected", folder + ".npz", "--dequantized", folder + "-dequantized", *extra],
+                       check=True)
     return folder
 
 
-def converted(folder):
-    out = folder + ".gguf"
-    done = server_harness.run_loom("convert", folder, out, "--force")
+def tensor_types(model):
+    """`loom gguf info --all`'s tensor table: name -> type."""
+    done = server_harness.run_loom("gguf", "info", model, "--all")
+    if done.returncode != 0:
+        raise AssertionError(done.stderr)
+    rows = [line.split() for line in done.stdout.splitlines()]
+    return {row[1]: row[2] for row in rows if len(row) >= 6 and row[0].isdigit()}
+
+
+def converted(folder, *extra):
+    out = folder + "".join(extra).replace("-", "") + ".gguf"
+    done = server_harness.run_loom("convert", folder, out, "--force", *extra)
     if done.returncode != 0:
         raise AssertionError(done.stderr)
     return out
@@ -115,9 +139,14 @@ def greedy(server):
 
 class QuantizedFolderTest(unittest.TestCase):
     def test_layers_repack_to_blocks_holding_the_dequantized_weights_exactly(self):
-        for case, (family, _, _, block) in CASES.items():
+        cases = {case: (family, block, ()) for case, (family, _, _, block) in CASES.items()}
+        cases.update({case: (family, "F32", ("--type", "F32")) for case, (family, _, _) in FP8_CASES.items()})
+        for case, (family, block, convert_options) in cases.items():
             folder = quantized(case)
-            tensors = {t.name: t for t in gguf.GGUFReader(converted(folder)).tensors}
+            tensors = {t.name: t for t in gguf.GGUFReader(converted(folder, *convert_options)).tensors}
+            if case in FP8_CASES:  # held as FP8 blocks in memory; decoded to F32 by the conversion
+                held = tensor_types(folder)
+                self.assertEqual(sum(t == "F8_E4M3_B32" for t in held.values()), 14, case)
             expected = np.load(folder + ".npz")
             self.assertGreaterEqual(len(expected.files), 14, case)  # 7 linear layers x 2, and the experts
             for stem in expected.files:
@@ -150,10 +179,11 @@ class QuantizedFolderTest(unittest.TestCase):
     def test_logits_match_the_dequantized_reference(self):
         # The reference: the same checkpoint unquantized, its layers the dequantized F32 weights. The
         # repacked layers' kernels round activations to int8 blocks, the F32 ones do not: measured
-        # (2026-12-07) at most 0.032 apart in the top-5 log-probabilities, the same argmax.
+        # (2026-12-07) at most 0.032 apart in the top-5 log-probabilities, the same argmax. FP8 blocks
+        # meet float activations: only summation order differs (measured at most 2e-5 apart).
         config = server_harness.write_config("hf-quantized-reference.toml")
         prompts = [[5, 17, 99, 240, 3, 77], list(range(40, 90)), [300, 301, 302, 7, 8, 9, 10]]
-        for case in ("gptq", "awq", "ct-w4", "gptq8", "gptq-moe"):
+        for case in ("gptq", "awq", "ct-w4", "gptq8", "gptq-moe", "fp8", "ct-fp8", "ct-fp8-block"):
             folder = quantized(case)
             tops = {}
             for model in (folder, folder + "-dequantized"):
@@ -165,7 +195,7 @@ class QuantizedFolderTest(unittest.TestCase):
             for got, want in zip(tops[folder], tops[folder + "-dequantized"]):
                 self.assertEqual(max(got, key=got.get), max(want, key=want.get), case)
                 for token in set(got) & set(want):
-                    self.assertLess(abs(got[token] - want[token]), 0.1, f"{case}: {token!r}")
+                    self.assertLess(abs(got[token] - want[token]), 1e-3 if case in FP8_CASES else 0.1, f"{case}: {token!r}")
 
     def test_gpt_oss_mxfp4_experts_become_ggml_blocks_of_the_same_values(self):
         # OpenAI's layout read as transformers reads it (two E2M1 codes a byte, the even element low,
@@ -222,9 +252,16 @@ class QuantizedFolderTest(unittest.TestCase):
             shutil.copytree(quantized(case), folder)
             return folder
 
-        err = self.refused(copy_of("gptq", "fp8"), lambda q: q.update(quant_method="fp8"))
-        self.assertIn("quantization method 'fp8'", err)
+        err = self.refused(copy_of("gptq", "bnb"), lambda q: q.update(quant_method="bitsandbytes"))
+        self.assertIn("quantization method 'bitsandbytes'", err)
         self.assertIn("config.json", err)
+        # FP8: scale blocks that split Loom's blocks of 32 columns, and scales that do not fit the weight.
+        err = self.refused(copy_of("fp8", "fp8-48"), lambda q: q.update(weight_block_size=[128, 48]))
+        self.assertIn("FP8 scale blocks of 48 columns", err)
+        err = self.refused(copy_of("fp8", "fp8-128"), lambda q: q.update(weight_block_size=[128, 128]))
+        self.assertIn(".weight_scale_inv' should hold 1 x 1 scales", err)
+        err = self.refused(copy_of("ct-fp8", "ct-fp8-e5m2"), lambda q: q["config_groups"]["group_0"]["weights"].update(num_bits=4))
+        self.assertIn("other than 8-bit floats", err)
         err = self.refused(copy_of("gptq", "group48"), lambda q: q.update(group_size=48))
         self.assertIn("group_size 48", err)
         err = self.refused(copy_of("awq", "gemv"), lambda q: q.update(version="gemv"))

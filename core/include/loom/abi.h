@@ -44,8 +44,9 @@ extern "C" {
  * LOOM_ROPE_MROPE and loom_rope_params.sections (backend.h: Qwen2-VL's multi-section positions); 1.13
  * added LOOM_ROPE_MROPE_INTERLEAVED (backend.h: Qwen3-VL's interleaved sections); 1.14 added
  * loom_encoder_attention_params.window and .alibi_max_bias (backend.h: the symmetric sliding window and
- * ALiBi of text encoders). */
-#define LOOM_ABI_MINOR 14
+ * ALiBi of text encoders); 1.15 added LOOM_DTYPE_F8_E4M3_B32 (dtype.h: FP8 weights with a float
+ * scale per block of 32, the FP8 checkpoints' layers). */
+#define LOOM_ABI_MINOR 15
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"
 

@@ -46,6 +46,12 @@ typedef int32_t loom_dtype;
  * bits; subnormals; no infinities; 0x7F / 0xFF are NaN), no scale: values beyond +-448 saturate to it
  * (vLLM's fp8_e4m3 cache with its default scale of 1). A row of n values is n bytes. */
 #define LOOM_DTYPE_F8_E4M3 1004
+/* (ABI 1.15) FP8 weights with a scale per block of 32 (loom_block_f8_e4m3_b32): element j = E4M3
+ * byte qs[j] (as LOOM_DTYPE_F8_E4M3) times the float32 d, each product rounded once to float32 as
+ * the FP8 checkpoints' reference dequantization (weight.float() * scale) rounds it. Holds the FP8
+ * releases (quant_method fp8's 128 x 128 blocks; compressed-tensors' per-tensor, per-channel and
+ * block scales) as published; no code is NaN. */
+#define LOOM_DTYPE_F8_E4M3_B32 1005
 
 #define LOOM_QK4_0 32
 #define LOOM_QK8_0 32
@@ -95,6 +101,13 @@ typedef struct loom_block_q6_k {
   int8_t scales[LOOM_QK_K / 16];  /* 8-bit sub-block scales */
   loom_half d;                    /* super-block scale */
 } loom_block_q6_k;
+
+#define LOOM_QK_F8_E4M3_B32 32
+
+typedef struct loom_block_f8_e4m3_b32 {
+  float d;
+  uint8_t qs[LOOM_QK_F8_E4M3_B32]; /* OCP E4M3 codes */
+} loom_block_f8_e4m3_b32;
 
 /* Group-wise INT4 (GPTQ/AWQ style): x = d * q + m with q in 0..15. */
 typedef struct loom_block_i4_g128 {

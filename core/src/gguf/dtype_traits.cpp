@@ -18,7 +18,7 @@ struct TraitsEntry {
 
 // Block sizes are GGML's (ggml-common.h). Ids GGML retired (4, 5, 31-33, 36-38) are absent on
 // purpose: a file using them is rejected as an unknown type rather than misread.
-constexpr std::array<TraitsEntry, 38> kTraits{{
+constexpr std::array<TraitsEntry, 39> kTraits{{
     {LOOM_DTYPE_F32, {"F32", 1, 4}},
     {LOOM_DTYPE_F16, {"F16", 1, 2}},
     {LOOM_DTYPE_Q4_0, {"Q4_0", 32, 18}},    // f16 d + 16 nibble bytes
@@ -56,6 +56,7 @@ constexpr std::array<TraitsEntry, 38> kTraits{{
     {LOOM_DTYPE_I8_ROW, {"I8_ROW", 1, 1, 4}},
     {LOOM_DTYPE_I4_G128, {"I4_G128", 128, 68}},  // f16 d, m + 64 nibble bytes
     {LOOM_DTYPE_F8_E4M3, {"F8_E4M3", 1, 1}},     // one OCP E4M3 byte per value
+    {LOOM_DTYPE_F8_E4M3_B32, {"F8_E4M3_B32", 32, 36}},  // f32 d + 32 E4M3 bytes
     {-1, {"", 0, 0}},  // sentinel, never matched (ids are never negative in files)
 }};
 

@@ -300,8 +300,10 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
   };
   auto add_experts = [&](const std::string& hf_pattern, const std::string& gguf_name) {
     const size_t at = hf_pattern.find("{e}");
-    // No expert 0 under the pattern: the experts are quantized, or saved stacked.
-    if (find(std::string(hf_pattern).replace(at, 3, "0")) == nullptr &&
+    // No expert 0 under the pattern: the experts are quantized, or saved stacked. An FP8 expert 0:
+    // quantized under the plain name.
+    const SafeTensor* first = find(std::string(hf_pattern).replace(at, 3, "0"));
+    if ((first == nullptr || first->dtype == "F8_E4M3") &&
         (add_quantized_experts(hf_pattern, gguf_name) || add_fused_experts(hf_pattern, gguf_name)))
       return;
     std::vector<const SafeTensor*> experts;

@@ -240,6 +240,70 @@ RepackedLinear to_blocks(const IntegerWeights& w, int bits, const std::string& s
   return out;
 }
 
+// A scale as float32: F32, BF16 and F16 all convert exactly.
+float float_scale_at(const SafeTensor& t, int64_t index, const std::string& where) {
+  if (t.dtype == "F32") {
+    float f;
+    std::memcpy(&f, t.data.data() + size_t(index) * 4, 4);
+    return f;
+  }
+  uint16_t h;
+  if (t.dtype != "BF16" && t.dtype != "F16") throw Error(where + ": tensor '" + t.name + "' has dtype " + t.dtype + " (scales are F32, BF16 or F16)");
+  std::memcpy(&h, t.data.data() + size_t(index) * 2, 2);
+  return t.dtype == "BF16" ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+int64_t element_count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// FP8: weight F8_E4M3 [rows, columns] beside its scale: quant_method fp8's weight_scale_inv
+// [ceil(rows / 128), ceil(columns / 128)] (a multiplier despite the name, as DeepSeek's and
+// transformers' dequantization use it), compressed-tensors' weight_scale [1] (per tensor), [rows, 1]
+// (per channel) or blocks like fp8's. Each run of 32 codes keeps its bytes and takes its scale.
+RepackedLinear fp8_blocks(const QuantScheme& s, const SafeTensor& weight, const std::function<const SafeTensor*(const std::string&)>& find,
+                          const std::string& stem, const std::string& where) {
+  if (weight.shape.size() != 2) throw Error(where + ": tensor '" + weight.name + "' should be F8_E4M3 [rows, columns]");
+  RepackedLinear out;
+  out.dtype = LOOM_DTYPE_F8_E4M3_B32;
+  out.rows = weight.shape[0], out.columns = weight.shape[1];
+  if (out.columns % LOOM_QK_F8_E4M3_B32 != 0)
+    throw Error(where + ": '" + stem + "' has " + std::to_string(out.columns) + " columns, not a multiple of 32 (Loom's FP8 blocks)");
+  int64_t scale_block_rows = out.rows, scale_block_columns = out.columns;  // per tensor
+  if (s.fp8_per_channel) scale_block_rows = 1;
+  if (s.fp8_block_rows > 0) scale_block_rows = s.fp8_block_rows, scale_block_columns = s.fp8_block_columns;
+  if (scale_block_columns % LOOM_QK_F8_E4M3_B32 != 0)
+    throw Error(where + ": FP8 scale blocks of " + std::to_string(scale_block_columns) + " columns split Loom's blocks of 32");
+  const int64_t scale_rows = (out.rows + scale_block_rows - 1) / scale_block_rows;
+  const int64_t scale_columns = (out.columns + scale_block_columns - 1) / scale_block_columns;
+  const std::string scale_name = stem + (s.method == QuantScheme::Method::fp8 ? ".weight_scale_inv" : ".weight_scale");
+  const SafeTensor& scale = need(find, scale_name, where);
+  const bool shape_fits = element_count(scale.shape) == scale_rows * scale_columns && scale.shape.size() <= 2 &&
+                          (scale.shape.size() < 2 || scale.shape[1] == scale_columns);
+  if (!shape_fits)
+    throw Error(where + ": tensor '" + scale.name + "' should hold " + std::to_string(scale_rows) + " x " + std::to_string(scale_columns) +
+                " scales for '" + weight.name + "' (" + s.name() + ")");
+  const int64_t blocks = out.columns / LOOM_QK_F8_E4M3_B32;
+  out.bytes.resize(size_t(out.rows * blocks) * sizeof(loom_block_f8_e4m3_b32));
+  for (int64_t o = 0; o < out.rows; o++) {
+    for (int64_t b = 0; b < blocks; b++) {
+      loom_block_f8_e4m3_b32 y;
+      y.d = float_scale_at(scale, (o / scale_block_rows) * scale_columns + b * LOOM_QK_F8_E4M3_B32 / scale_block_columns, where);
+      const uint8_t* codes = weight.data.data() + size_t(o * out.columns + b * LOOM_QK_F8_E4M3_B32);
+      for (int j = 0; j < LOOM_QK_F8_E4M3_B32; j++) {
+        if ((codes[j] & 0x7F) == 0x7F)
+          throw Error(where + ": tensor '" + weight.name + "' holds a NaN code at row " + std::to_string(o) + ", column " +
+                      std::to_string(b * LOOM_QK_F8_E4M3_B32 + j));
+        y.qs[j] = codes[j];
+      }
+      std::memcpy(out.bytes.data() + size_t(o * blocks + b) * sizeof y, &y, sizeof y);
+    }
+  }
+  return out;
+}
+
 bool bool_or(const json& q, const char* key, bool fallback, const std::string& where) {
   if (!q.contains(key) || q[key].is_null()) return fallback;
   if (!q[key].is_boolean()) throw Error(where + ": quantization_config." + key + " is not true or false");
@@ -264,13 +328,35 @@ void check_group_size(int64_t group_size, const std::string& where) {
                 " is not -1 or a multiple of 32 (a group must span whole blocks of 32)");
 }
 
+// compressed-tensors' float-quantized weights: FP8 E4M3 per tensor, per channel or in blocks.
+QuantScheme compressed_fp8_scheme(QuantScheme s, const json& wq, const std::string& where, const std::string& w_where) {
+  if (string_or(wq, "type", "", w_where) != "float" || int_or(wq, "num_bits", 0, w_where) != 8)
+    throw Error(where + ": float-quantized weights other than 8-bit floats (FP8 E4M3) are not read");
+  if (!bool_or(wq, "symmetric", true, w_where)) throw Error(where + ": float-quantized weights with zero points are not read");
+  s.bits = 8;
+  const std::string strategy = string_or(wq, "strategy", "", w_where);
+  if (strategy == "channel") {
+    s.fp8_per_channel = true;
+  } else if (strategy == "block") {
+    const json& block = wq.contains("block_structure") ? wq["block_structure"] : json();
+    if (!block.is_array() || block.size() != 2 || !block[0].is_number_integer() || !block[1].is_number_integer() || block[0].get<int64_t>() <= 0 ||
+        block[1].get<int64_t>() <= 0)
+      throw Error(where + ": block_structure should be two positive integers [rows, columns]");
+    s.fp8_block_rows = block[0].get<int64_t>(), s.fp8_block_columns = block[1].get<int64_t>();
+  } else if (strategy != "tensor") {
+    throw Error(where + ": float-quantized strategy '" + strategy + "': Loom reads tensor, channel and block");
+  }
+  return s;
+}
+
 // compressed-tensors: one scheme for the weights of every quantized layer.
 QuantScheme compressed_scheme(const json& q, const std::string& where) {
   const std::string format = string_or(q, "format", "", where);
   QuantScheme s;
   if (format == "pack-quantized") s.method = QuantScheme::Method::compressed_packed;
   else if (format == "int-quantized") s.method = QuantScheme::Method::compressed_int8;
-  else throw Error(where + ": compressed-tensors format '" + format + "': Loom reads pack-quantized and int-quantized");
+  else if (format == "float-quantized") s.method = QuantScheme::Method::compressed_fp8;
+  else throw Error(where + ": compressed-tensors format '" + format + "': Loom reads pack-quantized, int-quantized and float-quantized");
   if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].empty())
     throw Error(where + ": quantization_config.config_groups is missing");
   std::optional<json> weights;
@@ -282,6 +368,7 @@ QuantScheme compressed_scheme(const json& q, const std::string& where) {
   }
   const json& wq = *weights;
   const std::string w_where = where + " (config_groups weights)";
+  if (s.method == QuantScheme::Method::compressed_fp8) return compressed_fp8_scheme(s, wq, where, w_where);
   if (string_or(wq, "type", "int", w_where) != "int") throw Error(where + ": compressed-tensors weights of type '" + wq.value("type", "") + "': Loom reads int");
   s.bits = int(int_or(wq, "num_bits", 0, w_where));
   s.symmetric = bool_or(wq, "symmetric", true, w_where);
@@ -307,6 +394,13 @@ std::string QuantScheme::name() const {
     case Method::compressed_packed: return "compressed-tensors pack-quantized " + std::to_string(bits) + "-bit, " + group;
     case Method::compressed_int8: return "compressed-tensors int-quantized 8-bit, " + group;
     case Method::mxfp4: return "MXFP4";
+    case Method::fp8:
+    case Method::compressed_fp8: {
+      const std::string scales = fp8_per_channel    ? "per channel"
+                                 : fp8_block_rows > 0 ? std::to_string(fp8_block_rows) + " x " + std::to_string(fp8_block_columns) + " blocks"
+                                                      : "per tensor";
+      return std::string(method == Method::fp8 ? "FP8" : "compressed-tensors float-quantized") + " E4M3, scales " + scales;
+    }
   }
   return "?";
 }
@@ -321,6 +415,19 @@ std::optional<QuantScheme> quant_scheme_of(const json& config, const std::filesy
   QuantScheme s;
   if (method == "mxfp4") {
     s.method = QuantScheme::Method::mxfp4;
+    return s;
+  }
+  if (method == "fp8") {  // transformers' FineGrainedFP8 (DeepSeek's and Qwen's FP8 releases)
+    s.method = QuantScheme::Method::fp8;
+    s.bits = 8;
+    if (string_or(q, "fmt", "e4m3", where) != "e4m3") throw Error(where + ": FP8 format '" + q.value("fmt", "") + "': Loom reads e4m3");
+    if (q.contains("weight_block_size") && !q["weight_block_size"].is_null()) {
+      const json& block = q["weight_block_size"];
+      if (!block.is_array() || block.size() != 2 || !block[0].is_number_integer() || !block[1].is_number_integer() ||
+          block[0].get<int64_t>() <= 0 || block[1].get<int64_t>() <= 0)
+        throw Error(where + ": quantization_config.weight_block_size should be two positive integers [rows, columns]");
+      s.fp8_block_rows = block[0].get<int64_t>(), s.fp8_block_columns = block[1].get<int64_t>();
+    }
     return s;
   }
   s.bits = int(int_or(q, "bits", 0, where));
@@ -341,7 +448,8 @@ std::optional<QuantScheme> quant_scheme_of(const json& config, const std::filesy
     if (!bool_or(q, "zero_point", true, where)) throw Error(where + ": AWQ without zero points is not read");
     s.symmetric = false;
   } else {
-    throw Error(where + ": quantization method '" + method + "': Loom reads gptq, awq, compressed-tensors (pack-quantized, int-quantized) and gpt-oss's mxfp4");
+    throw Error(where + ": quantization method '" + method +
+                "': Loom reads gptq, awq, fp8, compressed-tensors (pack-quantized, int-quantized, float-quantized) and gpt-oss's mxfp4");
   }
   check_group_size(s.group_size, where);
   return s;
@@ -363,6 +471,12 @@ std::optional<RepackedLinear> repack_linear(const QuantScheme& scheme, const std
       const SafeTensor* weight = find(stem + ".weight");
       if (weight == nullptr || weight->dtype != "I8") return std::nullopt;
       return to_blocks(compressed_integers(scheme, find, stem, where), scheme.bits, stem, where, allow_q4_0);
+    }
+    case QuantScheme::Method::fp8:
+    case QuantScheme::Method::compressed_fp8: {
+      const SafeTensor* weight = find(stem + ".weight");
+      if (weight == nullptr || weight->dtype != "F8_E4M3") return std::nullopt;  // a layer left unquantized
+      return fp8_blocks(scheme, *weight, find, stem, where);
     }
     case QuantScheme::Method::mxfp4: return std::nullopt;
   }

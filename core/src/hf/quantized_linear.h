@@ -8,6 +8,11 @@
 //   4-bit with zero points              Q5_0: q - zero + 16 in five bits, d = scale
 //   symmetric 8-bit (zero 128)          Q8_0: q - 128, d = scale
 //
+// FP8 checkpoints (quant_method fp8's 128 x 128 blocks; compressed-tensors float-quantized, per
+// tensor, per channel or in blocks) become LOOM_DTYPE_F8_E4M3_B32: each run of 32 codes as stored
+// with its float32 scale, decoding to weight.float() * scale exactly. Activations stay float: the
+// checkpoints' dynamic or static activation quantization is not applied.
+//
 // A group spans whole blocks of 32 (group sizes that are multiples of 32, or a whole row), and the
 // block scale is F16: a scale F16 cannot hold exactly (a compressed-tensors BF16 scale below 2^-14)
 // is an error naming the tensor, as is every variant with no exact block type (GPTQ's act-order
@@ -29,8 +34,12 @@ namespace loom::hf {
 struct QuantScheme {
   // mxfp4: gpt-oss's release, whose linear layers are unquantized; its experts' blocks are the
   // family's to repack (gpt_oss_experts.h).
-  enum class Method { gptq, awq, compressed_packed, compressed_int8, mxfp4 };
+  enum class Method { gptq, awq, compressed_packed, compressed_int8, mxfp4, fp8, compressed_fp8 };
   Method method;
+  // FP8: the scale's extent. A block scale covers fp8_block_rows x fp8_block_columns weights; per
+  // channel it covers a row, per tensor everything (0: the whole dimension).
+  int64_t fp8_block_rows = 0, fp8_block_columns = 0;
+  bool fp8_per_channel = false;
   int bits = 4;
   int64_t group_size = 128;  // -1: one group per row
   bool symmetric = true;

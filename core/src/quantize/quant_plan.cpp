@@ -167,7 +167,9 @@ std::vector<TensorPlan> plan_tensors(const std::vector<TensorShape>& tensors, co
       plans.push_back(std::move(p));
       continue;
     }
-    if (as_converter && t.type != LOOM_DTYPE_F32 && t.type != LOOM_DTYPE_F16 && t.type != LOOM_DTYPE_BF16) {
+    // FP8 blocks are Loom's own: llama.cpp's converter writes FP8 layers dequantized, in the target type.
+    if (as_converter && t.type != LOOM_DTYPE_F32 && t.type != LOOM_DTYPE_F16 && t.type != LOOM_DTYPE_BF16 &&
+        t.type != LOOM_DTYPE_F8_E4M3_B32) {
       p.to = t.type;
       p.action = TensorAction::copy;
       p.note = "already in blocks: copied";

@@ -77,7 +77,8 @@ loom_dtype embedding_type_for(loom_dtype target, EmbeddingPolicy policy);
 // for a tensor the mix leaves as it is (copied, or converted to F32 when 1-D, as rule 2 says).
 // `as_converter` (loom convert, from a Hugging Face folder): tensors already in a block type (a GPTQ /
 // AWQ folder's repacked layers, gpt-oss's MXFP4 experts) are copied as they are, and the ones rule 3
-// leaves alone (biases, routers) become F32, as llama.cpp's converter writes them.
+// leaves alone (biases, routers) become F32, as llama.cpp's converter writes them. FP8 blocks, which
+// only Loom reads, convert like float layers (llama.cpp's converter dequantizes FP8 layers too).
 std::vector<TensorPlan> plan_tensors(const std::vector<TensorShape>& tensors, const Quantizer& quantizer,
                                      loom_dtype target, EmbeddingPolicy policy,
                                      const std::vector<std::optional<loom_dtype>>* mix_types = nullptr, bool as_converter = false);

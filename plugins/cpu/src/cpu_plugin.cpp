@@ -182,11 +182,12 @@ loom_status get_caps(loom_backend_t* backend, loom_backend_caps* out) {
     write_message(caps.device_name, sizeof(caps.device_name), backend->device_name);
     caps.memory_total = meminfo_kib("MemTotal:") * 1024;
     caps.memory_free = meminfo_kib("MemAvailable:") * 1024;
-    // The last eight have no tuned kernel yet: the fast layer decodes their rows (kernels_dequant.cpp).
+    // Q4_1 to MXFP4 have no tuned kernel on every table: the fast layer decodes their rows there
+    // (kernels_dequant.cpp).
     const loom_dtype weights[] = {LOOM_DTYPE_F32,  LOOM_DTYPE_F16,  LOOM_DTYPE_BF16,   LOOM_DTYPE_Q4_0,  LOOM_DTYPE_Q5_0,
                                   LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K,   LOOM_DTYPE_Q4_1,  LOOM_DTYPE_Q5_1,
                                   LOOM_DTYPE_Q2_K, LOOM_DTYPE_Q3_K, LOOM_DTYPE_Q5_K,   LOOM_DTYPE_IQ4_NL, LOOM_DTYPE_IQ4_XS,
-                                  LOOM_DTYPE_MXFP4};
+                                  LOOM_DTYPE_MXFP4, LOOM_DTYPE_F8_E4M3_B32};
     caps.n_weight_dtypes = uint32_t(std::size(weights));
     std::copy(std::begin(weights), std::end(weights), caps.weight_dtypes);
     const loom_dtype kv[] = {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_INT8_KV, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0,

@@ -12,6 +12,9 @@
 
 namespace loom::cpu {
 
+using plugin_support::e4m3_table;
+using plugin_support::float_to_e4m3;
+
 float half_to_float(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000) << 16;
   const uint32_t exponent = (h >> 10) & 0x1f;
@@ -112,6 +115,7 @@ const char* dtype_name(loom_dtype type) {
     case LOOM_DTYPE_I8_ROW: return "I8_ROW";
     case LOOM_DTYPE_I4_G128: return "I4_G128";
     case LOOM_DTYPE_F8_E4M3: return "F8_E4M3";
+    case LOOM_DTYPE_F8_E4M3_B32: return "F8_E4M3_B32";
     default: return "unknown";
   }
 }

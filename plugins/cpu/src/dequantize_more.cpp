@@ -1,10 +1,13 @@
 #include "dequantize_more.h"
 
 #include "cpu_tensor.h"
+#include "fp8_e4m3.h"
 #include "ggml_blocks.h"
 #include "mxfp4_decode.h"
 
 namespace loom::cpu {
+
+using plugin_support::e4m3_table;
 
 namespace {
 
@@ -112,6 +115,12 @@ void mxfp4(const BlockMXFP4* b, float* y, int64_t n) {
   for (int64_t i = 0; i < n / 32; i++, b++, y += 32) plugin_support::mxfp4_decode_block(b->e, b->qs, y);
 }
 
+void f8_e4m3_b32(const loom_block_f8_e4m3_b32* b, float* y, int64_t n) {
+  const std::array<float, 256>& value = e4m3_table();
+  for (int64_t i = 0; i < n / 32; i++, b++, y += 32)
+    for (int j = 0; j < 32; j++) y[j] = value[b->qs[j]] * b->d;
+}
+
 void iq4_xs(const BlockIQ4XS* b, float* y, int64_t n) {
   for (int64_t i = 0; i < n / 256; i++, b++) {
     const float d = half_to_float(b->d);
@@ -138,6 +147,7 @@ ExtraLayout extra_layout(loom_dtype type) {
     case LOOM_DTYPE_IQ4_NL: return {32, sizeof(BlockIQ4NL)};
     case LOOM_DTYPE_IQ4_XS: return {256, sizeof(BlockIQ4XS)};
     case LOOM_DTYPE_MXFP4: return {32, sizeof(BlockMXFP4)};
+    case LOOM_DTYPE_F8_E4M3_B32: return {32, sizeof(loom_block_f8_e4m3_b32)};
     default: return {0, 0};
   }
 }
@@ -152,6 +162,7 @@ bool dequantize_extra(loom_dtype type, const void* row, float* out, int64_t n) {
     case LOOM_DTYPE_IQ4_NL: iq4_nl(static_cast<const BlockIQ4NL*>(row), out, n); return true;
     case LOOM_DTYPE_IQ4_XS: iq4_xs(static_cast<const BlockIQ4XS*>(row), out, n); return true;
     case LOOM_DTYPE_MXFP4: mxfp4(static_cast<const BlockMXFP4*>(row), out, n); return true;
+    case LOOM_DTYPE_F8_E4M3_B32: f8_e4m3_b32(static_cast<const loom_block_f8_e4m3_b32*>(row), out, n); return true;
     default: return false;
   }
 }

@@ -1,5 +1,6 @@
 // Reference decoding of the GGUF block formats the CPU backend reads without a tuned kernel of its
-// own: Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS, each exactly as ggml lays it out. The fast
+// own: Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS, each exactly as ggml lays it out, MXFP4, and
+// the FP8 checkpoints' blocks (LOOM_DTYPE_F8_E4M3_B32). The fast
 // layer multiplies them by decoding a weight row at a time (kernels_dequant.cpp).
 #pragma once
 

@@ -176,6 +176,9 @@ struct Kernels {
   // dimensions, no horizontal sums; false (nothing written) for a head size it does not take. nullptr:
   // ATTENTION runs the tiled prefill pass.
   bool (*encoder_attention)(const EncoderAttentionBlock& block, float (*exp_shifted)(float* x, int64_t n, float shift)) = nullptr;
+  // FP8 weights (LOOM_DTYPE_F8_E4M3_B32) on float activation rows; {nullptr, nullptr}: rows decode
+  // to floats through the reference decoder instead (kernels_dequant.cpp).
+  WeightKernels f8_e4m3_b32{nullptr, nullptr};
 };
 
 const Kernels& scalar_kernels();

@@ -17,6 +17,7 @@
 #include "kernels_avx2_common.h"
 #include "kernels_avx2_encoder.h"
 #include "kernels_avx2_gemm.h"
+#include "kernels_avx2_fp8.h"
 #include "kernels_avx2_kquants.h"
 
 namespace loom::cpu {
@@ -289,6 +290,7 @@ Kernels with_float_dots(Kernels k) {
   // tokens (a vision encoder's matmuls), the GEMM several times that.
   k.float_weight_gemm = avx2_float_gemm();
   k.float_weight_gemm_min_tokens = kGemmMinTokens;
+  k.f8_e4m3_b32 = avx2_f8_e4m3_b32_kernels();
   return k;
 }
 

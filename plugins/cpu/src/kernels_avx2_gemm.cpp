@@ -26,6 +26,7 @@
 #include "cpu_tensor.h"
 #include "ggml_blocks.h"
 #include "kernels_avx2_common.h"
+#include "kernels_avx2_fp8.h"
 
 namespace loom::cpu {
 namespace {
@@ -273,6 +274,7 @@ RowDecodeFn decoder(loom_dtype type) {
     case LOOM_DTYPE_F16: return decode_f16;
     case LOOM_DTYPE_BF16: return decode_bf16;
     case LOOM_DTYPE_F32: return decode_f32;
+    case LOOM_DTYPE_F8_E4M3_B32: return avx2_f8_e4m3_b32_decoder();
     default: return nullptr;
   }
 }

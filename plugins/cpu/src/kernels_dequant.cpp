@@ -56,6 +56,7 @@ WeightKernels dequant_kernels(loom_dtype type, const Kernels& k) {
     case LOOM_DTYPE_IQ4_NL: return kernels_for<LOOM_DTYPE_IQ4_NL>();
     case LOOM_DTYPE_IQ4_XS: return kernels_for<LOOM_DTYPE_IQ4_XS>();
     case LOOM_DTYPE_MXFP4: return kernels_for<LOOM_DTYPE_MXFP4>();
+    case LOOM_DTYPE_F8_E4M3_B32: return kernels_for<LOOM_DTYPE_F8_E4M3_B32>();
     default: return {nullptr, nullptr};
   }
 }

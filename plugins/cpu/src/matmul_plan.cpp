@@ -19,6 +19,9 @@ MatmulPlan plan_for(loom_dtype type, int64_t n_in, const Kernels& k) {
     case LOOM_DTYPE_F16: return {ActFormat::f32, k.f16, size_t(n_in) * 4};
     case LOOM_DTYPE_BF16: return {ActFormat::f32, k.bf16, size_t(n_in) * 4};
     case LOOM_DTYPE_F32: return {ActFormat::f32, k.f32, size_t(n_in) * 4};
+    case LOOM_DTYPE_F8_E4M3_B32:
+      if (k.f8_e4m3_b32.tile != nullptr) return {ActFormat::f32, k.f8_e4m3_b32, size_t(n_in) * 4};
+      [[fallthrough]];
     default: {
       // Types whose integer kernels only some tables have.
       const WeightKernels* integer = type == LOOM_DTYPE_Q5_K     ? &k.q5_k

@@ -134,7 +134,7 @@ float wg_max(float v) {
 }
 #endif
 
-// OCP FP8 E4M3 (the F8_E4M3 KV cache; plugins/cpu/src/fp8_e4m3.h): 4 exponent bits of bias 7, 3
+// OCP FP8 E4M3 (the F8_E4M3 KV cache; plugins/common/fp8_e4m3.h): 4 exponent bits of bias 7, 3
 // mantissa bits, subnormals in steps of 2^-9, ties to even, saturating at +-448 (0x7E).
 uint float_to_e4m3(float f) {
   uint x = floatBitsToUint(f);

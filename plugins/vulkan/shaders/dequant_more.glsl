@@ -99,6 +99,18 @@ void decode_chunk(uint row, uint c, uint n_in, out float v[32]) {
   }
 }
 #define DECODED_ELSEWHERE
+#elif defined(WTYPE_F8_E4M3_B32)
+// 36 bytes: a float scale d, then 32 E4M3 codes (the FP8 checkpoints' layers; LOOM_DTYPE_F8_E4M3_B32):
+// code value * d, one rounding, as the CPU decodes it. Blocks are word-aligned (vk_op_validation.cpp).
+void decode_chunk(uint row, uint c, uint n_in, out float v[32]) {
+  uint w = (row + c * 36u) >> 2;
+  float d = uintBitsToFloat(W[w]);
+  [[unroll]] for (uint k = 0u; k < 8u; k++) {
+    uint q = W[w + 1u + k];
+    [[unroll]] for (uint j = 0u; j < 4u; j++) v[4u * k + j] = e4m3_to_float((q >> (8u * j)) & 0xffu) * d;
+  }
+}
+#define DECODED_ELSEWHERE
 #elif defined(WTYPE_IQ4_XS)
 // 136 bytes: d, scales_h (2 bits per sub-block), scales_l[4] (4 bits per sub-block), 128 bytes of
 // codebook indices; sub-block ib's scale is d * (6-bit scale - 32).

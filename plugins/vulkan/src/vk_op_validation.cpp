@@ -11,7 +11,10 @@ namespace {
 // Shaders read whole words: 4-byte alignment for 32-bit data, 2 for 16-bit data and blocks.
 uint64_t word_alignment(loom_dtype dtype) {
   if (dtype == LOOM_DTYPE_MXFP4) return 1;  // 17-byte blocks: the shaders read them byte by byte
-  return (dtype == LOOM_DTYPE_F32 || dtype == LOOM_DTYPE_I32 || dtype == LOOM_DTYPE_INT8_KV || dtype == LOOM_DTYPE_F8_E4M3) ? 4 : 2;
+  return (dtype == LOOM_DTYPE_F32 || dtype == LOOM_DTYPE_I32 || dtype == LOOM_DTYPE_INT8_KV || dtype == LOOM_DTYPE_F8_E4M3 ||
+          dtype == LOOM_DTYPE_F8_E4M3_B32)
+             ? 4
+             : 2;
 }
 
 struct VkOpRules : plugin_support::BaseOpRules {
@@ -133,6 +136,7 @@ TypeLayout type_layout(loom_dtype type) {
     case LOOM_DTYPE_Q5_K: return {LOOM_QK_K, 176};
     case LOOM_DTYPE_IQ4_XS: return {LOOM_QK_K, 136};
     case LOOM_DTYPE_MXFP4: return {LOOM_QK_MXFP4, sizeof(loom_block_mxfp4)};
+    case LOOM_DTYPE_F8_E4M3_B32: return {LOOM_QK_F8_E4M3_B32, sizeof(loom_block_f8_e4m3_b32)};
     case LOOM_DTYPE_INT8_KV: return {1, 1};
     case LOOM_DTYPE_F8_E4M3: return {1, 1};
     default: return {};
@@ -159,6 +163,7 @@ const char* dtype_name(loom_dtype type) {
     case LOOM_DTYPE_IQ4_NL: return "IQ4_NL";
     case LOOM_DTYPE_IQ4_XS: return "IQ4_XS";
     case LOOM_DTYPE_MXFP4: return "MXFP4";
+    case LOOM_DTYPE_F8_E4M3_B32: return "F8_E4M3_B32";
     case LOOM_DTYPE_INT8_KV: return "INT8_KV";
     case LOOM_DTYPE_I8_ROW: return "I8_ROW";
     case LOOM_DTYPE_I4_G128: return "I4_G128";
@@ -190,7 +195,8 @@ bool is_weight_dtype(loom_dtype type) {
     case LOOM_DTYPE_Q6_K:
     case LOOM_DTYPE_IQ4_NL:
     case LOOM_DTYPE_IQ4_XS:
-    case LOOM_DTYPE_MXFP4: return true;
+    case LOOM_DTYPE_MXFP4:
+    case LOOM_DTYPE_F8_E4M3_B32: return true;
     default: return false;
   }
 }

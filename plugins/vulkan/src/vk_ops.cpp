@@ -69,6 +69,7 @@ std::string weight_suffix(loom_dtype dtype) {
     case LOOM_DTYPE_IQ4_NL: return "iq4_nl";
     case LOOM_DTYPE_IQ4_XS: return "iq4_xs";
     case LOOM_DTYPE_MXFP4: return "mxfp4";
+    case LOOM_DTYPE_F8_E4M3_B32: return "f8_e4m3_b32";
     default: unsupported(std::string("no shader for weight dtype ") + dtype_name(dtype));
   }
 }

@@ -182,7 +182,7 @@ loom_status get_caps(loom_backend_t* backend, loom_backend_caps* out) {
     const loom_dtype weights[] = {LOOM_DTYPE_F32,  LOOM_DTYPE_F16,  LOOM_DTYPE_BF16, LOOM_DTYPE_Q4_0,   LOOM_DTYPE_Q4_1,
                                   LOOM_DTYPE_Q5_0, LOOM_DTYPE_Q5_1, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q2_K,   LOOM_DTYPE_Q3_K,
                                   LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q5_K, LOOM_DTYPE_Q6_K, LOOM_DTYPE_IQ4_NL, LOOM_DTYPE_IQ4_XS,
-                                  LOOM_DTYPE_MXFP4};
+                                  LOOM_DTYPE_MXFP4, LOOM_DTYPE_F8_E4M3_B32};
     caps.n_weight_dtypes = uint32_t(std::size(weights));
     std::copy(std::begin(weights), std::end(weights), caps.weight_dtypes);
     const loom_dtype kv[] = {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_INT8_KV, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0,

@@ -1,4 +1,5 @@
-// OCP FP8 E4M3 ("FN": no infinities) for the FP8 KV cache (LOOM_DTYPE_F8_E4M3): 1 sign bit, 4
+// OCP FP8 E4M3 ("FN": no infinities), shared by the plugins that read it: the CPU backend (the FP8 KV
+// cache LOOM_DTYPE_F8_E4M3 and the FP8 weights LOOM_DTYPE_F8_E4M3_B32) and the quantizer. 1 sign bit, 4
 // exponent bits of bias 7, 3 mantissa bits; subnormals below 2^-6 in steps of 2^-9; the largest
 // finite value is 448 and 0x7F / 0xFF are NaN. Encoding rounds to nearest, ties to even, and
 // saturates to +-448 as vLLM's and CUDA's satfinite conversions do.
@@ -8,7 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
-namespace loom::cpu {
+namespace loom::plugin_support {
 
 inline uint8_t float_to_e4m3(float x) {
   const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
@@ -43,4 +44,4 @@ inline const std::array<float, 256>& e4m3_table() {
   return table;
 }
 
-}  // namespace loom::cpu
+}  // namespace loom::plugin_support
