@@ -197,6 +197,31 @@ class QuantizedFolderTest(unittest.TestCase):
                 for token in set(got) & set(want):
                     self.assertLess(abs(got[token] - want[token]), 1e-3 if case in FP8_CASES else 0.1, f"{case}: {token!r}")
 
+    def test_fp8_folders_decode_alike_on_vulkan_and_the_cpu(self):
+        # Vulkan decodes F8_E4M3_B32 in its own shaders (dequant_more.glsl): the same tokens, and
+        # log-probabilities as close as float summation order allows (measured 4.9e-5 on lavapipe).
+        if not os.path.exists(os.path.join(ARGS.plugins, "libloom_vulkan.so")):
+            self.skipTest("the Vulkan plugin is not built")
+        results = {}
+        for backend in ("cpu", "vulkan"):
+            config = os.path.join(server_harness.TMP.name, f"fp8-{backend}.toml")
+            with open(config, "w") as f:
+                f.write(f'[backend]\nname = "{backend}"\nthreads = 2\n\n[kv]\nmemory = "4MiB"\nblock_size = 16\n')
+            try:
+                server = LoomServer(config, quantized("ct-fp8-block"))
+            except RuntimeError as e:
+                if backend == "vulkan" and "no Vulkan" in str(e):
+                    self.skipTest("no Vulkan device (mesa-vulkan-drivers gives lavapipe)")
+                raise
+            try:
+                results[backend] = greedy(server)
+            finally:
+                server.terminate()
+        self.assertEqual(results["cpu"][0], results["vulkan"][0])
+        for got, want in zip(results["vulkan"][1], results["cpu"][1]):
+            for token in set(got) & set(want):
+                self.assertLess(abs(got[token] - want[token]), 1e-3, token)
+
     def test_gpt_oss_mxfp4_experts_become_ggml_blocks_of_the_same_values(self):
         # OpenAI's layout read as transformers reads it (two E2M1 codes a byte, the even element low,
         # times 2^(exponent - 127)) against gguf-py's own MXFP4 dequantizer on `loom convert`'s file.

@@ -1,4 +1,4 @@
-// FP8 weights on float activations. An E4M3 code becomes F16 bits with two shifts: E4M3's exponent
+// FP8 weights on float activations. An E4M3 code becomes F16 bits with a shift: E4M3's exponent
 // (bias 7) and mantissa bits land in the low bits of F16's fields (bias 15), so the F16 value is the
 // code's value times 2^-8, subnormals included; F16C widens 8 of them per instruction. The 2^8 goes
 // into the block scale, which keeps the decoded value exact: (v / 256) * (d * 256) is the same real
@@ -16,14 +16,15 @@ namespace {
 using avx2::act_row;
 using avx2::hsum;
 
-// Codes q[0..15] as floats, each the code's value / 256.
+// Codes q[0..15] as floats, each the code's value / 256. Each code goes to the high byte of a 16-bit
+// lane (an unpack with zeros: sign at bit 15, exponent and mantissa at bits 14-8); an arithmetic
+// shift right by one moves exponent and mantissa into F16's fields and copies the sign into bit 14,
+// which the mask clears. All in 128-bit halves: first-generation Zen splits 256-bit integer ops in two.
 inline void e4m3_16(const uint8_t* q, __m256& low, __m256& high) {
-  const __m256i codes = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
-  const __m256i sign = _mm256_and_si256(_mm256_slli_epi16(codes, 8), _mm256_set1_epi16(int16_t(0x8000)));
-  const __m256i magnitude = _mm256_and_si256(_mm256_slli_epi16(codes, 7), _mm256_set1_epi16(0x3F80));
-  const __m256i bits = _mm256_or_si256(sign, magnitude);
-  low = _mm256_cvtph_ps(_mm256_castsi256_si128(bits));
-  high = _mm256_cvtph_ps(_mm256_extracti128_si256(bits, 1));
+  const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+  const __m128i keep = _mm_set1_epi16(int16_t(0xBFFF)), zero = _mm_setzero_si128();
+  low = _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(_mm_unpacklo_epi8(zero, codes), 1), keep));
+  high = _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(_mm_unpackhi_epi8(zero, codes), 1), keep));
 }
 
 template <int NX>
