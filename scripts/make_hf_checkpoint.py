@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Write a synthetic Hugging Face checkpoint folder and the GGUF llama.cpp's converter makes of it.
 
-A small decoder of one family (llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2, gemma3_text, phi3, olmo2, smollm3, granite) with random weights, written as it is published (config.json,
+A small decoder of one family (llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2, gemma3_text, phi3, olmo2, smollm3, granite,
+gpt_oss, qwen3_5_text: hf_qwen35.py) with random weights, written as it is published (config.json,
 model.safetensors or shards with model.safetensors.index.json, tokenizer.json trained here by the
 `tokenizers` package, tokenizer_config.json with a chat template, generation_config.json), and beside
 it the same weights as a GGUF file written with gguf-py in llama.cpp's layout: its tensor names, its
@@ -9,7 +10,8 @@ metadata keys, Llama's q/k rows interleaved as convert_hf_to_gguf.py's LlamaMode
 as F32. Loom must read the two identically (tests/hf/test_hf_decoders.py). Only numpy, safetensors,
 tokenizers and gguf: no torch, no transformers.
 
-usage: make_hf_checkpoint.py --family {gemma2,gemma3_text,granite,llama,mistral,olmo2,phi3,qwen2,qwen2_moe,qwen3,qwen3_moe,smollm3} --out DIR [--gguf FILE]
+usage: make_hf_checkpoint.py --family {gemma2,gemma3_text,gpt_oss,granite,llama,mistral,olmo2,phi3,qwen2,qwen2_moe,qwen3,qwen3_5_text,
+                                      qwen3_moe,smollm3} --out DIR [--gguf FILE]
        [--dtype F16|BF16|F32] [--shards N] [--tied] [--fused-experts] [--seed S] [--vocab-from GGUF]
 """
 import argparse
@@ -19,6 +21,8 @@ import os
 import numpy as np
 from safetensors.numpy import save_file
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+import hf_qwen35
 
 # The split patterns as the models' tokenizer.json files publish them (tokenizers' syntax).
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -93,6 +97,10 @@ FAMILIES = {
 FAMILIES["gpt_oss"] = dict(arch="gpt-oss", permute=False, bias=True, qk_norm=False, pattern=QWEN2_PATTERN, pre="qwen2",
                            ignore_merges=False, specials=["<|endoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|return|>"],
                            bos=None, eos="<|return|>", template=None, gpt_oss=True)
+# Qwen 3.5: Gated DeltaNet layers between gated attention layers (hf_qwen35.py); its own split pattern.
+FAMILIES["qwen3_5_text"] = dict(arch="qwen35", permute=False, bias=False, qk_norm=True, pattern=QWEN35_PATTERN, pre="qwen35",
+                                ignore_merges=False, specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos=None,
+                                eos="<|im_end|>", template=CHATML, qwen35=True)
 GPT_OSS_ROPE = {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0, "original_max_position_embeddings": 128,
                 "truncate": False}
 # E2M1's values, the code's index (bit 3: the sign), as MXFP4 defines them.
@@ -270,6 +278,8 @@ def make_weights(family, shape, rng):
     def w(*s, scale=None):
         return (rng.standard_normal(s) * (scale or 1.0 / np.sqrt(s[-1]))).astype(np.float32)
 
+    if f.get("qwen35"):
+        return hf_qwen35.weights(shape, w)
     # Gemma scales its (tied) embeddings by sqrt(dim): smaller ones keep its logits from saturating.
     t = {"model.embed_tokens.weight": w(vocab, dim, scale=0.05 if f.get("gemma") else 0.5),
          "model.norm.weight": 1.0 + 0.1 * w(dim, scale=1.0)}
@@ -454,7 +464,7 @@ def write_folder(out, family, shape, tensors, tok, dtype, shards):
         "architectures": [{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
                            "qwen3": "Qwen3ForCausalLM", "olmo2": "Olmo2ForCausalLM", "smollm3": "SmolLM3ForCausalLM",
                            "granite": "GraniteForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
-                           "qwen3_moe": "Qwen3MoeForCausalLM", "gemma2": "Gemma2ForCausalLM",
+                           "qwen3_moe": "Qwen3MoeForCausalLM", "gemma2": "Gemma2ForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
                            "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM", "gpt_oss": "GptOssForCausalLM"}[family]],
         "model_type": family, "hidden_size": shape["dim"], "intermediate_size": shape["ff"],
         "num_hidden_layers": shape["layers"], "num_attention_heads": shape["heads"],
@@ -500,8 +510,10 @@ def write_folder(out, family, shape, tensors, tok, dtype, shards):
     if family == "granite":
         config.update(GRANITE_MULTIPLIERS)
         del config["head_dim"]  # Granite's configs have none (dim / heads)
+    if f.get("qwen35"):
+        config = hf_qwen35.config(shape, config)
     if shape.get("wrapped"):
-        config, tensors = gemma3_wrapped(config, tensors, shape["wrapped"])
+        config, tensors = (hf_qwen35.wrapped(config, tensors) if f.get("qwen35") else gemma3_wrapped(config, tensors, shape["wrapped"]))
     json.dump(config, open(os.path.join(out, "config.json"), "w"), indent=2)
     json.dump({"eos_token_id": config["eos_token_id"], "do_sample": True, "temperature": 0.7, "top_p": 0.8},
               open(os.path.join(out, "generation_config.json"), "w"), indent=2)
@@ -624,6 +636,17 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
         w.add_residual_scale(GRANITE_MULTIPLIERS["residual_multiplier"])
         w.add_logit_scale(GRANITE_MULTIPLIERS["logits_scaling"])
 
+    if f.get("qwen35"):
+        hf_qwen35.write_gguf_keys(w, arch, shape)
+        for gname, array, kind in hf_qwen35.gguf_tensors(tensors, lambda a: stored(a, dtype), lambda a: stored_as_f32(a, dtype),
+                                                         lambda a: plus_one(a, dtype), dtype):
+            if kind == "F32":
+                w.add_tensor(gname, np.ascontiguousarray(array, dtype=np.float32))
+            elif kind == "BF16":
+                w.add_tensor(gname, stored(np.ascontiguousarray(array), dtype), raw_dtype=gguf.GGMLQuantizationType.BF16)
+            else:
+                w.add_tensor(gname, stored(np.ascontiguousarray(array), dtype))
+        tensors = {}
     gguf_names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
                   "lm_head.weight": "output.weight"}
     layer_names = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
@@ -662,7 +685,7 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
             heads = shape["heads"] if "q_proj" in name else shape["kv_heads"]
             array = interleave_rope_halves(array, heads)
         if f.get("gemma") and name.endswith("norm.weight"):  # the converter stores Gemma's 1 + w
-            w.add_tensor(gname, stored_as_f32(array, dtype) + 1.0)
+            w.add_tensor(gname, plus_one(array, dtype))
             continue
         if array.ndim == 1:  # norms and biases: F32, as the converter writes them
             w.add_tensor(gname, stored_as_f32(array, dtype))
@@ -674,6 +697,14 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def plus_one(array, dtype):
+    """1 + w as the converter adds it and writes it (F32): in F16 for an F16 checkpoint (torch keeps F16
+    tensors F16 and widens BF16 ones to float32 first), in float32 otherwise."""
+    if dtype == "F16":
+        return (stored(array, dtype) + np.float16(1.0)).astype(np.float32)
+    return stored_as_f32(array, dtype) + np.float32(1.0)
 
 
 def stored_as_f32(array, dtype):
@@ -694,7 +725,8 @@ def main():
     ap.add_argument("--fused-experts", action="store_true", help="save MoE experts stacked, as transformers 5 does")
     ap.add_argument("--unquantized-experts", action="store_true", help="gpt_oss: experts as its dequantized releases store them")
     ap.add_argument("--wrapped", choices=["old", "new"], help="gemma3_text: inside Gemma3ForConditionalGeneration, tensors "
-                                                                "under language_model.model. (old) or model.language_model. (new)")
+                                                                "under language_model.model. (old) or model.language_model. (new); "
+                                                                "qwen3_5_text: inside Qwen3_5ForConditionalGeneration (new)")
     ap.add_argument("--vocab-from", help="a GGUF vocabulary (llama.cpp's vocab suites) instead of a trained one; "
                                          "the model is then a tiny qwen2 (no --gguf)")
     args = ap.parse_args()

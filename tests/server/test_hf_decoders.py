@@ -2,10 +2,11 @@
 """Issue 38: generative models read from Hugging Face folders as published, one family table each.
 
 scripts/make_hf_checkpoint.py writes, for llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2,
-gemma3_text, phi3, olmo2, smollm3, granite and gpt_oss, a synthetic checkpoint folder (safetensors, config.json, a
+gemma3_text, phi3, olmo2, smollm3, granite, gpt_oss and qwen3_5_text, a synthetic checkpoint folder (safetensors, config.json, a
 byte-level or SentencePiece-style BPE tokenizer.json made with `tokenizers`, tokenizer_config.json with
 a chat template) and, with gguf-py, the GGUF llama.cpp's converter makes of the same weights (its
-names and keys, Llama's q/k rows interleaved, experts stacked, Gemma's norms as 1 + w, the rope
+names and keys, Llama's q/k rows interleaved, experts stacked, Gemma's and Qwen 3.5's norms as 1 + w,
+Qwen 3.5's value heads tiled, the rope
 tensors computed from Llama 3.1's and Phi-3's rope scaling). Loom must read the two as one
 model: the same ids as the `tokenizers` package for every text, the same pre-tokenizer name the
 converter would write, and logits equal to the last bit (the top log-probabilities of every greedy
@@ -67,6 +68,10 @@ CASES = {
     # tensors renamed, as transformers saved them before 4.52 and after.
     "gemma3_text-wrapped": (["--wrapped", "old"], "spm-no-prefix"),
     "gemma3_text-wrapped2": (["--wrapped", "new", "--dtype", "BF16"], "spm-no-prefix"),
+    # Qwen 3.5: Gated DeltaNet layers (value heads grouped by key head, tiled as the converter tiles them;
+    # A_log as -exp; conv1d squeezed) between gated attention layers; zero-centred norms as 1 + w.
+    "qwen3_5_text": ([], "qwen35"),
+    "qwen3_5_text-wrapped": (["--wrapped", "new", "--dtype", "BF16"], "qwen35"),  # Qwen3_5ForConditionalGeneration
 }
 
 

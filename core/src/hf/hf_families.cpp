@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "hf/json_file.h"
 #include "hf/hf_family.h"
+#include "hf/linear_attention.h"
 
 namespace loom::hf {
 
@@ -403,6 +404,84 @@ const std::vector<TensorName> kGptOssTensors = {
     {"model.layers.{}.mlp.experts.gate_up_proj_bias", "blk.{}.ffn_up_exps.bias", true, Rows::odd_columns},
     {"model.layers.{}.mlp.experts.down_proj_bias", "blk.{}.ffn_down_exps.bias"}};
 
+// Qwen 3.5 (Qwen3_5ForCausalLM; the text model of Qwen3_5ForConditionalGeneration): every
+// full_attention_interval-th layer gated attention (q_proj holds each head's q and its output gate;
+// q/k norms), the others Gated DeltaNet (linear_attn.*, linear_attention.h); zero-centred norms
+// stored as w for a scale of 1 + w, except the DeltaNet's own; partial rope in interleaved M-RoPE
+// sections (Qwen3NextModel and Qwen3_5TextModel in the converter).
+void qwen35_extra(const std::filesystem::path& dir, const json& config, const std::string& arch, gguf::GgufWriter& writer) {
+  const std::string config_path = (dir / "config.json").string();
+  const std::string act = config.value("hidden_act", std::string("silu"));
+  if (act != "silu") throw Error(config_path + ": hidden_act '" + act + "' (Qwen 3.5 runs with silu)");
+  if (!config.value("attn_output_gate", true)) throw Error(config_path + ": attn_output_gate is false (Loom's qwen35 gates every attention head)");
+  add_rope_scaling(config, config_path, arch, writer);
+  const int64_t interval = config.value("full_attention_interval", int64_t(4));
+  if (interval <= 0) throw Error(config_path + ": full_attention_interval is not positive");
+  writer.set_uint32(arch + ".full_attention_interval", uint32_t(interval));
+  if (config.contains("layer_types") && config["layer_types"].is_array()) {
+    const json& types = config["layer_types"];
+    for (size_t il = 0; il < types.size(); il++)
+      if ((types[il] == "full_attention") != ((int64_t(il) + 1) % interval == 0))
+        throw Error(config_path + ": layer_types differs from one attention layer every full_attention_interval (" + std::to_string(interval) +
+                    ") layers, the only layout Loom runs");
+  }
+  const ValueHeads v = value_heads_of(config);
+  if (v.n_k_heads <= 0 || v.n_v_heads <= 0 || v.n_v_heads % v.n_k_heads != 0 || v.v_head_dim <= 0 || v.k_head_dim <= 0)
+    throw Error(config_path + ": linear_num_value_heads must be a positive multiple of linear_num_key_heads, with linear_key_head_dim and "
+                "linear_value_head_dim");
+  writer.set_uint32(arch + ".ssm.inner_size", uint32_t(v.n_v_heads * v.v_head_dim));
+  const json rope = rope_parameters(config);
+  const double rotary = rope.is_object() ? rope.value("partial_rotary_factor", config.value("partial_rotary_factor", 0.25))
+                                         : config.value("partial_rotary_factor", 0.25);
+  const int64_t head_dim = config.value("head_dim", config.value("hidden_size", int64_t(0)) / std::max<int64_t>(1, config.value("num_attention_heads", int64_t(1))));
+  writer.set_uint32(arch + ".rope.dimension_count", uint32_t(int64_t(double(head_dim) * rotary)));
+  // The converter writes Qwen 3.5's default sections when rope_parameters has none.
+  std::vector<int32_t> sections = {11, 11, 10, 0};
+  if (rope.is_object() && rope.contains("mrope_section") && rope["mrope_section"].is_array()) {
+    sections.assign(4, 0);
+    const json& given = rope["mrope_section"];
+    if (given.size() > 4) throw Error(config_path + ": mrope_section has more than four sections");
+    for (size_t i = 0; i < given.size(); i++) sections[i] = given[i].get<int32_t>();
+  }
+  writer.set_int32_array(arch + ".rope.dimension_sections", sections);
+}
+
+const std::vector<TensorName> kQwen35Tensors = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight", true, Rows::plus_one},
+    {"lm_head.weight", "output.weight", false},
+    {"model.layers.{}.input_layernorm.weight", "blk.{}.attn_norm.weight", true, Rows::plus_one},
+    {"model.layers.{}.post_attention_layernorm.weight", "blk.{}.post_attention_norm.weight", true, Rows::plus_one},
+    // Attention layers only.
+    {"model.layers.{}.self_attn.q_proj.weight", "blk.{}.attn_q.weight", false},
+    {"model.layers.{}.self_attn.k_proj.weight", "blk.{}.attn_k.weight", false},
+    {"model.layers.{}.self_attn.v_proj.weight", "blk.{}.attn_v.weight", false},
+    {"model.layers.{}.self_attn.o_proj.weight", "blk.{}.attn_output.weight", false},
+    {"model.layers.{}.self_attn.q_norm.weight", "blk.{}.attn_q_norm.weight", false, Rows::plus_one},
+    {"model.layers.{}.self_attn.k_norm.weight", "blk.{}.attn_k_norm.weight", false, Rows::plus_one},
+    // Gated DeltaNet layers only.
+    {"model.layers.{}.linear_attn.in_proj_qkv.weight", "blk.{}.attn_qkv.weight", false, Rows::value_head_qkv_rows},
+    {"model.layers.{}.linear_attn.in_proj_z.weight", "blk.{}.attn_gate.weight", false, Rows::value_head_rows},
+    {"model.layers.{}.linear_attn.in_proj_b.weight", "blk.{}.ssm_beta.weight", false, Rows::value_head_scalars},
+    {"model.layers.{}.linear_attn.in_proj_a.weight", "blk.{}.ssm_alpha.weight", false, Rows::value_head_scalars},
+    {"model.layers.{}.linear_attn.conv1d.weight", "blk.{}.ssm_conv1d.weight", false, Rows::value_head_conv},
+    {"model.layers.{}.linear_attn.dt_bias", "blk.{}.ssm_dt.bias", false, Rows::value_head_scalars},
+    {"model.layers.{}.linear_attn.A_log", "blk.{}.ssm_a", false, Rows::value_head_a_log},
+    {"model.layers.{}.linear_attn.norm.weight", "blk.{}.ssm_norm.weight", false},
+    {"model.layers.{}.linear_attn.out_proj.weight", "blk.{}.ssm_out.weight", false, Rows::value_head_columns},
+    {"model.layers.{}.mlp.gate_proj.weight", "blk.{}.ffn_gate.weight"},
+    {"model.layers.{}.mlp.up_proj.weight", "blk.{}.ffn_up.weight"},
+    {"model.layers.{}.mlp.down_proj.weight", "blk.{}.ffn_down.weight"}};
+
+Family qwen35() {
+  std::vector<ConfigKey> keys = decoder_keys();
+  keys.push_back({"linear_conv_kernel_dim", "ssm.conv_kernel"});
+  keys.push_back({"linear_key_head_dim", "ssm.state_size"});
+  keys.push_back({"linear_num_key_heads", "ssm.group_count"});
+  keys.push_back({"linear_num_value_heads", "ssm.time_step_rank"});
+  return {"qwen3_5_text", "qwen35", "num_hidden_layers", nullptr, nullptr, keys, kQwen35Tensors, TokenizerKind::bpe, qwen35_extra};
+}
+
 const std::vector<Family> kFamilies = {
     {"bert", "bert", "num_hidden_layers", nullptr, "bert.",
      {{"max_position_embeddings", "context_length"},
@@ -479,6 +558,7 @@ const std::vector<Family> kFamilies = {
                                             {"embedding_multiplier", "embedding_scale", Kind::f32, false},
                                             {"residual_multiplier", "residual_scale", Kind::f32, false},
                                             {"logits_scaling", "logit_scale", Kind::f32, false}}}),
+    qwen35(),
 };
 
 // Gemma3TextConfig's defaults (transformers), for the keys a Gemma 3 vision model's text_config omits
@@ -493,6 +573,9 @@ constexpr const char* kGemma3TextDefaults = R"({
 const std::vector<Wrapper> kWrappers = {
     {"gemma3", "gemma3_text", kGemma3TextDefaults,
      {{"model.", "language_model.model."}, {"model.", "model.language_model."}, {"lm_head.", "language_model.lm_head."}}},
+    // Qwen 3.5's releases are multimodal: the text model under model.language_model (its text_config
+    // gives every key; the vision tower and the MTP layers stay unread).
+    {"qwen3_5", "qwen3_5_text", "{}", {{"model.", "model.language_model."}}},
 };
 
 }  // namespace

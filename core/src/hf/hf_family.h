@@ -29,11 +29,19 @@ struct TensorName {
   // How the stored values become llama.cpp's. Llama-style checkpoints rotate each head's two halves
   // (rotate_half); llama.cpp's "llama" rope rotates neighbouring pairs, so its converter interleaves
   // the halves of every q and k head (LlamaModel.permute), q by attention heads, k by KV heads.
-  // Gemma's RMS norms scale by 1 + w; the converter stores 1 + w (as F32).
+  // Gemma's and Qwen 3.5's RMS norms scale by 1 + w; the converter stores 1 + w (as F32).
   // gpt-oss publishes its experts stacked, gate and up rows interleaved in one gate_up_proj (even rows
   // gate, odd rows up; its bias likewise), and in MXFP4 as `_blocks` and `_scales` beside the name: the
   // converter splits the rows and repacks the blocks into ggml's MXFP4 (gpt_oss_experts.h).
-  enum class Rows { as_stored, rope_pairs_q, rope_pairs_k, plus_one, mxfp4_even_rows, mxfp4_odd_rows, mxfp4, even_columns, odd_columns };
+  // Qwen 3.5's linear attention reorders its value heads (linear_attention.h): in_proj_qkv's value rows
+  // (value_head_qkv_rows), rows of value_head_dim (value_head_rows) or of one (value_head_scalars),
+  // A_log as -exp (value_head_a_log), conv1d's value channels (value_head_conv), out_proj's columns
+  // (value_head_columns).
+  enum class Rows {
+    as_stored, rope_pairs_q, rope_pairs_k, plus_one,
+    value_head_qkv_rows, value_head_rows, value_head_scalars, value_head_a_log, value_head_conv, value_head_columns,
+    mxfp4_even_rows, mxfp4_odd_rows, mxfp4, even_columns, odd_columns  // last: add_split_experts takes these
+  };
   // The checkpoint's name; "{}" stands for the layer index, and "{e}" for an expert's: the experts'
   // matrices are stacked into one GGUF tensor, expert 0 first, as llama.cpp's converter stacks them
   // (a copy: a GGUF tensor is one range of bytes).

@@ -67,7 +67,8 @@ bool is_embedding(const std::string& name) { return name == "token_embd.weight" 
 // token-type tables (llama.cpp adds the token-type row to F32 activations as it is stored).
 bool is_left_alone(const std::string& name) {
   const bool weight = name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0;
-  return !weight || name.find("ffn_gate_inp.weight") != std::string::npos || name == "position_embd.weight" || name == "token_types.weight";
+  return !weight || name.find("ffn_gate_inp.weight") != std::string::npos || name.find("ssm_conv1d.weight") != std::string::npos ||
+         name == "position_embd.weight" || name == "token_types.weight";
 }
 
 }  // namespace
@@ -186,7 +187,7 @@ std::vector<TensorPlan> plan_tensors(const std::vector<TensorShape>& tensors, co
       p.note = "1-D: kept F32";
     } else if (is_left_alone(t.name)) {
       wanted = as_converter ? LOOM_DTYPE_F32 : t.type;
-      p.note = "router, bias or position table (llama.cpp leaves it): " + std::string(as_converter ? "F32" : "kept " + dtype_name(t.type));
+      p.note = "router, bias, position table or short convolution (llama.cpp leaves it): " + std::string(as_converter ? "F32" : "kept " + dtype_name(t.type));
     } else if (mix_types != nullptr) {
       const auto& mixed = mix_types->at(index);
       wanted = mixed ? *mixed : t.type;
