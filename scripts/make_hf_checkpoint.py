@@ -100,7 +100,9 @@ FAMILIES["gpt_oss"] = dict(arch="gpt-oss", permute=False, bias=True, qk_norm=Fal
 # Qwen 3.5: Gated DeltaNet layers between gated attention layers (hf_qwen35.py); its own split pattern.
 FAMILIES["qwen3_5_text"] = dict(arch="qwen35", permute=False, bias=False, qk_norm=True, pattern=QWEN35_PATTERN, pre="qwen35",
                                 ignore_merges=False, specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos=None,
-                                eos="<|im_end|>", template=CHATML, qwen35=True)
+                                eos="<|im_end|>", template=CHATML, qwen35="dense")
+FAMILIES["qwen3_5_moe_text"] = dict(FAMILIES["qwen3_5_text"], arch="qwen35moe", qwen35="moe", experts=True)
+FAMILIES["qwen3_next"] = dict(FAMILIES["qwen3_5_text"], arch="qwen3next", qwen35="next", experts=True)
 GPT_OSS_ROPE = {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0, "original_max_position_embeddings": 128,
                 "truncate": False}
 # E2M1's values, the code's index (bit 3: the sign), as MXFP4 defines them.
@@ -279,7 +281,7 @@ def make_weights(family, shape, rng):
         return (rng.standard_normal(s) * (scale or 1.0 / np.sqrt(s[-1]))).astype(np.float32)
 
     if f.get("qwen35"):
-        return hf_qwen35.weights(shape, w)
+        return hf_qwen35.weights(shape, w, f["qwen35"])
     # Gemma scales its (tied) embeddings by sqrt(dim): smaller ones keep its logits from saturating.
     t = {"model.embed_tokens.weight": w(vocab, dim, scale=0.05 if f.get("gemma") else 0.5),
          "model.norm.weight": 1.0 + 0.1 * w(dim, scale=1.0)}
@@ -465,6 +467,7 @@ def write_folder(out, family, shape, tensors, tok, dtype, shards):
                            "qwen3": "Qwen3ForCausalLM", "olmo2": "Olmo2ForCausalLM", "smollm3": "SmolLM3ForCausalLM",
                            "granite": "GraniteForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
                            "qwen3_moe": "Qwen3MoeForCausalLM", "gemma2": "Gemma2ForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
+                           "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM", "qwen3_next": "Qwen3NextForCausalLM",
                            "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM", "gpt_oss": "GptOssForCausalLM"}[family]],
         "model_type": family, "hidden_size": shape["dim"], "intermediate_size": shape["ff"],
         "num_hidden_layers": shape["layers"], "num_attention_heads": shape["heads"],
@@ -511,9 +514,9 @@ def write_folder(out, family, shape, tensors, tok, dtype, shards):
         config.update(GRANITE_MULTIPLIERS)
         del config["head_dim"]  # Granite's configs have none (dim / heads)
     if f.get("qwen35"):
-        config = hf_qwen35.config(shape, config)
+        config = hf_qwen35.config(shape, config, f["qwen35"])
     if shape.get("wrapped"):
-        config, tensors = (hf_qwen35.wrapped(config, tensors) if f.get("qwen35") else gemma3_wrapped(config, tensors, shape["wrapped"]))
+        config, tensors = (hf_qwen35.wrapped(config, tensors, f["qwen35"]) if f.get("qwen35") else gemma3_wrapped(config, tensors, shape["wrapped"]))
     json.dump(config, open(os.path.join(out, "config.json"), "w"), indent=2)
     json.dump({"eos_token_id": config["eos_token_id"], "do_sample": True, "temperature": 0.7, "top_p": 0.8},
               open(os.path.join(out, "generation_config.json"), "w"), indent=2)
@@ -637,9 +640,9 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
         w.add_logit_scale(GRANITE_MULTIPLIERS["logits_scaling"])
 
     if f.get("qwen35"):
-        hf_qwen35.write_gguf_keys(w, arch, shape)
+        hf_qwen35.write_gguf_keys(w, arch, shape, f["qwen35"])
         for gname, array, kind in hf_qwen35.gguf_tensors(tensors, lambda a: stored(a, dtype), lambda a: stored_as_f32(a, dtype),
-                                                         lambda a: plus_one(a, dtype), dtype):
+                                                         lambda a: plus_one(a, dtype), dtype, f["qwen35"], shape["experts"]):
             if kind == "F32":
                 w.add_tensor(gname, np.ascontiguousarray(array, dtype=np.float32))
             elif kind == "BF16":
@@ -666,7 +669,7 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
                    "self_attn.o_proj.bias": "attn_output.bias", "self_attn.sinks": "attn_sinks.weight",
                    "mlp.router.weight": "ffn_gate_inp.weight", "mlp.router.bias": "ffn_gate_inp.bias"}
     tensors = dict(tensors)
-    if f.get("experts"):  # the converter stacks the experts into one tensor per layer and matrix
+    if f.get("experts") and tensors:  # the converter stacks the experts into one tensor per layer and matrix
         for il in range(shape["layers"]):
             for m in ("gate_proj", "up_proj", "down_proj"):
                 names = [f"model.layers.{il}.mlp.experts.{e}.{m}.weight" for e in range(shape["experts"])]

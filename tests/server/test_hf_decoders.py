@@ -2,7 +2,8 @@
 """Issue 38: generative models read from Hugging Face folders as published, one family table each.
 
 scripts/make_hf_checkpoint.py writes, for llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2,
-gemma3_text, phi3, olmo2, smollm3, granite, gpt_oss and qwen3_5_text, a synthetic checkpoint folder (safetensors, config.json, a
+gemma3_text, phi3, olmo2, smollm3, granite, gpt_oss, qwen3_5_text, qwen3_5_moe_text and qwen3_next, a
+synthetic checkpoint folder (safetensors, config.json, a
 byte-level or SentencePiece-style BPE tokenizer.json made with `tokenizers`, tokenizer_config.json with
 a chat template) and, with gguf-py, the GGUF llama.cpp's converter makes of the same weights (its
 names and keys, Llama's q/k rows interleaved, experts stacked, Gemma's and Qwen 3.5's norms as 1 + w,
@@ -72,6 +73,10 @@ CASES = {
     # A_log as -exp; conv1d squeezed) between gated attention layers; zero-centred norms as 1 + w.
     "qwen3_5_text": ([], "qwen35"),
     "qwen3_5_text-wrapped": (["--wrapped", "new", "--dtype", "BF16"], "qwen35"),  # Qwen3_5ForConditionalGeneration
+    "qwen3_5_moe_text": (["--fused-experts"], "qwen35"),  # experts stacked, as transformers 5 saves them; a shared expert
+    # Qwen3-Next: in_proj_qkvz and in_proj_ba fused per key head, split as the converter splits them; value
+    # heads left grouped (llama.cpp's qwen3next reads them so).
+    "qwen3_next": ([], "qwen35"),
 }
 
 

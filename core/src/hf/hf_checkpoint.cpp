@@ -194,16 +194,19 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
   auto heads_of = [&](const TensorName& spec) { return spec.rows == TensorName::Rows::rope_pairs_q ? n_heads : n_kv_heads; };
   // Qwen 3.5's linear-attention tensors (linear_attention.h): value heads tiled, A_log as -exp, conv1d squeezed.
   const ValueHeads value_heads = value_heads_of(config);
+  const ValueHeads tiled = family.tiles_value_heads ? value_heads : ValueHeads{};  // nothing moves without tiling
   auto value_head_bytes = [&](std::span<const uint8_t> bytes, int64_t rows, int64_t row_elems, size_t elem_bytes, Rows kind) {
     const int64_t qk_rows = 2 * value_heads.n_k_heads * value_heads.k_head_dim;
     switch (kind) {
       case Rows::value_head_qkv_rows:
-      case Rows::value_head_conv: return tile_value_head_rows(bytes, rows, qk_rows, value_heads.v_head_dim, value_heads);
-      case Rows::value_head_rows: return tile_value_head_rows(bytes, rows, 0, value_heads.v_head_dim, value_heads);
-      case Rows::value_head_scalars: return tile_value_head_rows(bytes, rows, 0, 1, value_heads);
+      case Rows::value_head_conv: return tile_value_head_rows(bytes, rows, qk_rows, value_heads.v_head_dim, tiled);
+      case Rows::value_head_rows: return tile_value_head_rows(bytes, rows, 0, value_heads.v_head_dim, tiled);
+      case Rows::qkvz_qkv:
+      case Rows::qkvz_z: return split_qkvz(bytes, rows, value_heads, kind == Rows::qkvz_z);
+      case Rows::value_head_scalars: return tile_value_head_rows(bytes, rows, 0, 1, tiled);
       case Rows::value_head_columns:
-        if (elem_bytes == 0 && value_heads.grouped()) throw Error(dir.string() + ": a quantized out_proj's columns cannot be reordered by value head");
-        return tile_value_head_columns(bytes, rows, row_elems / std::max<int64_t>(1, value_heads.n_v_heads), elem_bytes, value_heads);
+        if (elem_bytes == 0 && tiled.grouped()) throw Error(dir.string() + ": a quantized out_proj's columns cannot be reordered by value head");
+        return tile_value_head_columns(bytes, rows, row_elems / std::max<int64_t>(1, value_heads.n_v_heads), elem_bytes, tiled);
       default: return std::vector<uint8_t>(bytes.begin(), bytes.end());
     }
   };
@@ -212,13 +215,15 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     std::vector<int64_t> dims = gguf_dims(t.shape);
     if (spec.rows == Rows::value_head_conv) std::erase(dims, 1);  // [channels, 1, kernel]: the converter squeezes
     if (spec.rows == Rows::value_head_a_log) {  // one value per head
-      const std::vector<uint8_t> tiled = tile_value_head_rows(t.data, dims[0], 0, 1, value_heads);
-      return add_owned(gguf_name, LOOM_DTYPE_F32, std::move(dims), negative_exp_f32(dtype, tiled, int64_t(tiled.size() / dtype_row_bytes(dtype, 1))));
+      const std::vector<uint8_t> heads = tile_value_head_rows(t.data, dims[0], 0, 1, tiled);
+      return add_owned(gguf_name, LOOM_DTYPE_F32, std::move(dims), negative_exp_f32(dtype, heads, int64_t(heads.size() / dtype_row_bytes(dtype, 1))));
     }
     int64_t rows = 1;
     for (size_t i = 1; i < dims.size(); i++) rows *= dims[i];
     if (spec.rows == Rows::value_head_scalars && dims.size() == 1) rows = dims[0];  // dt_bias: a value per head
-    add_owned(gguf_name, dtype, dims, value_head_bytes(t.data, rows, dims[0], dtype_row_bytes(dtype, 1), spec.rows));
+    std::vector<uint8_t> bytes = value_head_bytes(t.data, rows, dims[0], dtype_row_bytes(dtype, 1), spec.rows);
+    if (spec.rows == Rows::qkvz_qkv || spec.rows == Rows::qkvz_z) dims.back() = int64_t(bytes.size() / dtype_row_bytes(dtype, dims[0]));
+    add_owned(gguf_name, dtype, std::move(dims), std::move(bytes));
   };
   // A linear layer stored quantized (GPTQ, AWQ, compressed-tensors): repacked into blocks.
   // A linear layer's weight name without ".weight": where a quantization method keeps its tensors.
@@ -231,8 +236,11 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     if (!linear) return false;
     if (spec.rows == TensorName::Rows::rope_pairs_q || spec.rows == TensorName::Rows::rope_pairs_k)
       linear->bytes = interleave_rope_halves(linear->bytes, linear->rows, heads_of(spec), stem, dir.string());
-    if (spec.rows >= Rows::value_head_qkv_rows && spec.rows <= Rows::value_head_columns)  // rows of blocks move as bytes
+    if (spec.rows >= Rows::value_head_qkv_rows && spec.rows <= Rows::qkvz_z) {  // rows of blocks move as bytes
+      const size_t row_bytes = linear->bytes.size() / size_t(linear->rows);
       linear->bytes = value_head_bytes(linear->bytes, linear->rows, linear->columns, 0, spec.rows);
+      linear->rows = int64_t(linear->bytes.size() / row_bytes);
+    }
     add_owned(gguf_name, linear->dtype, {linear->columns, linear->rows}, std::move(linear->bytes));
     return true;
   };
@@ -270,7 +278,7 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     if (t == nullptr && !spec.required) return;
     if (t == nullptr) throw Error(dir.string() + ": tensor '" + hf_name + "' is missing from the safetensors");
     if (spec.rows == TensorName::Rows::plus_one) return add_owned(gguf_name, LOOM_DTYPE_F32, gguf_dims(t->shape), plus_one_f32(*t, check_dtype(*t)));
-    if (spec.rows >= Rows::value_head_qkv_rows && spec.rows <= Rows::value_head_columns) return add_value_heads(*t, gguf_name, spec);
+    if (spec.rows >= Rows::value_head_qkv_rows && spec.rows <= Rows::qkvz_z) return add_value_heads(*t, gguf_name, spec);
     if (spec.rows != TensorName::Rows::as_stored) {
       const int64_t rows = t->shape.empty() ? 0 : t->shape[0];
       return add_owned(gguf_name, check_dtype(*t), gguf_dims(t->shape), interleave_rope_halves(t->data, rows, heads_of(spec), hf_name, dir.string()));

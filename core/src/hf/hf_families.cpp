@@ -404,7 +404,8 @@ const std::vector<TensorName> kGptOssTensors = {
     {"model.layers.{}.mlp.experts.gate_up_proj_bias", "blk.{}.ffn_up_exps.bias", true, Rows::odd_columns},
     {"model.layers.{}.mlp.experts.down_proj_bias", "blk.{}.ffn_down_exps.bias"}};
 
-// Qwen 3.5 (Qwen3_5ForCausalLM; the text model of Qwen3_5ForConditionalGeneration): every
+// Qwen 3.5 (Qwen3_5ForCausalLM; the text model of Qwen3_5ForConditionalGeneration), its MoE variant
+// and Qwen3-Next, whose layers it inherits: every
 // full_attention_interval-th layer gated attention (q_proj holds each head's q and its output gate;
 // q/k norms), the others Gated DeltaNet (linear_attn.*, linear_attention.h); zero-centred norms
 // stored as w for a scale of 1 + w, except the DeltaNet's own; partial rope in interleaved M-RoPE
@@ -435,6 +436,12 @@ void qwen35_extra(const std::filesystem::path& dir, const json& config, const st
                                          : config.value("partial_rotary_factor", 0.25);
   const int64_t head_dim = config.value("head_dim", config.value("hidden_size", int64_t(0)) / std::max<int64_t>(1, config.value("num_attention_heads", int64_t(1))));
   writer.set_uint32(arch + ".rope.dimension_count", uint32_t(int64_t(double(head_dim) * rotary)));
+  if (config.contains("num_experts")) {  // Loom's qwen35moe and qwen3next normalise the chosen experts' weights
+    if (!config.value("norm_topk_prob", true)) throw Error(config_path + ": norm_topk_prob is false, which this family does not run");
+    if (config.value("decoder_sparse_step", 1) != 1 || !config.value("mlp_only_layers", json::array()).empty())
+      throw Error(config_path + ": decoder_sparse_step or mlp_only_layers makes some layers dense, which Loom does not run");
+  }
+  if (arch == "qwen3next") return;  // plain NEOX rope over the rotary dims
   // The converter writes Qwen 3.5's default sections when rope_parameters has none.
   std::vector<int32_t> sections = {11, 11, 10, 0};
   if (rope.is_object() && rope.contains("mrope_section") && rope["mrope_section"].is_array()) {
@@ -446,40 +453,73 @@ void qwen35_extra(const std::filesystem::path& dir, const json& config, const st
   writer.set_int32_array(arch + ".rope.dimension_sections", sections);
 }
 
-const std::vector<TensorName> kQwen35Tensors = {
-    {"model.embed_tokens.weight", "token_embd.weight"},
-    {"model.norm.weight", "output_norm.weight", true, Rows::plus_one},
-    {"lm_head.weight", "output.weight", false},
-    {"model.layers.{}.input_layernorm.weight", "blk.{}.attn_norm.weight", true, Rows::plus_one},
-    {"model.layers.{}.post_attention_layernorm.weight", "blk.{}.post_attention_norm.weight", true, Rows::plus_one},
-    // Attention layers only.
-    {"model.layers.{}.self_attn.q_proj.weight", "blk.{}.attn_q.weight", false},
-    {"model.layers.{}.self_attn.k_proj.weight", "blk.{}.attn_k.weight", false},
-    {"model.layers.{}.self_attn.v_proj.weight", "blk.{}.attn_v.weight", false},
-    {"model.layers.{}.self_attn.o_proj.weight", "blk.{}.attn_output.weight", false},
-    {"model.layers.{}.self_attn.q_norm.weight", "blk.{}.attn_q_norm.weight", false, Rows::plus_one},
-    {"model.layers.{}.self_attn.k_norm.weight", "blk.{}.attn_k_norm.weight", false, Rows::plus_one},
-    // Gated DeltaNet layers only.
-    {"model.layers.{}.linear_attn.in_proj_qkv.weight", "blk.{}.attn_qkv.weight", false, Rows::value_head_qkv_rows},
-    {"model.layers.{}.linear_attn.in_proj_z.weight", "blk.{}.attn_gate.weight", false, Rows::value_head_rows},
-    {"model.layers.{}.linear_attn.in_proj_b.weight", "blk.{}.ssm_beta.weight", false, Rows::value_head_scalars},
-    {"model.layers.{}.linear_attn.in_proj_a.weight", "blk.{}.ssm_alpha.weight", false, Rows::value_head_scalars},
-    {"model.layers.{}.linear_attn.conv1d.weight", "blk.{}.ssm_conv1d.weight", false, Rows::value_head_conv},
-    {"model.layers.{}.linear_attn.dt_bias", "blk.{}.ssm_dt.bias", false, Rows::value_head_scalars},
-    {"model.layers.{}.linear_attn.A_log", "blk.{}.ssm_a", false, Rows::value_head_a_log},
-    {"model.layers.{}.linear_attn.norm.weight", "blk.{}.ssm_norm.weight", false},
-    {"model.layers.{}.linear_attn.out_proj.weight", "blk.{}.ssm_out.weight", false, Rows::value_head_columns},
-    {"model.layers.{}.mlp.gate_proj.weight", "blk.{}.ffn_gate.weight"},
-    {"model.layers.{}.mlp.up_proj.weight", "blk.{}.ffn_up.weight"},
-    {"model.layers.{}.mlp.down_proj.weight", "blk.{}.ffn_down.weight"}};
+enum class Qwen35Kind { dense, moe, next };
 
-Family qwen35() {
+// Qwen 3.5's tensors, the MoE variant's router, experts and shared expert, and Qwen3-Next's fused
+// in_proj_qkvz and in_proj_ba (its value heads stay grouped: Family::tiles_value_heads).
+std::vector<TensorName> qwen35_tensors(Qwen35Kind kind) {
+  std::vector<TensorName> t = {
+      {"model.embed_tokens.weight", "token_embd.weight"},
+      {"model.norm.weight", "output_norm.weight", true, Rows::plus_one},
+      {"lm_head.weight", "output.weight", false},
+      {"model.layers.{}.input_layernorm.weight", "blk.{}.attn_norm.weight", true, Rows::plus_one},
+      {"model.layers.{}.post_attention_layernorm.weight", "blk.{}.post_attention_norm.weight", true, Rows::plus_one},
+      // Attention layers only.
+      {"model.layers.{}.self_attn.q_proj.weight", "blk.{}.attn_q.weight", false},
+      {"model.layers.{}.self_attn.k_proj.weight", "blk.{}.attn_k.weight", false},
+      {"model.layers.{}.self_attn.v_proj.weight", "blk.{}.attn_v.weight", false},
+      {"model.layers.{}.self_attn.o_proj.weight", "blk.{}.attn_output.weight", false},
+      {"model.layers.{}.self_attn.q_norm.weight", "blk.{}.attn_q_norm.weight", false, Rows::plus_one},
+      {"model.layers.{}.self_attn.k_norm.weight", "blk.{}.attn_k_norm.weight", false, Rows::plus_one},
+      // Gated DeltaNet layers only.
+      {"model.layers.{}.linear_attn.conv1d.weight", "blk.{}.ssm_conv1d.weight", false, Rows::value_head_conv},
+      {"model.layers.{}.linear_attn.dt_bias", "blk.{}.ssm_dt.bias", false, Rows::value_head_scalars},
+      {"model.layers.{}.linear_attn.A_log", "blk.{}.ssm_a", false, Rows::value_head_a_log},
+      {"model.layers.{}.linear_attn.norm.weight", "blk.{}.ssm_norm.weight", false},
+      {"model.layers.{}.linear_attn.out_proj.weight", "blk.{}.ssm_out.weight", false, Rows::value_head_columns}};
+  if (kind == Qwen35Kind::next) {
+    t.push_back({"model.layers.{}.linear_attn.in_proj_qkvz.weight", "blk.{}.attn_qkv.weight", false, Rows::qkvz_qkv});
+    t.push_back({"model.layers.{}.linear_attn.in_proj_qkvz.weight", "blk.{}.attn_gate.weight", false, Rows::qkvz_z});
+    t.push_back({"model.layers.{}.linear_attn.in_proj_ba.weight", "blk.{}.ssm_ba.weight", false});
+  } else {
+    t.push_back({"model.layers.{}.linear_attn.in_proj_qkv.weight", "blk.{}.attn_qkv.weight", false, Rows::value_head_qkv_rows});
+    t.push_back({"model.layers.{}.linear_attn.in_proj_z.weight", "blk.{}.attn_gate.weight", false, Rows::value_head_rows});
+    t.push_back({"model.layers.{}.linear_attn.in_proj_b.weight", "blk.{}.ssm_beta.weight", false, Rows::value_head_scalars});
+    t.push_back({"model.layers.{}.linear_attn.in_proj_a.weight", "blk.{}.ssm_alpha.weight", false, Rows::value_head_scalars});
+  }
+  if (kind == Qwen35Kind::dense) {
+    t.push_back({"model.layers.{}.mlp.gate_proj.weight", "blk.{}.ffn_gate.weight"});
+    t.push_back({"model.layers.{}.mlp.up_proj.weight", "blk.{}.ffn_up.weight"});
+    t.push_back({"model.layers.{}.mlp.down_proj.weight", "blk.{}.ffn_down.weight"});
+    return t;
+  }
+  t.push_back({"model.layers.{}.mlp.gate.weight", "blk.{}.ffn_gate_inp.weight"});
+  t.push_back({"model.layers.{}.mlp.experts.{e}.gate_proj.weight", "blk.{}.ffn_gate_exps.weight"});
+  t.push_back({"model.layers.{}.mlp.experts.{e}.up_proj.weight", "blk.{}.ffn_up_exps.weight"});
+  t.push_back({"model.layers.{}.mlp.experts.{e}.down_proj.weight", "blk.{}.ffn_down_exps.weight"});
+  t.push_back({"model.layers.{}.mlp.shared_expert_gate.weight", "blk.{}.ffn_gate_inp_shexp.weight"});
+  t.push_back({"model.layers.{}.mlp.shared_expert.gate_proj.weight", "blk.{}.ffn_gate_shexp.weight"});
+  t.push_back({"model.layers.{}.mlp.shared_expert.up_proj.weight", "blk.{}.ffn_up_shexp.weight"});
+  t.push_back({"model.layers.{}.mlp.shared_expert.down_proj.weight", "blk.{}.ffn_down_shexp.weight"});
+  return t;
+}
+
+Family qwen35(const char* model_type, const char* arch, Qwen35Kind kind) {
   std::vector<ConfigKey> keys = decoder_keys();
   keys.push_back({"linear_conv_kernel_dim", "ssm.conv_kernel"});
   keys.push_back({"linear_key_head_dim", "ssm.state_size"});
   keys.push_back({"linear_num_key_heads", "ssm.group_count"});
   keys.push_back({"linear_num_value_heads", "ssm.time_step_rank"});
-  return {"qwen3_5_text", "qwen35", "num_hidden_layers", nullptr, nullptr, keys, kQwen35Tensors, TokenizerKind::bpe, qwen35_extra};
+  if (kind != Qwen35Kind::dense) {
+    keys.push_back({"num_experts", "expert_count"});
+    keys.push_back({"num_experts_per_tok", "expert_used_count"});
+    keys.push_back({"moe_intermediate_size", "expert_feed_forward_length"});
+    keys.push_back({"shared_expert_intermediate_size", "expert_shared_feed_forward_length"});
+  }
+  Family f{model_type, arch, "num_hidden_layers", kind == Qwen35Kind::dense ? nullptr : "num_experts", nullptr, keys, qwen35_tensors(kind),
+           TokenizerKind::bpe, qwen35_extra};
+  f.tiles_value_heads = kind != Qwen35Kind::next;
+  return f;
 }
 
 const std::vector<Family> kFamilies = {
@@ -558,7 +598,9 @@ const std::vector<Family> kFamilies = {
                                             {"embedding_multiplier", "embedding_scale", Kind::f32, false},
                                             {"residual_multiplier", "residual_scale", Kind::f32, false},
                                             {"logits_scaling", "logit_scale", Kind::f32, false}}}),
-    qwen35(),
+    qwen35("qwen3_5_text", "qwen35", Qwen35Kind::dense),
+    qwen35("qwen3_5_moe_text", "qwen35moe", Qwen35Kind::moe),
+    qwen35("qwen3_next", "qwen3next", Qwen35Kind::next),
 };
 
 // Gemma3TextConfig's defaults (transformers), for the keys a Gemma 3 vision model's text_config omits
@@ -576,6 +618,7 @@ const std::vector<Wrapper> kWrappers = {
     // Qwen 3.5's releases are multimodal: the text model under model.language_model (its text_config
     // gives every key; the vision tower and the MTP layers stay unread).
     {"qwen3_5", "qwen3_5_text", "{}", {{"model.", "model.language_model."}}},
+    {"qwen3_5_moe", "qwen3_5_moe_text", "{}", {{"model.", "model.language_model."}}},
 };
 
 }  // namespace

@@ -36,10 +36,11 @@ struct TensorName {
   // Qwen 3.5's linear attention reorders its value heads (linear_attention.h): in_proj_qkv's value rows
   // (value_head_qkv_rows), rows of value_head_dim (value_head_rows) or of one (value_head_scalars),
   // A_log as -exp (value_head_a_log), conv1d's value channels (value_head_conv), out_proj's columns
-  // (value_head_columns).
+  // (value_head_columns). Qwen3-Next's fused in_proj_qkvz splits into attn_qkv (qkvz_qkv) and
+  // attn_gate (qkvz_z) without reordering its value heads.
   enum class Rows {
     as_stored, rope_pairs_q, rope_pairs_k, plus_one,
-    value_head_qkv_rows, value_head_rows, value_head_scalars, value_head_a_log, value_head_conv, value_head_columns,
+    value_head_qkv_rows, value_head_rows, value_head_scalars, value_head_a_log, value_head_conv, value_head_columns, qkvz_qkv, qkvz_z,
     mxfp4_even_rows, mxfp4_odd_rows, mxfp4, even_columns, odd_columns  // last: add_split_experts takes these
   };
   // The checkpoint's name; "{}" stands for the layer index, and "{e}" for an expert's: the experts'
@@ -71,6 +72,9 @@ struct Family {
   // Metadata the table cannot give (keys under `arch`), and loom::Error for a variant Loom does not run.
   void (*extra)(const std::filesystem::path& dir, const nlohmann::json& config, const std::string& arch, gguf::GgufWriter& writer) = nullptr;
   std::vector<GeneratedTensor> (*generated)(const nlohmann::json& config) = nullptr;
+  // Qwen 3.5: value heads go from the checkpoint's grouped order to llama.cpp's tiled one (the
+  // TensorName::Rows value_head_* kinds; without it they only squeeze and exponentiate).
+  bool tiles_value_heads = false;
 };
 
 // A multimodal checkpoint whose text model is a family Loom reads (Gemma3ForConditionalGeneration):

@@ -53,6 +53,28 @@ std::vector<uint8_t> tile_value_head_columns(std::span<const uint8_t> data, int6
   return out;
 }
 
+std::vector<uint8_t> split_qkvz(std::span<const uint8_t> data, int64_t rows, const ValueHeads& heads, bool gate) {
+  const int64_t value_rows = heads.n_k_heads > 0 ? heads.n_v_heads / heads.n_k_heads * heads.v_head_dim : 0;
+  const int64_t part_rows[4] = {heads.k_head_dim, heads.k_head_dim, value_rows, value_rows};  // q, k, v, z
+  const int64_t per_head = 2 * heads.k_head_dim + 2 * value_rows;
+  if (heads.n_k_heads <= 0 || per_head <= 0 || rows != per_head * heads.n_k_heads)
+    throw Error("linear attention: in_proj_qkvz has " + std::to_string(rows) + " rows, not " + std::to_string(heads.n_k_heads) +
+                " key heads of q, k, v and z rows (" + std::to_string(per_head) + " each)");
+  const size_t row_bytes = data.size() / size_t(rows);
+  std::vector<uint8_t> out;
+  out.reserve(data.size());
+  const int first_part = gate ? 3 : 0, end_part = gate ? 4 : 3;
+  for (int part = first_part; part < end_part; part++) {
+    int64_t offset = 0;
+    for (int q = 0; q < part; q++) offset += part_rows[q];
+    for (int64_t k = 0; k < heads.n_k_heads; k++) {
+      const uint8_t* from = data.data() + size_t(k * per_head + offset) * row_bytes;
+      out.insert(out.end(), from, from + size_t(part_rows[part]) * row_bytes);
+    }
+  }
+  return out;
+}
+
 std::vector<uint8_t> negative_exp_f32(loom_dtype stored, std::span<const uint8_t> data, int64_t n) {
   const std::vector<float> values = dequantize_rows(stored, data, n);
   std::vector<uint8_t> out(values.size() * sizeof(float));
