@@ -200,11 +200,12 @@ def byte_level_pre_tokenizer(pattern):
 
 def tokenizer_from_gguf(path):
     """A real vocabulary (one of llama.cpp's vocab suites) as its model publishes tokenizer.json: a
-    byte-level BPE with the published pre-tokenizer, or SentencePiece's BPE exported as transformers'
-    converter exports it (merges from the pieces and their scores). Returns the tokenizer, its model
-    ("gpt2" or "llama") and its bos and eos tokens."""
+    byte-level BPE with the published pre-tokenizer, SentencePiece's BPE exported as transformers'
+    converter exports it (merges from the pieces and their scores), or SentencePiece's unigram model as
+    XLM-RoBERTa publishes it (Precompiled character map, spaces collapsed, Metaspace). Returns the
+    tokenizer, its model ("gpt2", "llama" or "t5") and its bos and eos tokens."""
     import gguf
-    from tokenizers import AddedToken, normalizers
+    from tokenizers import AddedToken, normalizers, processors
     fields = gguf.GGUFReader(path).fields
 
     def strings(key):
@@ -221,7 +222,19 @@ def tokenizer_from_gguf(path):
     vocab = {}
     for i, t in enumerate(tokens):
         vocab.setdefault(t, i)
-    if kind == "gpt2":
+    if kind == "t5":  # SentencePiece's unigram model as XLM-RoBERTa's tokenizer.json publishes it
+        scores = [float(fields["tokenizer.ggml.scores"].parts[i][0]) for i in fields["tokenizer.ggml.scores"].data]
+        charsmap = fields["tokenizer.ggml.precompiled_charsmap"]
+        charsmap = bytes(np.concatenate([np.asarray(charsmap.parts[i]) for i in charsmap.data]).astype(np.uint8))
+        tok = Tokenizer(models.Unigram(list(zip(tokens, scores)), unk_id=types.index(2), byte_fallback=False))
+        tok.normalizer = normalizers.Sequence([normalizers.Precompiled(charsmap), normalizers.Replace(Regex(" {2,}"), " ")])
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always")
+        tok.decoder = decoders.Metaspace(replacement=SPACE, prepend_scheme="always")
+        bos, eos = tokens[int(scalar("tokenizer.ggml.bos_token_id"))], tokens[int(scalar("tokenizer.ggml.eos_token_id"))]
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A {eos}", pair=f"{bos} $A {eos} {eos} $B {eos}",
+            special_tokens=[(bos, int(scalar("tokenizer.ggml.bos_token_id"))), (eos, int(scalar("tokenizer.ggml.eos_token_id")))])
+    elif kind == "gpt2":
         pre = bytes(fields["tokenizer.ggml.pre"].parts[fields["tokenizer.ggml.pre"].data[0]]).decode()
         pattern, ignore_merges = PUBLISHED_PRE_TOKENIZERS[pre]
         merges = [tuple(m.split(" ", 1)) for m in strings("tokenizer.ggml.merges")]

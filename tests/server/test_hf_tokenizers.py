@@ -2,14 +2,18 @@
 """Issue 38: real vocabularies read from tokenizer.json give the ids Hugging Face's `tokenizers` gives.
 
 For each of llama.cpp's vocab suites that setup installs (~/.cache/loom/vocab: GPT-2, Llama 3, Qwen2,
-Qwen3.5 and StarCoder byte-level BPEs; Llama 2 and Phi-3 SentencePiece BPEs),
+Qwen3.5 and StarCoder byte-level BPEs; Llama 2 and Phi-3 SentencePiece BPEs; XLM-RoBERTa's unigram
+model, from nomic-embed-text-v2-moe),
 scripts/make_hf_checkpoint.py --vocab-from writes the vocabulary as its model publishes tokenizer.json
 (the published pre-tokenizer; SentencePiece's pieces exported as transformers exports them) inside a
 tiny model folder. `loom serve` reads the folder, and its /tokenize must give `tokenizers`' ids for
-every text of the suite's .inp file and a multilingual corpus. Skips (77) without the suites,
+every text of the suite's .inp file and a multilingual corpus. The unigram vocabulary read from its GGUF
+gives llama.cpp's ids (SentencePiece's own whitespace handling, which tokenizers' Metaspace differs
+from on whitespace-only texts). Skips (77) without the suites,
 tokenizers, safetensors, numpy or gguf.
 usage: test_hf_tokenizers.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 """
+import json
 import os
 import subprocess
 import sys
@@ -28,7 +32,10 @@ except ImportError as e:
 SUITES = os.path.expanduser("~/.cache/loom/vocab")
 # One per distinct pre-tokenizer (MPT's is GPT-2's, Refact's and Command-R's StarCoder's: all three
 # measured equal too, left out to keep the test short).
-VOCABS = ["gpt-2", "llama-bpe", "qwen2", "qwen35", "starcoder", "llama-spm", "phi-3"]
+VOCABS = ["gpt-2", "llama-bpe", "qwen2", "qwen35", "starcoder", "llama-spm", "phi-3", "nomic-bert-moe"]
+# Suites without texts of their own borrow another's (nomic-embed-text-v2-moe: XLM-RoBERTa's unigram
+# vocabulary of 250,048 pieces and its character map).
+TEXTS_FROM = {"nomic-bert-moe": "llama-spm"}
 if not all(os.path.exists(os.path.join(SUITES, f"ggml-vocab-{v}.gguf")) for v in VOCABS):
     print(f"skipped: llama.cpp's vocab suites are not in {SUITES} (scripts/setup.sh installs them)")
     sys.exit(77)
@@ -59,7 +66,7 @@ MULTILINGUAL = [
 
 
 def texts_of(vocab):
-    with open(os.path.join(SUITES, f"ggml-vocab-{vocab}.gguf.inp"), encoding="utf-8") as f:
+    with open(os.path.join(SUITES, f"ggml-vocab-{TEXTS_FROM.get(vocab, vocab)}.gguf.inp"), encoding="utf-8") as f:
         raw = f.read()
     return raw.split("\n__ggml_vocab_test__\n")[:-1] + MULTILINGUAL
 
@@ -79,8 +86,25 @@ class RealVocabularyTest(unittest.TestCase):
                     status, body = server.json("POST", "/tokenize", {"content": text, "add_special": False})
                     self.assertEqual(status, 200, body)
                     self.assertEqual(body["tokens"], hf.encode(text, add_special_tokens=False).ids, f"{vocab}: {text!r}")
+                    if vocab == "nomic-bert-moe":  # XLM-RoBERTa's template: <s> text </s>
+                        status, body = server.json("POST", "/tokenize", {"content": text, "add_special": True})
+                        self.assertEqual(body["tokens"], hf.encode(text).ids, f"{vocab} with special tokens: {text!r}")
             finally:
                 server.terminate()
+
+    def test_a_t5_vocabulary_gives_llama_cpps_ids(self):
+        # The GGUF's unigram vocabulary ("t5") runs SentencePiece's own normalization, as llama.cpp does:
+        # its ids for the suite's texts (tests/data, from scripts/reference/tokenize_reference.cpp).
+        with open(os.path.join(HERE, "..", "data", "tokenize-nomic-bert-moe-llama-cpp.json"), encoding="utf-8") as f:
+            reference = json.load(f)
+        with open(os.path.join(SUITES, reference["texts_from"]), encoding="utf-8") as f:
+            texts = f.read().split("\n__ggml_vocab_test__\n")[:-1]
+        self.assertEqual(len(texts), len(reference["ids"]))
+        for text, want in zip(texts, reference["ids"]):
+            done = server_harness.run_loom("tokenize", "--model", os.path.join(SUITES, reference["vocab"]), "--no-bos", "--ids-only", "--", text)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            got = [int(t) for t in done.stdout.replace(",", " ").replace("[", " ").replace("]", " ").split()]
+            self.assertEqual(got, want, repr(text))
 
 
 if __name__ == "__main__":

@@ -122,6 +122,10 @@ void GgufWriter::set_int32_array(std::string key, std::vector<int32_t> values) {
   set_raw(std::move(key), static_cast<uint32_t>(ValueType::array), encode_array(ValueType::int32, values));
 }
 
+void GgufWriter::set_uint8_array(std::string key, std::vector<uint8_t> values) {
+  set_raw(std::move(key), static_cast<uint32_t>(ValueType::array), encode_array(ValueType::uint8, values));
+}
+
 void GgufWriter::set_bool_array(std::string key, std::vector<bool> values) {
   std::vector<uint8_t> bytes;
   for (bool v : values) bytes.push_back(v ? 1 : 0);

@@ -28,6 +28,7 @@ class GgufWriter {
   void set_float32_array(std::string key, std::vector<float> values);
   void set_int32_array(std::string key, std::vector<int32_t> values);
   void set_bool_array(std::string key, std::vector<bool> values);
+  void set_uint8_array(std::string key, std::vector<uint8_t> values);
   // Raw setter for any scalar or array type (tests of every value type). `encoded_value` is the value
   // exactly as stored in the file: a string is u64 length + bytes; an array is u32 element type,
   // u64 count, then the elements.

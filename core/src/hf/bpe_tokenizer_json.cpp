@@ -1,4 +1,5 @@
-// tokenizer.json's byte-level BPE as llama.cpp's "gpt2" vocabulary (tokenizer_json.h).
+// tokenizer.json's BPE as llama.cpp's "gpt2" or "llama" vocabulary, Unigram as its "t5" one
+// (unigram_tokenizer_json.h), and the special ids and templates they share (tokenizer_json.h).
 
 #include <cctype>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "hf/json_file.h"
 #include "hf/pre_tokenizer_match.h"
 #include "hf/tokenizer_json.h"
+#include "hf/unigram_tokenizer_json.h"
 
 namespace loom::hf {
 
@@ -99,17 +101,19 @@ void add_chat_templates(const std::filesystem::path& dir, const json& tok_config
   }
 }
 
-// True when the post-processor's single-sequence template starts with the bos token.
-bool template_adds(const json& post, const std::string& token) {
+// True when the post-processor's single-sequence template starts (at_end: ends) with the token.
+bool template_adds(const json& post, const std::string& token, bool at_end = false) {
   if (!post.is_object()) return false;
   if (post.value("type", std::string()) == "Sequence") {
     for (const json& step : post.value("processors", json::array()))
-      if (template_adds(step, token)) return true;
+      if (template_adds(step, token, at_end)) return true;
     return false;
   }
   if (post.value("type", std::string()) != "TemplateProcessing") return false;
   const json single = post.value("single", json::array());
-  return !single.empty() && single[0].contains("SpecialToken") && single[0]["SpecialToken"].value("id", std::string()) == token;
+  if (single.empty()) return false;
+  const json& piece = at_end ? single.back() : single.front();
+  return piece.contains("SpecialToken") && piece["SpecialToken"].value("id", std::string()) == token;
 }
 
 // The parts of a BPE vocabulary both kinds share: pieces by id (ids the file lacks up to config.json's
@@ -254,16 +258,22 @@ void add_bpe_tokenizer(const std::filesystem::path& dir, const json& config, ggu
   const std::string file = path.string();
   const json tok = read_json_file(path);
   const json model = tok.value("model", json::object());
-  if (model.value("type", std::string()) != "BPE")
-    throw Error(file + ": model type '" + model.value("type", std::string()) + "' (Loom reads BPE tokenizers for this family: byte-level or SentencePiece-style)");
-  Pieces pieces = read_pieces(tok, file, n_vocab);
-  if (model.value("byte_fallback", false)) add_sentencepiece_vocab(tok, file, writer, pieces);
-  else add_byte_level_vocab(tok, file, writer, pieces);
+  const std::string type = model.value("type", std::string());
+  if (type != "BPE" && type != "Unigram")
+    throw Error(file + ": model type '" + type + "' (Loom reads BPE tokenizers, byte-level or SentencePiece-style, and Unigram ones for this family)");
+  Pieces pieces;
+  if (type == "Unigram") {
+    pieces.id_of = add_unigram_vocab(tok, file, writer, n_vocab);
+  } else {
+    pieces = read_pieces(tok, file, n_vocab);
+    if (model.value("byte_fallback", false)) add_sentencepiece_vocab(tok, file, writer, pieces);
+    else add_byte_level_vocab(tok, file, writer, pieces);
+  }
   const auto& id_of = pieces.id_of;
 
   const std::filesystem::path config_path = dir / "tokenizer_config.json";
   json tok_config = std::filesystem::exists(config_path) ? read_json_file(config_path) : json::object();
-  std::optional<std::string> bos_text;
+  std::optional<std::string> bos_text, eos_text;
   const auto special = [&](const char* name, const char* config_key, const char* gguf_key) {
     std::optional<int64_t> id;
     if (const auto text = token_text(tok_config, name)) {
@@ -271,6 +281,7 @@ void add_bpe_tokenizer(const std::filesystem::path& dir, const json& config, ggu
       if (it == id_of.end()) throw Error(config_path.string() + ": " + name + " '" + *text + "' is not a token of tokenizer.json");
       id = it->second;
       if (std::string_view(name) == "bos_token") bos_text = *text;
+      if (std::string_view(name) == "eos_token") eos_text = *text;
     } else if (config_key != nullptr) {
       id = config_id(config, config_key);
     }
@@ -288,6 +299,8 @@ void add_bpe_tokenizer(const std::filesystem::path& dir, const json& config, ggu
     writer.set_bool("tokenizer.ggml.add_bos_token", bos_text.has_value() && template_adds(tok.value("post_processor", json()), *bos_text));
   if (tok_config.contains("add_eos_token") && tok_config["add_eos_token"].is_boolean())
     writer.set_bool("tokenizer.ggml.add_eos_token", tok_config["add_eos_token"].get<bool>());
+  else
+    writer.set_bool("tokenizer.ggml.add_eos_token", eos_text.has_value() && template_adds(tok.value("post_processor", json()), *eos_text, true));
   add_chat_templates(dir, tok_config, writer);
 }
 

@@ -69,6 +69,7 @@ Tokenizer::Tokenizer(tokenizer::VocabData data) : vocab_(std::move(data)) {
     if (vocab_.data.merges.empty()) throw Error("tokenizer: a gpt2 (BPE) vocabulary needs tokenizer.ggml.merges");
     pre_ = tokenizer::PreTokenizer::for_name(vocab_.data.pre);
   }
+  if (vocab_.data.kind == VocabKind::ugm) unigram_ = std::make_unique<tokenizer::UnigramModel>(vocab_);
   special_lengths_by_byte_.resize(256);
   special_second_bytes_.assign(256, std::vector<bool>(256, false));
   for (size_t rank = 0; rank < vocab_.special_ids.size(); ++rank) {
@@ -144,6 +145,8 @@ void Tokenizer::encode_text(std::string_view text, bool after_special, std::vect
     tokenizer::spm_encode(vocab_, escaped, out);
   } else if (vocab_.data.kind == VocabKind::wpm) {
     tokenizer::wordpiece_encode(vocab_, text, out);
+  } else if (vocab_.data.kind == VocabKind::ugm) {
+    unigram_->encode(text, out);  // its normalizer adds the space prefix to every fragment
   } else {
     tokenizer::bpe_encode(vocab_, pre_, text, out);
   }
@@ -216,7 +219,8 @@ std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_special) const {
   std::string out;
   // SentencePiece's added leading space, and WordPiece's word mark on the first word.
-  bool strip_space = (vocab_.data.kind == VocabKind::spm && vocab_.data.add_space_prefix) || vocab_.data.kind == VocabKind::wpm;
+  bool strip_space = ((vocab_.data.kind == VocabKind::spm || vocab_.data.kind == VocabKind::ugm) && vocab_.data.add_space_prefix) ||
+                     vocab_.data.kind == VocabKind::wpm;
   for (int32_t id : ids) {
     std::string piece = token_to_piece(id, render_special);
     if (piece.empty()) continue;

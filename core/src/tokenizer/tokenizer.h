@@ -1,8 +1,9 @@
 // Tokenizer — text <-> token ids for a model, built from the tokenizer.ggml.* keys of its GGUF file.
 //
-// Three algorithms, chosen by tokenizer.ggml.model: "llama" (SentencePiece, e.g. Llama 2, Gemma), "gpt2"
+// Four algorithms, chosen by tokenizer.ggml.model: "llama" (SentencePiece, e.g. Llama 2, Gemma), "gpt2"
 // (byte-level BPE, e.g. GPT-2, Llama 3, Qwen 2, StarCoder; the pre-tokenizer is chosen by
-// tokenizer.ggml.pre; "gemma4" is BPE over UTF-8 pieces) and "bert" (WordPiece). Results match llama.cpp id for id. Immutable after construction: every const
+// tokenizer.ggml.pre; "gemma4" is BPE over UTF-8 pieces), "bert" (WordPiece) and "t5" (SentencePiece's
+// unigram model: T5, XLM-RoBERTa). Results match llama.cpp id for id. Immutable after construction: every const
 // method may be called from any number of threads at once.
 #pragma once
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/unigram_encode.h"
 #include "tokenizer/vocab.h"
 
 namespace loom::gguf {
@@ -76,6 +78,7 @@ class Tokenizer {
 
   tokenizer::Vocab vocab_;
   tokenizer::PreTokenizer pre_;
+  std::unique_ptr<tokenizer::UnigramModel> unigram_;  // the "t5" kind's trie and character map
   // Special-token texts grouped by first byte, then by length, for one-pass matching.
   std::vector<std::vector<size_t>> special_lengths_by_byte_;
   // For each first byte, which second bytes any special text of 2+ bytes has (a cheap pre-filter).

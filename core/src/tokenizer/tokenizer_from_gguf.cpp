@@ -37,10 +37,12 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::GgufFile& file) {
     data.byte_level = false;
   } else if (*model == "bert") {
     data.kind = VocabKind::wpm;
+  } else if (*model == "t5") {
+    data.kind = VocabKind::ugm;
   } else {
     throw Error(where("tokenizer.ggml.model") + " = '" + *model +
                 "' is not supported (Loom implements 'llama' (SentencePiece), 'gpt2' (byte-level BPE), 'gemma4' "
-                "(BPE over UTF-8 pieces) and 'bert' (WordPiece))");
+                "(BPE over UTF-8 pieces), 'bert' (WordPiece) and 't5' (unigram))");
   }
   data.pre = file.get_string("tokenizer.ggml.pre").value_or("default");
   // Gemma 4's files name no pre-tokenizer: its tokenizer.json splits newline runs from the rest.
@@ -58,6 +60,16 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::GgufFile& file) {
 
   const bool spm = data.kind == VocabKind::spm;
   const size_t n = data.tokens.size();
+  if (data.kind == VocabKind::ugm) {
+    for (int64_t byte : file.get_int_array("tokenizer.ggml.precompiled_charsmap")) {
+      if (byte < 0 || byte > 255) throw Error(where("tokenizer.ggml.precompiled_charsmap") + " holds " + std::to_string(byte) + ", not a byte");
+      data.precompiled_charsmap.push_back(static_cast<uint8_t>(byte));
+    }
+    data.remove_extra_whitespaces = file.get_bool("tokenizer.ggml.remove_extra_whitespaces").value_or(false);
+    data.metaspace = file.get_bool("tokenizer.ggml.loom.metaspace").value_or(false);
+    data.byte_fallback = file.get_bool("tokenizer.ggml.loom.byte_fallback").value_or(false);
+    if (data.scores.size() != n) throw Error(where("tokenizer.ggml.scores") + " must give every token a score in a unigram (t5) vocabulary");
+  }
   // SentencePiece models have fixed defaults for ids they do not state (llama.cpp's choice too).
   data.bos_id = read_id(file, "tokenizer.ggml.bos_token_id", spm && n > 1 ? 1 : -1, n);
   data.eos_id = read_id(file, "tokenizer.ggml.eos_token_id", spm && n > 2 ? 2 : -1, n);
@@ -68,8 +80,18 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::GgufFile& file) {
   data.add_bos = file.get_bool("tokenizer.ggml.add_bos_token").value_or(spm);
   if (*model == "gemma4") data.add_bos = true;  // Gemma 4 always starts with <bos>, whatever the file says
   data.add_eos = file.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
-  data.add_space_prefix = file.get_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
-  if (!spm) data.add_space_prefix = false;  // BPE encodes spaces itself
+  const bool ugm = data.kind == VocabKind::ugm;
+  // T5's fixed ids unless stated (llama.cpp's): no BOS, </s> 1, <unk> 2, <pad> 0.
+  if (ugm) {
+    data.bos_id = read_id(file, "tokenizer.ggml.bos_token_id", -1, n);
+    data.eos_id = read_id(file, "tokenizer.ggml.eos_token_id", n > 1 ? 1 : -1, n);
+    data.unk_id = read_id(file, "tokenizer.ggml.unknown_token_id", n > 2 ? 2 : -1, n);
+    data.pad_id = read_id(file, "tokenizer.ggml.padding_token_id", 0, n);
+    data.add_bos = file.get_bool("tokenizer.ggml.add_bos_token").value_or(false);
+    data.add_eos = file.get_bool("tokenizer.ggml.add_eos_token").value_or(true);
+  }
+  data.add_space_prefix = file.get_bool("tokenizer.ggml.add_space_prefix").value_or(spm || ugm);
+  if (!spm && !ugm) data.add_space_prefix = false;  // BPE encodes spaces itself
   if (data.kind == VocabKind::wpm) {
     // BERT's fixed ids unless stated: [CLS] 101 starts, [SEP] 102 ends, [UNK] 100, [PAD] 0.
     data.bos_id = read_id(file, "tokenizer.ggml.bos_token_id", n > 101 ? 101 : -1, n);

@@ -76,11 +76,11 @@ Vocab::Vocab(VocabData vocab_data) : data(std::move(vocab_data)) {
     if (data.kind == VocabKind::wpm) {
       continue;  // WordPiece has no byte tokens: unknown words become the unknown token
     }
-    if (data.kind == VocabKind::spm) {
+    if (data.kind == VocabKind::spm || data.kind == VocabKind::ugm) {
       char name[8];
       std::snprintf(name, sizeof(name), "<0x%02X>", b);
       byte_ids[b] = find(name);
-      if (byte_ids[b] < 0) byte_ids[b] = find(std::string(1, static_cast<char>(b)));
+      if (byte_ids[b] < 0 && data.kind == VocabKind::spm) byte_ids[b] = find(std::string(1, static_cast<char>(b)));
     } else {
       byte_ids[b] = find(byte_to_unicode(static_cast<uint8_t>(b)));
     }

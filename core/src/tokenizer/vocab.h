@@ -25,6 +25,7 @@ enum class VocabKind {
   spm,  // tokenizer.ggml.model = "llama": SentencePiece, score-based merges
   bpe,  // tokenizer.ggml.model = "gpt2": byte-level BPE, rank-based merges
   wpm,  // tokenizer.ggml.model = "bert": WordPiece, greedy longest pieces
+  ugm,  // tokenizer.ggml.model = "t5": SentencePiece's unigram model, the best-scoring segmentation
 };
 
 struct VocabData {
@@ -51,6 +52,17 @@ struct VocabData {
   // WordPiece's BertNormalizer (tokenizer.ggml.normalizer.*).
   bool wpm_lowercase = true;
   bool wpm_strip_accents = true;
+  // Unigram's normalizer: SentencePiece's precompiled character map (tokenizer.ggml.precompiled_charsmap:
+  // a 4-byte size, a double array over byte prefixes, then NUL-terminated replacements; empty: none),
+  // and whether runs of spaces collapse (tokenizer.ggml.remove_extra_whitespaces).
+  std::vector<uint8_t> precompiled_charsmap;
+  bool remove_extra_whitespaces = false;
+  // Unigram as Hugging Face's tokenizers runs a tokenizer.json (tokenizer.ggml.loom.metaspace): spaces
+  // collapse to one but a trailing one stays, the U+2581 prefix is added only where the text does not
+  // already start with a space, and each word (from one U+2581 to the next) is segmented alone.
+  // SentencePiece's own (llama.cpp's "t5") strips the ends and segments the whole text.
+  bool metaspace = false;
+  bool byte_fallback = false;  // unknown characters as <0xNN> byte tokens (tokenizers' Unigram option)
 };
 
 struct StringHash {
