@@ -11,7 +11,7 @@ skip=77
 case "$target" in
   gguf) sources=("$src"/core/src/gguf/*.cpp) libs=() ;;
   # The decoders only: the rest of vision/ (the encoder) needs the whole core.
-  image) sources=("$src"/core/src/vision/image_decode.cpp "$src"/core/src/vision/data_url.cpp)
+  image) sources=("$src"/core/src/vision/image_decode.cpp "$src"/core/src/vision/data_url.cpp "$src"/core/src/common/base64.cpp)
          read -r -a libs <<< "$(pkg-config --libs libpng libturbojpeg libwebp)" ;;
   safetensors) sources=("$src"/core/src/hf/safetensors_file.cpp "$src"/core/src/gguf/mapped_file.cpp) libs=() ;;
   *) echo "unknown fuzz target '$target'"; exit 2 ;;
