@@ -1,4 +1,4 @@
-"""A BERT forward in numpy, straight from a Hugging Face folder (config.json, model.safetensors,
+"""A BERT (or XLM-RoBERTa) forward in numpy, straight from a Hugging Face folder (config.json, model.safetensors,
 tokenizer.json through the `tokenizers` library): the reference Loom's embeddings of the same folder are
 checked against. Written from the architecture (post-norm blocks, exact GELU as transformers' "gelu"),
 sharing nothing with Loom."""
@@ -53,7 +53,9 @@ class Bert:
         c, w = self.config, self.w
         eps, heads = c["layer_norm_eps"], c["num_attention_heads"]
         n = len(ids)
-        x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:n] + \
+        # RoBERTa numbers positions from pad_token_id + 1.
+        first = c["pad_token_id"] + 1 if c.get("model_type") == "xlm-roberta" else 0
+        x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][first:first + n] + \
             w["embeddings.token_type_embeddings.weight"][0]
         x = layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
         for i in range(c["num_hidden_layers"]):

@@ -105,7 +105,10 @@ void TextEncoder::load_weights(const gguf::GgufFile& file) {
   const bool post_norm = m.block == EncoderBlock::post_norm;
   add("token_embd.weight", {c, m.n_vocab}, &tok_embd_, true);
   loom_tensor types{};
-  add("token_types.weight", {c, 2}, &types, false, /*optional=*/true);
+  // BERT has two token types, XLM-RoBERTa one (its table [c]); only the first row is ever read.
+  const gguf::TensorInfo* type_table = file.find_tensor("token_types.weight");
+  const bool one_type = type_table != nullptr && type_table->dims == std::vector<int64_t>{c};
+  add("token_types.weight", one_type ? std::vector<int64_t>{c} : std::vector<int64_t>{c, 2}, &types, false, /*optional=*/true);
   if (m.positions == EncoderPositions::table) add("position_embd.weight", {c, m.n_ctx_train}, &pos_embd_, false);
   if (m.block != EncoderBlock::sandwich) {
     add("token_embd_norm.weight", {c}, &tok_norm_w_, false);

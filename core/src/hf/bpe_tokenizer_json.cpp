@@ -291,6 +291,10 @@ void add_bpe_tokenizer(const std::filesystem::path& dir, const json& config, ggu
   special("eos_token", "eos_token_id", "tokenizer.ggml.eos_token_id");
   if (!token_text(tok_config, "unk_token") && model.contains("unk_token") && model["unk_token"].is_string())
     tok_config["unk_token"] = model["unk_token"];  // SentencePiece-style files name it in the model
+  const json unk_id = model.value("unk_id", json());  // Unigram files by id
+  if (!token_text(tok_config, "unk_token") && unk_id.is_number_integer() && unk_id.get<int64_t>() >= 0 &&
+      size_t(unk_id.get<int64_t>()) < model.value("vocab", json::array()).size())
+    tok_config["unk_token"] = model["vocab"][size_t(unk_id.get<int64_t>())][0];
   special("unk_token", nullptr, "tokenizer.ggml.unknown_token_id");
   special("pad_token", "pad_token_id", "tokenizer.ggml.padding_token_id");
   if (tok_config.contains("add_bos_token") && tok_config["add_bos_token"].is_boolean())

@@ -278,6 +278,16 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
     if (t == nullptr && !spec.required) return;
     if (t == nullptr) throw Error(dir.string() + ": tensor '" + hf_name + "' is missing from the safetensors");
     if (spec.rows == TensorName::Rows::plus_one) return add_owned(gguf_name, LOOM_DTYPE_F32, gguf_dims(t->shape), plus_one_f32(*t, check_dtype(*t)));
+    if (spec.rows == Rows::after_padding_positions) {  // the rows past pad_token_id, in place
+      const auto skipped = int64_t(config_uint(config, dir, "pad_token_id")) + 1;
+      std::vector<int64_t> dims = gguf_dims(t->shape);
+      if (dims.size() != 2 || dims[1] <= skipped) throw Error(dir.string() + ": tensor '" + hf_name + "' has no positions past pad_token_id");
+      const size_t row_bytes = t->data.size() / size_t(dims[1]);
+      dims[1] -= skipped;
+      writer.add_tensor_info(gguf_name, check_dtype(*t), dims);
+      data.push_back(t->data.subspan(size_t(skipped) * row_bytes));
+      return;
+    }
     if (spec.rows >= Rows::value_head_qkv_rows && spec.rows <= Rows::qkvz_z) return add_value_heads(*t, gguf_name, spec);
     if (spec.rows != TensorName::Rows::as_stored) {
       const int64_t rows = t->shape.empty() ? 0 : t->shape[0];

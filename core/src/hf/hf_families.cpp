@@ -47,6 +47,12 @@ void bert_extra(const std::filesystem::path& dir, const json& config, const std:
     throw Error(config_path + ": hidden_act '" + config.value("hidden_act", std::string()) + "' (Loom runs bert with gelu)");
   if (config.value("position_embedding_type", std::string("absolute")) != "absolute")
     throw Error(config_path + ": position_embedding_type '" + config.value("position_embedding_type", std::string()) + "' (Loom runs bert with absolute positions)");
+  if (config.value("model_type", std::string()) == "xlm-roberta") {
+    const int64_t positions = config.value("max_position_embeddings", int64_t(0)), skipped = config.value("pad_token_id", int64_t(1)) + 1;
+    if (positions <= skipped) throw Error(config_path + ": max_position_embeddings leaves no position past pad_token_id");
+    writer.set_uint32("bert.context_length", uint32_t(positions - skipped));
+    writer.set_uint32("tokenizer.ggml.token_type_count", uint32_t(config.value("type_vocab_size", int64_t(1))));
+  }
   writer.set_bool("bert.attention.causal", false);
   writer.set_uint32("bert.pooling_type", sentence_transformers_pooling(dir));
 }
@@ -144,6 +150,43 @@ void decoder_extra(const std::filesystem::path& dir, const json& config, const s
 
 using Kind = ConfigKey::Kind;
 using Rows = TensorName::Rows;
+
+// BERT and XLM-RoBERTa encoders (embeddings; llama.cpp's "bert" both). XLM-RoBERTa (multilingual E5,
+// BGE-M3) reads a unigram tokenizer.json, and its position embeddings start after pad_token_id, as the
+// converter's XLMRobertaModel cuts them (so its context is max_position_embeddings - pad_token_id - 1).
+Family bert(const char* model_type, const char* prefix) {
+  const bool roberta = std::string_view(model_type) == "xlm-roberta";
+  std::vector<ConfigKey> keys = {{"hidden_size", "embedding_length"},
+                                 {"num_hidden_layers", "block_count"},
+                                 {"intermediate_size", "feed_forward_length"},
+                                 {"num_attention_heads", "attention.head_count"},
+                                 {"layer_norm_eps", "attention.layer_norm_epsilon", Kind::f32, false, 1e-12}};
+  if (!roberta) keys.insert(keys.begin(), {"max_position_embeddings", "context_length"});
+  return {model_type, "bert", "num_hidden_layers", nullptr, prefix, keys,
+          {{"embeddings.word_embeddings.weight", "token_embd.weight"},
+           {"embeddings.position_embeddings.weight", "position_embd.weight", true, roberta ? Rows::after_padding_positions : Rows::as_stored},
+           {"embeddings.token_type_embeddings.weight", "token_types.weight"},
+           {"embeddings.LayerNorm.weight", "token_embd_norm.weight"},
+           {"embeddings.LayerNorm.bias", "token_embd_norm.bias"},
+           {"encoder.layer.{}.attention.self.query.weight", "blk.{}.attn_q.weight"},
+           {"encoder.layer.{}.attention.self.query.bias", "blk.{}.attn_q.bias"},
+           {"encoder.layer.{}.attention.self.key.weight", "blk.{}.attn_k.weight"},
+           {"encoder.layer.{}.attention.self.key.bias", "blk.{}.attn_k.bias"},
+           {"encoder.layer.{}.attention.self.value.weight", "blk.{}.attn_v.weight"},
+           {"encoder.layer.{}.attention.self.value.bias", "blk.{}.attn_v.bias"},
+           {"encoder.layer.{}.attention.output.dense.weight", "blk.{}.attn_output.weight"},
+           {"encoder.layer.{}.attention.output.dense.bias", "blk.{}.attn_output.bias"},
+           {"encoder.layer.{}.attention.output.LayerNorm.weight", "blk.{}.attn_output_norm.weight"},
+           {"encoder.layer.{}.attention.output.LayerNorm.bias", "blk.{}.attn_output_norm.bias"},
+           {"encoder.layer.{}.intermediate.dense.weight", "blk.{}.ffn_up.weight"},
+           {"encoder.layer.{}.intermediate.dense.bias", "blk.{}.ffn_up.bias"},
+           {"encoder.layer.{}.output.dense.weight", "blk.{}.ffn_down.weight"},
+           {"encoder.layer.{}.output.dense.bias", "blk.{}.ffn_down.bias"},
+           {"encoder.layer.{}.output.LayerNorm.weight", "blk.{}.layer_output_norm.weight"},
+           {"encoder.layer.{}.output.LayerNorm.bias", "blk.{}.layer_output_norm.bias"}},
+          roberta ? TokenizerKind::bpe : TokenizerKind::wordpiece,  // bpe: tokenizer.json's BPE or Unigram
+          bert_extra};
+}
 
 // The keys every Llama-style decoder shares.
 std::vector<ConfigKey> decoder_keys() {
@@ -523,35 +566,8 @@ Family qwen35(const char* model_type, const char* arch, Qwen35Kind kind) {
 }
 
 const std::vector<Family> kFamilies = {
-    {"bert", "bert", "num_hidden_layers", nullptr, "bert.",
-     {{"max_position_embeddings", "context_length"},
-      {"hidden_size", "embedding_length"},
-      {"num_hidden_layers", "block_count"},
-      {"intermediate_size", "feed_forward_length"},
-      {"num_attention_heads", "attention.head_count"},
-      {"layer_norm_eps", "attention.layer_norm_epsilon", Kind::f32, false, 1e-12}},
-     {{"embeddings.word_embeddings.weight", "token_embd.weight"},
-      {"embeddings.position_embeddings.weight", "position_embd.weight"},
-      {"embeddings.token_type_embeddings.weight", "token_types.weight"},
-      {"embeddings.LayerNorm.weight", "token_embd_norm.weight"},
-      {"embeddings.LayerNorm.bias", "token_embd_norm.bias"},
-      {"encoder.layer.{}.attention.self.query.weight", "blk.{}.attn_q.weight"},
-      {"encoder.layer.{}.attention.self.query.bias", "blk.{}.attn_q.bias"},
-      {"encoder.layer.{}.attention.self.key.weight", "blk.{}.attn_k.weight"},
-      {"encoder.layer.{}.attention.self.key.bias", "blk.{}.attn_k.bias"},
-      {"encoder.layer.{}.attention.self.value.weight", "blk.{}.attn_v.weight"},
-      {"encoder.layer.{}.attention.self.value.bias", "blk.{}.attn_v.bias"},
-      {"encoder.layer.{}.attention.output.dense.weight", "blk.{}.attn_output.weight"},
-      {"encoder.layer.{}.attention.output.dense.bias", "blk.{}.attn_output.bias"},
-      {"encoder.layer.{}.attention.output.LayerNorm.weight", "blk.{}.attn_output_norm.weight"},
-      {"encoder.layer.{}.attention.output.LayerNorm.bias", "blk.{}.attn_output_norm.bias"},
-      {"encoder.layer.{}.intermediate.dense.weight", "blk.{}.ffn_up.weight"},
-      {"encoder.layer.{}.intermediate.dense.bias", "blk.{}.ffn_up.bias"},
-      {"encoder.layer.{}.output.dense.weight", "blk.{}.ffn_down.weight"},
-      {"encoder.layer.{}.output.dense.bias", "blk.{}.ffn_down.bias"},
-      {"encoder.layer.{}.output.LayerNorm.weight", "blk.{}.layer_output_norm.weight"},
-      {"encoder.layer.{}.output.LayerNorm.bias", "blk.{}.layer_output_norm.bias"}},
-     TokenizerKind::wordpiece, bert_extra},
+    bert("bert", "bert."),
+    bert("xlm-roberta", "roberta."),
     // llama.cpp converts MistralForCausalLM to its "llama" architecture.
     decoder("llama", "llama", {.rope_pairs = true}),
     decoder("mistral", "llama", {.rope_pairs = true}),

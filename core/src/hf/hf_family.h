@@ -37,10 +37,12 @@ struct TensorName {
   // (value_head_qkv_rows), rows of value_head_dim (value_head_rows) or of one (value_head_scalars),
   // A_log as -exp (value_head_a_log), conv1d's value channels (value_head_conv), out_proj's columns
   // (value_head_columns). Qwen3-Next's fused in_proj_qkvz splits into attn_qkv (qkvz_qkv) and
-  // attn_gate (qkvz_z) without reordering its value heads.
+  // attn_gate (qkvz_z) without reordering its value heads. RoBERTa's position embeddings start after
+  // the padding id (pad_token_id + 1 rows unused): the converter drops them (after_padding_positions).
   enum class Rows {
     as_stored, rope_pairs_q, rope_pairs_k, plus_one,
     value_head_qkv_rows, value_head_rows, value_head_scalars, value_head_a_log, value_head_conv, value_head_columns, qkvz_qkv, qkvz_z,
+    after_padding_positions,
     mxfp4_even_rows, mxfp4_odd_rows, mxfp4, even_columns, odd_columns  // last: add_split_experts takes these
   };
   // The checkpoint's name; "{}" stands for the layer index, and "{e}" for an expert's: the experts'

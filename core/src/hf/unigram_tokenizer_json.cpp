@@ -88,8 +88,7 @@ std::map<std::string, int64_t> add_unigram_vocab(const json& tok, const std::str
   if (unk.is_number_integer()) {
     const int64_t id = unk.get<int64_t>();
     if (id < 0 || id >= int64_t(vocab.size())) throw Error(file + ": unk_id " + std::to_string(id) + " is not a piece of the vocabulary");
-    types[size_t(id)] = kUnknown;
-    writer.set_uint32("tokenizer.ggml.unknown_token_id", uint32_t(id));
+    types[size_t(id)] = kUnknown;  // its id is written with the other special ids (tokenizer_json.h)
   }
   for (const json& added : tok.value("added_tokens", json::array())) {
     const int64_t id = added.value("id", int64_t(-1));
