@@ -24,7 +24,7 @@ the unquantized checkpoint with those weights (F32): the reference the quantized
 measured against.
 
 usage: quantize_hf_checkpoint.py --in FOLDER --out FOLDER
-                                 --method gptq|gptq-asym|gptq8|awq|ct-w4|ct-w8|fp8|ct-fp8|ct-fp8-tensor|ct-fp8-block
+                                 --method gptq|gptq-asym|gptq8|gptq8-asym|awq|ct-w4|ct-w8|fp8|ct-fp8|ct-fp8-tensor|ct-fp8-block
                                  [--group-size N] [--fp8-block R,C] [--expected FILE.npz] [--dequantized FOLDER] [--act-order]
 """
 import argparse
@@ -38,7 +38,7 @@ from safetensors.numpy import load_file
 AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
 
 METHODS = {  # bits, symmetric
-    "gptq": (4, True), "gptq-asym": (4, False), "gptq8": (8, True), "awq": (4, False), "ct-w4": (4, True), "ct-w8": (8, True),
+    "gptq": (4, True), "gptq-asym": (4, False), "gptq8": (8, True), "gptq8-asym": (8, False), "awq": (4, False), "ct-w4": (4, True), "ct-w8": (8, True),
     "fp8": (8, True), "ct-fp8": (8, True), "ct-fp8-tensor": (8, True), "ct-fp8-block": (8, True),
 }
 
@@ -89,12 +89,15 @@ def bf16_bits(x):
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
 
 
-def quantize(w, bits, symmetric, group, scale_dtype):
+def quantize(w, bits, symmetric, group, scale_dtype, column_group=None):
     """Round-to-nearest codes q (unsigned, [out, in]), zeros and scales ([out, groups]), scales
-    representable in scale_dtype ("F16" or "BF16")."""
+    representable in scale_dtype ("F16" or "BF16"). column_group (GPTQ's g_idx) puts column i in group
+    column_group[i]; by default the groups are runs of `group` columns."""
     out_f, in_f = w.shape
     g = in_f if group < 0 else group
     groups = in_f // g
+    order = np.argsort(column_group, kind="stable") if column_group is not None else np.arange(in_f)
+    w = w[:, order]  # each group's columns side by side
     wg = w.reshape(out_f, groups, g).astype(np.float32)
     top = (1 << bits) - 1
     if symmetric:
@@ -109,14 +112,17 @@ def quantize(w, bits, symmetric, group, scale_dtype):
     if not symmetric:
         zero = np.clip(np.round(-lo / scale), 0, top).astype(np.int32)
     q = np.clip(np.round(wg / scale[:, :, None]) + zero[:, :, None], 0, top).astype(np.int32)
-    return q.reshape(out_f, in_f), zero, scale
+    q_columns = np.empty((out_f, in_f), dtype=np.int32)
+    q_columns[:, order] = q.reshape(out_f, in_f)  # back to the columns' own order
+    return q_columns, zero, scale
 
 
-def dequantized(q, zero, scale):
+def dequantized(q, zero, scale, column_group=None):
+    """(q - zero) * scale in float32, each column by its group (column_group, or runs of columns)."""
     out_f, in_f = q.shape
     groups = zero.shape[1]
-    v = (q.reshape(out_f, groups, -1) - zero[:, :, None]).astype(np.float32) * scale[:, :, None]
-    return v.reshape(out_f, in_f).astype(np.float32)
+    g_of = column_group if column_group is not None else np.arange(in_f) // (in_f // groups)
+    return ((q - zero[:, g_of]).astype(np.float32) * scale[:, g_of]).astype(np.float32)
 
 
 def pack_along_rows(values, bits):
@@ -165,7 +171,7 @@ def main():
     ap.add_argument("--group-size", type=int, default=64, help="-1: one group per row")
     ap.add_argument("--expected")
     ap.add_argument("--dequantized")
-    ap.add_argument("--act-order", action="store_true", help="GPTQ: a g_idx that reorders the groups (desc_act)")
+    ap.add_argument("--act-order", action="store_true", help="GPTQ: groups over a permutation of the columns (desc_act; g_idx)")
     ap.add_argument("--fp8-block", default="128,128", help="fp8, ct-fp8-block: rows,columns a scale covers")
     args = ap.parse_args()
     block_rows, block_columns = (int(v) for v in args.fp8_block.split(","))
@@ -177,6 +183,7 @@ def main():
             shutil.copy(os.path.join(args.src, name), os.path.join(args.out, name))
     tensors = load_file(os.path.join(args.src, "model.safetensors"))
     out, expected = {}, {}
+    rng = np.random.default_rng(7)
     scale_dtype = "BF16" if args.method.startswith("ct-") else "F16"
     for name, w in tensors.items():
         if not (name.startswith("model.layers.") and name.endswith("_proj.weight") and w.ndim == 2):
@@ -194,15 +201,17 @@ def main():
             else:
                 out[stem + ".weight_scale"] = scale.reshape(1) if args.method == "ct-fp8-tensor" else scale
             continue
-        q, zero, scale = quantize(w, bits, symmetric, group, scale_dtype)
-        expected[stem] = dequantized(q, zero, scale)
+        g = w.shape[1] if group < 0 else group
+        # act-order: the groups follow a permutation of the columns (GPTQ quantizes them in the order of
+        # the Hessian's diagonal), so g_idx is no longer i / group_size.
+        column_group = (np.argsort(rng.permutation(w.shape[1])) // g).astype(np.int32) if args.act_order else None
+        q, zero, scale = quantize(w, bits, symmetric, group, scale_dtype, column_group)
+        expected[stem] = dequantized(q, zero, scale, column_group)
         if args.method.startswith("gptq"):
             out[stem + ".qweight"] = pack_along_rows(q.T, bits)
             out[stem + ".qzeros"] = pack_along_columns(((zero - 1) & ((1 << bits) - 1)).T, bits)
             out[stem + ".scales"] = f16(scale.T)
-            g = w.shape[1] if group < 0 else group
-            g_idx = np.arange(w.shape[1], dtype=np.int32) // g
-            out[stem + ".g_idx"] = g_idx[::-1].copy() if args.act_order else g_idx
+            out[stem + ".g_idx"] = column_group if args.act_order else np.arange(w.shape[1], dtype=np.int32) // g
         elif args.method == "awq":
             out[stem + ".qweight"] = pack_along_columns(q.T, 4, AWQ_ORDER)
             out[stem + ".qzeros"] = pack_along_columns(zero.T, 4, AWQ_ORDER)

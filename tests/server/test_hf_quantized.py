@@ -5,7 +5,7 @@ scripts/make_hf_checkpoint.py writes a synthetic float checkpoint; scripts/quant
 packs its linear layers as each method's own packer does (GPTQ's v1 zeros, AWQ's interleaved order,
 compressed-tensors' offset codes, with F16 or BF16 scales, in groups or per channel) and writes the
 dequantized weights (q - zero) * scale. Loom repacks the layers into llama.cpp blocks (Q4_0, Q5_0,
-Q8_0); `loom convert` writes them out, and gguf-py's own dequantizer must give those weights to the
+Q8_0), or F16 rows where no block holds them (GPTQ's act-order, groups over permuted columns); `loom convert` writes them out, and gguf-py's own dequantizer must give those weights to the
 bit, Llama's q/k rows in llama.cpp's order. The folder serves the same tokens and log-probabilities as
 its converted GGUF, close to those of the unquantized checkpoint holding the dequantized weights, and
 the variants no block type holds are refused naming what is wrong. gpt-oss's MXFP4 experts, as OpenAI
@@ -57,7 +57,11 @@ CASES = {
     # MoE: each expert repacked, then stacked (qwen2_moe's shared expert too).
     "gptq-moe": ("qwen2_moe", "gptq", 32, "Q4_0"),
     "awq-moe": ("qwen3_moe", "awq", 64, "Q5_0"),
+    # act-order: the columns of a block share no scale; F16 rows hold (q - zero) * scale, rounded once.
+    "gptq-act-order": ("qwen2", "gptq", 64, "F16"),
+    "gptq8-asym": ("qwen2", "gptq8-asym", 128, "F16"),  # 8-bit with zero points: no block type either
 }
+EXTRA_OPTIONS = {"gptq-act-order": ["--act-order"]}
 # FP8: name -> (family, method, the rows and columns a block scale covers). Loom holds them as
 # F8_E4M3_B32 blocks, which only Loom reads: `loom convert --type F32` writes their decoded values.
 FP8_CASES = {
@@ -95,7 +99,7 @@ def quantized(case, *extra):
         options = ["--fp8-block", block]
     else:
         family, method, group, _ = CASES[case]
-        options = ["--group-size", str(group)]
+        options = ["--group-size", str(group), *EXTRA_OPTIONS.get(case, [])]
     folder = os.path.join(server_harness.TMP.name, case + "".join(extra))
     if not os.path.exists(folder):
         subprocess.run([sys.executable, os.path.join(SCRIPTS, "quantize_hf_checkpoint.py"), "--in", float_folder(family), "--out", folder,
@@ -155,6 +159,8 @@ class QuantizedFolderTest(unittest.TestCase):
                 t = tensors[name]
                 self.assertEqual(t.tensor_type.name, block, f"{case} {stem}")
                 want = expected[stem].astype(np.float32)
+                if block == "F16":  # the method's own F16 dequantization: one rounding of the exact value
+                    want = want.astype(np.float16).astype(np.float32)
                 if family == "llama" and proj in HEADS:
                     want = interleave_rope_halves(want, HEADS[proj])
                 got = quants.dequantize(t.data, t.tensor_type).astype(np.float32)
@@ -183,7 +189,7 @@ class QuantizedFolderTest(unittest.TestCase):
         # meet float activations: only summation order differs (measured at most 2e-5 apart).
         config = server_harness.write_config("hf-quantized-reference.toml")
         prompts = [[5, 17, 99, 240, 3, 77], list(range(40, 90)), [300, 301, 302, 7, 8, 9, 10]]
-        for case in ("gptq", "awq", "ct-w4", "gptq8", "gptq-moe", "fp8", "ct-fp8", "ct-fp8-block"):
+        for case in ("gptq", "awq", "ct-w4", "gptq8", "gptq-moe", "gptq-act-order", "fp8", "ct-fp8", "ct-fp8-block"):
             folder = quantized(case)
             tops = {}
             for model in (folder, folder + "-dequantized"):
@@ -266,11 +272,7 @@ class QuantizedFolderTest(unittest.TestCase):
         self.assertNotEqual(done.returncode, 0, folder)
         return done.stderr
 
-    def test_variants_without_an_exact_block_type_are_refused_naming_the_reason(self):
-        act_order = quantized("gptq", "--act-order")
-        self.assertIn("act-order", self.refused(act_order))
-        self.assertIn("g_idx", self.refused(act_order))
-
+    def test_unsupported_variants_are_refused_naming_the_reason(self):
         def copy_of(case, name):
             folder = os.path.join(server_harness.TMP.name, name)
             shutil.rmtree(folder, ignore_errors=True)
@@ -291,6 +293,9 @@ class QuantizedFolderTest(unittest.TestCase):
         self.assertIn("group_size 48", err)
         err = self.refused(copy_of("awq", "gemv"), lambda q: q.update(version="gemv"))
         self.assertIn("AWQ version 'gemv'", err)
+        # act-order's g_idx must name groups the scales have.
+        err = self.refused(copy_of("gptq-act-order", "act-order-groups"), lambda q: q.update(group_size=128))
+        self.assertIn(".scales' should be F16", err)
         # GPTQ scales must match the packed shape the config's group size implies.
         err = self.refused(copy_of("gptq", "group128"), lambda q: q.update(group_size=128))
         self.assertIn(".scales' should be F16", err)

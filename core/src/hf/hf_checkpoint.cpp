@@ -342,6 +342,7 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
       bool one_type = true;
       for (const RepackedLinear& r : experts) one_type = one_type && r.dtype == experts[0].dtype;
       if (!one_type && allow_q4_0) continue;
+      if (!one_type) throw Error(dir.string() + ": the experts of '" + stem_pattern + "' repack into different types (some act-order or 8-bit with zero points)");
       std::vector<uint8_t> stacked;
       stacked.reserve(experts[0].bytes.size() * experts.size());
       for (const RepackedLinear& r : experts) stacked.insert(stacked.end(), r.bytes.begin(), r.bytes.end());

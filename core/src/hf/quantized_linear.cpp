@@ -20,7 +20,10 @@ struct IntegerWeights {
   std::vector<uint8_t> code;
   std::vector<int32_t> zero;
   std::vector<uint16_t> scale;
+  // GPTQ's act-order (desc_act): column i belongs to group column_group[i]; empty: i / group_size.
+  std::vector<int32_t> column_group;
   int64_t groups() const { return (columns + group_size - 1) / group_size; }
+  int64_t group_of(int64_t column) const { return column_group.empty() ? column / group_size : column_group[size_t(column)]; }
 };
 
 int32_t int32_at(const SafeTensor& t, int64_t index) {
@@ -88,10 +91,17 @@ IntegerWeights gptq_integers(const QuantScheme& s, const std::function<const Saf
   expect(qzeros, "I32", {groups, (w.rows + per_word - 1) / per_word}, where);
   if (const SafeTensor* g_idx = find(stem + ".g_idx")) {
     expect(*g_idx, "I32", {w.columns}, where);
-    for (int64_t i = 0; i < w.columns; i++)
-      if (int32_at(*g_idx, i) != i / w.group_size)
-        throw Error(where + ": tensor '" + g_idx->name + "' reorders the groups (GPTQ's desc_act / act-order): its columns share no " +
-                    "block scale, which Loom cannot repack exactly");
+    bool reordered = false;
+    for (int64_t i = 0; i < w.columns; i++) reordered = reordered || int32_at(*g_idx, i) != i / w.group_size;
+    if (reordered) {  // act-order: each column's group as g_idx says
+      w.column_group.resize(size_t(w.columns));
+      for (int64_t i = 0; i < w.columns; i++) {
+        w.column_group[size_t(i)] = int32_at(*g_idx, i);
+        if (w.column_group[size_t(i)] < 0 || w.column_group[size_t(i)] >= groups)
+          throw Error(where + ": tensor '" + g_idx->name + "' puts column " + std::to_string(i) + " in group " +
+                      std::to_string(w.column_group[size_t(i)]) + " of " + std::to_string(groups));
+      }
+    }
   }
   w.code.resize(size_t(w.rows * w.columns));
   for (int64_t i = 0; i < w.columns; i++)
@@ -187,8 +197,28 @@ IntegerWeights compressed_integers(const QuantScheme& s, const std::function<con
   return w;
 }
 
-// The integers as rows of Q4_0, Q5_0 or Q8_0 blocks (see the header's table).
+// Variants whose columns share no block scale (act-order) or no block type holds (8-bit with zero
+// points): F16 rows of (q - zero) * scale, exact in float32 (at most 9 + 11 significant bits) and
+// rounded once, as the methods' own F16 dequantization rounds it.
+RepackedLinear to_f16(const IntegerWeights& w) {
+  RepackedLinear out;
+  out.dtype = LOOM_DTYPE_F16;
+  out.rows = w.rows, out.columns = w.columns;
+  out.bytes.resize(size_t(w.rows * w.columns) * 2);
+  const int64_t groups = w.groups();
+  for (int64_t o = 0; o < w.rows; o++)
+    for (int64_t i = 0; i < w.columns; i++) {
+      const int64_t g = w.group_of(i);
+      const float value = float(int32_t(w.code[size_t(o * w.columns + i)]) - w.zero[size_t(o * groups + g)]) * f16_to_f32(w.scale[size_t(o * groups + g)]);
+      const uint16_t h = f32_to_f16(value);
+      std::memcpy(out.bytes.data() + size_t(o * w.columns + i) * 2, &h, 2);
+    }
+  return out;
+}
+
+// The integers as rows of Q4_0, Q5_0 or Q8_0 blocks (see the header's table), or F16 (to_f16).
 RepackedLinear to_blocks(const IntegerWeights& w, int bits, const std::string& stem, const std::string& where, bool allow_q4_0) {
+  if (!w.column_group.empty()) return to_f16(w);
   if (w.columns % 32 != 0 || (w.group_size % 32 != 0 && w.group_size != w.columns))
     throw Error(where + ": '" + stem + "' has " + std::to_string(w.columns) + " columns in groups of " + std::to_string(w.group_size) +
                 ": a group must span whole blocks of 32");
@@ -198,7 +228,7 @@ RepackedLinear to_blocks(const IntegerWeights& w, int bits, const std::string& s
   RepackedLinear out;
   out.rows = w.rows, out.columns = w.columns;
   const int64_t blocks = w.columns / 32, groups = w.groups();
-  if (bits == 8 && !symmetric) throw Error(where + ": '" + stem + "' is 8-bit with zero points, which no llama.cpp block type holds exactly");
+  if (bits == 8 && !symmetric) return to_f16(w);
   out.dtype = bits == 8 ? LOOM_DTYPE_Q8_0 : symmetric && allow_q4_0 ? LOOM_DTYPE_Q4_0 : LOOM_DTYPE_Q5_0;
   const size_t block_bytes = out.dtype == LOOM_DTYPE_Q8_0 ? sizeof(loom_block_q8_0) : out.dtype == LOOM_DTYPE_Q4_0 ? sizeof(loom_block_q4_0) : sizeof(loom_block_q5_0);
   out.bytes.resize(size_t(w.rows * blocks) * block_bytes);

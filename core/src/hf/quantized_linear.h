@@ -15,8 +15,10 @@
 //
 // A group spans whole blocks of 32 (group sizes that are multiples of 32, or a whole row), and the
 // block scale is F16: a scale F16 cannot hold exactly (a compressed-tensors BF16 scale below 2^-14)
-// is an error naming the tensor, as is every variant with no exact block type (GPTQ's act-order
-// g_idx, asymmetric 8-bit, AWQ's GEMV packing).
+// is an error naming the tensor, as is AWQ's GEMV packing. Variants no block type holds (GPTQ's
+// act-order g_idx, whose columns share no block scale; asymmetric 8-bit) load as F16 rows of
+// (q - zero) * scale, rounded once as the methods' F16 dequantization rounds it: exact, at four
+// (act-order 4-bit) or two (8-bit) times the memory of their packing.
 #pragma once
 
 #include <filesystem>
