@@ -16,4 +16,10 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
   }
 }
 
+uint64_t config_uint(const nlohmann::json& config, const std::filesystem::path& dir, const char* key) {
+  if (!config.contains(key) || !config[key].is_number_unsigned())
+    throw Error((dir / "config.json").string() + ": '" + key + "' is missing or not a non-negative integer");
+  return config[key].get<uint64_t>();
+}
+
 }  // namespace loom::hf
