@@ -24,7 +24,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "server"))
 
 FAMILIES = {"llama": ["--tied"], "mistral": [], "qwen2": [], "qwen3": [], "qwen2_moe": [], "qwen3_moe": [],
-            "gemma2": [], "gemma3_text": [], "phi3": [], "olmo2": [], "smollm3": [], "granite": [], "gpt_oss": [],
+            "gemma2": [], "gemma3_text": [], "gemma4_text": [], "phi3": [], "olmo2": [], "smollm3": [], "granite": [], "gpt_oss": [],
             "qwen3_5_text": [], "qwen3_5_moe_text": [], "qwen3_next": []}
 PROMPT = [5, 17, 99, 240, 3, 77, 41, 42, 43, 300]
 

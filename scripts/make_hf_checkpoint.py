@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Write a synthetic Hugging Face checkpoint folder and the GGUF llama.cpp's converter makes of it.
 
-A small decoder of one family (llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2, gemma3_text, phi3, olmo2, smollm3, granite,
-gpt_oss, qwen3_5_text: hf_qwen35.py) with random weights, written as it is published (config.json,
+A small decoder of one family (llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2, gemma3_text, gemma4_text: hf_gemma4.py,
+phi3, olmo2, smollm3, granite, gpt_oss, qwen3_5_text: hf_qwen35.py) with random weights, written as it is published (config.json,
 model.safetensors or shards with model.safetensors.index.json, tokenizer.json trained here by the
 `tokenizers` package, tokenizer_config.json with a chat template, generation_config.json), and beside
 it the same weights as a GGUF file written with gguf-py in llama.cpp's layout: its tensor names, its
@@ -10,7 +10,7 @@ metadata keys, Llama's q/k rows interleaved as convert_hf_to_gguf.py's LlamaMode
 as F32. Loom must read the two identically (tests/hf/test_hf_decoders.py). Only numpy, safetensors,
 tokenizers and gguf: no torch, no transformers.
 
-usage: make_hf_checkpoint.py --family {gemma2,gemma3_text,gpt_oss,granite,llama,mistral,olmo2,phi3,qwen2,qwen2_moe,qwen3,qwen3_5_text,
+usage: make_hf_checkpoint.py --family {gemma2,gemma3_text,gemma4_text,gpt_oss,granite,llama,mistral,olmo2,phi3,qwen2,qwen2_moe,qwen3,qwen3_5_text,
                                       qwen3_moe,smollm3} --out DIR [--gguf FILE]
        [--dtype F16|BF16|F32] [--shards N] [--tied] [--fused-experts] [--seed S] [--vocab-from GGUF]
 """
@@ -22,6 +22,7 @@ import numpy as np
 from safetensors.numpy import save_file
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
+import hf_gemma4
 import hf_qwen35
 
 # The split patterns as the models' tokenizer.json files publish them (tokenizers' syntax).
@@ -92,6 +93,12 @@ FAMILIES = {
                     ignore_merges=False, specials=["<|end_of_text|>", "<|start_of_role|>", "<|end_of_role|>"],
                     bos="<|end_of_text|>", eos="<|end_of_text|>", template=None),
 }
+# Gemma 4 (hf_gemma4.py): SentencePiece-style pieces split only at newline runs, written to GGUF as
+# llama.cpp's "gemma4" model (pieces and merges); its chat markers as tokens; norms as w, not 1 + w.
+FAMILIES["gemma4_text"] = dict(arch="gemma4", permute=False, bias=False, qk_norm=True, pattern="sentencepiece", pre=None,
+                               ignore_merges=False, spm_fixed=["<pad>", "<eos>", "<bos>", "<unk>"], space_prefix=False,
+                               newline_split=True, specials=["<|turn>", "<turn|>", "<|channel>", "<channel|>"], bos="<bos>",
+                               eos="<eos>", template=None, gemma4=True)
 # gpt-oss: biased attention with a sink per head, a biased router, experts published stacked in MXFP4
 # with gate and up rows interleaved; yarn rope; alternating sliding and full layers.
 FAMILIES["gpt_oss"] = dict(arch="gpt-oss", permute=False, bias=True, qk_norm=False, pattern=QWEN2_PATTERN, pre="qwen2",
@@ -176,6 +183,9 @@ def train_sentencepiece_style(f, vocab_size, texts):
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True))
     if f.get("space_prefix", True):
         tok.normalizer = normalizers.Sequence([normalizers.Prepend(SPACE), normalizers.Replace(" ", SPACE)])
+    elif f.get("newline_split"):  # Gemma 4: no prefix, runs of newlines split from the rest
+        tok.normalizer = normalizers.Replace(" ", SPACE)
+        tok.pre_tokenizer = pre_tokenizers.Split(Regex("[^\n]+|[\n]+"), behavior="isolated")
     else:  # Gemma: no prefix; its Split on spaces finds none once they are replaced
         tok.normalizer = normalizers.Replace(" ", SPACE)
         tok.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
@@ -295,6 +305,8 @@ def make_weights(family, shape, rng):
 
     if f.get("qwen35"):
         return hf_qwen35.weights(shape, w, f["qwen35"])
+    if f.get("gemma4"):
+        return hf_gemma4.weights(shape, w)
     # Gemma scales its (tied) embeddings by sqrt(dim): smaller ones keep its logits from saturating.
     t = {"model.embed_tokens.weight": w(vocab, dim, scale=0.05 if f.get("gemma") else 0.5),
          "model.norm.weight": 1.0 + 0.1 * w(dim, scale=1.0)}
@@ -481,7 +493,7 @@ def write_folder(out, family, shape, tensors, tok, dtype, shards):
                            "granite": "GraniteForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
                            "qwen3_moe": "Qwen3MoeForCausalLM", "gemma2": "Gemma2ForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
                            "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM", "qwen3_next": "Qwen3NextForCausalLM",
-                           "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM", "gpt_oss": "GptOssForCausalLM"}[family]],
+                           "gemma3_text": "Gemma3ForCausalLM", "gemma4_text": "Gemma4ForCausalLM", "phi3": "Phi3ForCausalLM", "gpt_oss": "GptOssForCausalLM"}[family]],
         "model_type": family, "hidden_size": shape["dim"], "intermediate_size": shape["ff"],
         "num_hidden_layers": shape["layers"], "num_attention_heads": shape["heads"],
         "num_key_value_heads": shape["kv_heads"], "head_dim": shape["head_dim"], "hidden_act": "silu",
@@ -528,8 +540,15 @@ def write_folder(out, family, shape, tensors, tok, dtype, shards):
         del config["head_dim"]  # Granite's configs have none (dim / heads)
     if f.get("qwen35"):
         config = hf_qwen35.config(shape, config, f["qwen35"])
+    if f.get("gemma4"):
+        config = hf_gemma4.config(shape, config)
     if shape.get("wrapped"):
-        config, tensors = (hf_qwen35.wrapped(config, tensors, f["qwen35"]) if f.get("qwen35") else gemma3_wrapped(config, tensors, shape["wrapped"]))
+        if f.get("qwen35"):
+            config, tensors = hf_qwen35.wrapped(config, tensors, f["qwen35"])
+        elif f.get("gemma4"):
+            config, tensors = hf_gemma4.wrapped(config, tensors)
+        else:
+            config, tensors = gemma3_wrapped(config, tensors, shape["wrapped"])
     json.dump(config, open(os.path.join(out, "config.json"), "w"), indent=2)
     json.dump({"eos_token_id": config["eos_token_id"], "do_sample": True, "temperature": 0.7, "top_p": 0.8},
               open(os.path.join(out, "generation_config.json"), "w"), indent=2)
@@ -563,11 +582,14 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
     w.add_context_length(shape["ctx"])
     w.add_embedding_length(shape["dim"])
     w.add_block_count(shape["layers"])
-    w.add_feed_forward_length(shape["ff"])
     w.add_head_count(shape["heads"])
-    w.add_head_count_kv(shape["kv_heads"])
-    w.add_key_length(shape["head_dim"])
-    w.add_value_length(shape["head_dim"])
+    if f.get("gemma4"):
+        hf_gemma4.write_gguf_keys(w, arch, shape)
+    else:
+        w.add_feed_forward_length(shape["ff"])
+        w.add_head_count_kv(shape["kv_heads"])
+        w.add_key_length(shape["head_dim"])
+        w.add_value_length(shape["head_dim"])
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base(shape["rope_theta"])
     w.add_vocab_size(shape["vocab"])
@@ -576,7 +598,18 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
     for piece, i in vocab.items():
         pieces[i] = piece
     specials = set(f["specials"])
-    if f["pattern"] == "sentencepiece":
+    if f.get("gemma4"):
+        # Gemma4Model.set_vocab: the pieces and merges as tokenizer.json has them, byte tokens, the
+        # channel markers user-defined (rendered), no space prefix.
+        specials |= set(f["spm_fixed"]) - {"<unk>"}
+        visible = {"<|channel>", "<channel|>"}
+        w.add_tokenizer_model("gemma4")
+        w.add_token_list(pieces)
+        w.add_token_types([4 if p in visible else 2 if p == "<unk>" else 3 if p in specials else 6 if p.startswith("<0x") else 1
+                           for p in pieces])
+        w.add_token_merges([" ".join(m) for m in json.loads(tok.to_str())["model"]["merges"]])
+        w.add_add_space_prefix(False)
+    elif f["pattern"] == "sentencepiece":
         # As the converter writes a tokenizer.model: SentencePiece's scores (here minus the piece's rank),
         # byte tokens, <unk>, the control tokens, and the space prefix.
         specials |= set(f.get("spm_fixed", ["<unk>", "<s>", "</s>"])) - {"<unk>"}
@@ -652,6 +685,16 @@ def write_gguf(path, family, shape, tensors, tok, dtype):
         w.add_residual_scale(GRANITE_MULTIPLIERS["residual_multiplier"])
         w.add_logit_scale(GRANITE_MULTIPLIERS["logits_scaling"])
 
+    if f.get("gemma4"):
+        w.add_tensor("rope_freqs.weight", hf_gemma4.rope_freqs())
+        for gname, array, kind in hf_gemma4.gguf_tensors(tensors, dtype):
+            if kind == "F32":
+                w.add_tensor(gname, stored_as_f32(array, dtype))
+            elif dtype == "BF16":
+                w.add_tensor(gname, stored(array, dtype), raw_dtype=gguf.GGMLQuantizationType.BF16)
+            else:
+                w.add_tensor(gname, stored(array, dtype))
+        tensors = {}
     if f.get("qwen35"):
         hf_qwen35.write_gguf_keys(w, arch, shape, f["qwen35"])
         for gname, array, kind in hf_qwen35.gguf_tensors(tensors, lambda a: stored(a, dtype), lambda a: stored_as_f32(a, dtype),
@@ -742,7 +785,8 @@ def main():
     ap.add_argument("--unquantized-experts", action="store_true", help="gpt_oss: experts as its dequantized releases store them")
     ap.add_argument("--wrapped", choices=["old", "new"], help="gemma3_text: inside Gemma3ForConditionalGeneration, tensors "
                                                                 "under language_model.model. (old) or model.language_model. (new); "
-                                                                "qwen3_5_text: inside Qwen3_5ForConditionalGeneration (new)")
+                                                                "qwen3_5_text, gemma4_text: inside Qwen3_5ForConditionalGeneration "
+                                                                "or Gemma4ForConditionalGeneration (new)")
     ap.add_argument("--vocab-from", help="a GGUF vocabulary (llama.cpp's vocab suites) instead of a trained one; "
                                          "the model is then a tiny qwen2 (no --gguf)")
     args = ap.parse_args()
@@ -758,6 +802,8 @@ def main():
         shape.update(ctx=4 * PHI3_ORIGINAL_CONTEXT)
     if args.family == "gpt_oss":
         shape.update(window=8, ff=64, expert_ff=64)  # its intermediate_size is each expert's
+    if FAMILIES[args.family].get("gemma4"):
+        shape.update(tied=True, window=8, layers=hf_gemma4.LAYERS)
     if FAMILIES[args.family].get("gemma"):
         shape.update(tied=True, window=8, head_dim=64, rope_theta=10000.0 if args.family == "gemma2" else 1000000.0)
         shape["layers"] = 6 if args.family == "gemma3_text" else 2  # a global layer after the local ones

@@ -2,7 +2,7 @@
 """Issue 38: generative models read from Hugging Face folders as published, one family table each.
 
 scripts/make_hf_checkpoint.py writes, for llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma2,
-gemma3_text, phi3, olmo2, smollm3, granite, gpt_oss, qwen3_5_text, qwen3_5_moe_text and qwen3_next, a
+gemma3_text, gemma4_text, phi3, olmo2, smollm3, granite, gpt_oss, qwen3_5_text, qwen3_5_moe_text and qwen3_next, a
 synthetic checkpoint folder (safetensors, config.json, a
 byte-level or SentencePiece-style BPE tokenizer.json made with `tokenizers`, tokenizer_config.json with
 a chat template) and, with gguf-py, the GGUF llama.cpp's converter makes of the same weights (its
@@ -77,6 +77,11 @@ CASES = {
     # Qwen3-Next: in_proj_qkvz and in_proj_ba fused per key head, split as the converter splits them; value
     # heads left grouped (llama.cpp's qwen3next reads them so).
     "qwen3_next": ([], "qwen35"),
+    # Gemma 4: sliding and full layers of different head sizes, proportional rope (rope_freqs), shared KV
+    # with doubled FFNs, per-layer embeddings, layer scalars; norms as w. Its tokenizer as llama.cpp's
+    # "gemma4" model (pieces and merges, split at newline runs). Also inside Gemma4ForConditionalGeneration.
+    "gemma4_text": (["--dtype", "BF16"], "gemma4"),
+    "gemma4_text-wrapped": (["--wrapped", "new"], "gemma4"),
 }
 
 
@@ -120,7 +125,10 @@ class DecoderFolderTest(unittest.TestCase):
             folder, _ = generate(family)
             info = server_harness.run_loom("gguf", "info", folder)
             self.assertEqual(info.returncode, 0, info.stderr)
-            if pre.startswith("spm"):
+            if pre == "gemma4":
+                self.assertRegex(info.stdout, r"tokenizer\.ggml\.model\s.*\bgemma4\b", family)
+                self.assertRegex(info.stdout, r"tokenizer\.ggml\.merges\s", family)
+            elif pre.startswith("spm"):
                 self.assertRegex(info.stdout, r"tokenizer\.ggml\.model\s.*\bllama\b", family)
                 prefix = "false" if pre == "spm-no-prefix" else "true"
                 self.assertRegex(info.stdout, rf"tokenizer\.ggml\.add_space_prefix\s.*\b{prefix}\b", family)
@@ -189,23 +197,27 @@ class DecoderFolderTest(unittest.TestCase):
             self.assertEqual(params["top_k"], 40, name)  # Loom's own default: the file recommends none
 
     def test_unsupported_variants_are_refused_naming_the_key(self):
-        folder, _ = generate("qwen2")
-        bad = os.path.join(server_harness.TMP.name, "qwen2-yarn")
-        os.makedirs(bad, exist_ok=True)
-        for name in os.listdir(folder):
-            target = os.path.join(bad, name)
-            if not os.path.exists(target):
-                os.symlink(os.path.join(folder, name), target)
-        with open(os.path.join(folder, "config.json")) as f:
-            config = json.load(f)
-        os.remove(os.path.join(bad, "config.json"))
-        config["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}
-        with open(os.path.join(bad, "config.json"), "w") as f:
-            json.dump(config, f)
-        done = server_harness.run_loom("gguf", "info", bad)
-        self.assertNotEqual(done.returncode, 0)
-        self.assertIn("rope scaling 'llama3'", done.stderr)
-        self.assertIn("config.json", done.stderr)
+        cases = [("qwen2", {"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "rope scaling 'llama3'"),
+                 ("gemma4_text", {"enable_moe_block": True}, "enable_moe_block"),
+                 # Layer 5 alone shared: transformers reads the last full layer's KV (2), llama.cpp's gemma4 layer 4's.
+                 ("gemma4_text", {"num_kv_shared_layers": 1}, "layer 5 shares the KV of layer 2")]
+        for i, (family, change, message) in enumerate(cases):
+            folder, _ = generate(family)
+            bad = os.path.join(server_harness.TMP.name, f"{family}-bad{i}")
+            os.makedirs(bad, exist_ok=True)
+            for name in os.listdir(folder):
+                target = os.path.join(bad, name)
+                if not os.path.exists(target) and name != "config.json":
+                    os.symlink(os.path.join(folder, name), target)
+            with open(os.path.join(folder, "config.json")) as f:
+                config = json.load(f)
+            config.update(change)
+            with open(os.path.join(bad, "config.json"), "w") as f:
+                json.dump(config, f)
+            done = server_harness.run_loom("gguf", "info", bad)
+            self.assertNotEqual(done.returncode, 0, family)
+            self.assertIn(message, done.stderr)
+            self.assertIn("config.json", done.stderr)
 
 
 if __name__ == "__main__":

@@ -186,9 +186,21 @@ void add_byte_level_vocab(const json& tok, const std::string& file, gguf::GgufWr
   writer.set_string_array("tokenizer.ggml.merges", merges);
 }
 
+// A Split that isolates runs of newlines from the rest (Gemma 4's pre-tokenizer: llama.cpp's "gemma4"
+// splits so, and SentencePiece pieces hold no newline beside other characters).
+bool splits_newline_runs(const json& pre) {
+  if (pre.value("type", std::string()) != "Split" || pre.value("behavior", std::string("Isolated")) != "Isolated" || pre.value("invert", false))
+    return false;
+  std::string pattern = pre.value("pattern", json::object()).value("Regex", std::string());
+  for (size_t at; (at = pattern.find('\n')) != std::string::npos;) pattern.replace(at, 1, "\\n");
+  for (const char* known : {"\\n+", "[\\n]+", "[^\\n]+|[\\n]+", "[\\n]+|[^\\n]+", "[^\\n]+|\\n+", "\\n+|[^\\n]+"})
+    if (pattern == known) return true;
+  return false;
+}
+
 // What the SentencePiece-style normalizer and pre-tokenizer do, which must be SentencePiece's own:
 // spaces become U+2581, and a U+2581 is prepended (or not). Returns whether it is prepended.
-bool sentencepiece_space_prefix(const json& tok, const std::string& file) {
+bool sentencepiece_space_prefix(const json& tok, const std::string& file, bool newline_split_ok = false) {
   bool prepends = false, replaces = false;
   const std::function<void(const json&)> normalizer = [&](const json& n) {
     const std::string type = n.value("type", std::string());
@@ -212,13 +224,25 @@ bool sentencepiece_space_prefix(const json& tok, const std::string& file) {
       replaces = true;
       const std::string scheme = pre.value("prepend_scheme", std::string(pre.value("add_prefix_space", true) ? "always" : "never"));
       if (scheme != "never") prepends = true;
-    } else if (!(type == "Split" && replaces && pre.value("pattern", json::object()).value("String", std::string()) == " ")) {
+    } else if (!(type == "Split" && replaces && pre.value("pattern", json::object()).value("String", std::string()) == " ") &&
+               !(newline_split_ok && splits_newline_runs(pre))) {
       // Gemma's Split on " " finds none once the normalizer has replaced them: a no-op.
-      throw Error(file + ": pre-tokenizer '" + type + "' in a SentencePiece-style tokenizer (Loom reads none, Metaspace, or a Split on spaces already replaced)");
+      throw Error(file + ": pre-tokenizer '" + type + "' in a SentencePiece-style tokenizer (Loom reads none, Metaspace, a Split on spaces "
+                  "already replaced" + std::string(newline_split_ok ? ", or a Split of newline runs from the rest)" : ")"));
     }
   }
   if (!replaces) throw Error(file + ": a SentencePiece-style tokenizer that does not replace spaces by U+2581");
   return prepends;
+}
+
+// <0xNN> pieces are byte tokens, and the model's unk_token the unknown one.
+void mark_byte_and_unknown_pieces(Pieces& pieces, const std::string& unk) {
+  for (size_t i = 0; i < pieces.tokens.size(); i++) {
+    const std::string& t = pieces.tokens[i];
+    if (pieces.types[i] != kNormal) continue;
+    if (t.size() == 6 && t.starts_with("<0x") && t.ends_with(">") && std::isxdigit(uint8_t(t[3])) && std::isxdigit(uint8_t(t[4]))) pieces.types[i] = kByte;
+    else if (!unk.empty() && t == unk) pieces.types[i] = kUnknown;
+  }
 }
 
 // SentencePiece's BPE exported as tokenizer.json (Llama 2, Mistral, Gemma, Phi-3: byte fallback, pieces
@@ -237,13 +261,7 @@ void add_sentencepiece_vocab(const json& tok, const std::string& file, gguf::Ggu
     float& score = scores[size_t(it->second)];
     if (score == kNeverMerged) score = -float(rank + 1);
   }
-  const std::string unk = model.value("unk_token", std::string());
-  for (size_t i = 0; i < pieces.tokens.size(); i++) {
-    const std::string& t = pieces.tokens[i];
-    if (pieces.types[i] != kNormal) continue;
-    if (t.size() == 6 && t.starts_with("<0x") && t.ends_with(">") && std::isxdigit(uint8_t(t[3])) && std::isxdigit(uint8_t(t[4]))) pieces.types[i] = kByte;
-    else if (!unk.empty() && t == unk) pieces.types[i] = kUnknown;
-  }
+  mark_byte_and_unknown_pieces(pieces, model.value("unk_token", std::string()));
   writer.set_string("tokenizer.ggml.model", "llama");
   writer.set_string_array("tokenizer.ggml.tokens", pieces.tokens);
   writer.set_float32_array("tokenizer.ggml.scores", scores);
@@ -251,9 +269,30 @@ void add_sentencepiece_vocab(const json& tok, const std::string& file, gguf::Ggu
   writer.set_bool("tokenizer.ggml.add_space_prefix", space_prefix);
 }
 
+// Gemma 4's SentencePiece-style BPE as llama.cpp's "gemma4" model (the converter's Gemma4Model.set_vocab):
+// pieces as stored with <0xNN> byte tokens, merges by rank, no space prefix. The chat format's markers
+// (channels, tool calls and responses, the string quote) are user-defined tokens, so that they render.
+void add_gemma4_vocab(const json& tok, const std::string& file, gguf::GgufWriter& writer, Pieces& pieces) {
+  const json model = tok.value("model", json::object());
+  if (!model.value("byte_fallback", false)) throw Error(file + ": Gemma 4's tokenizer is SentencePiece-style BPE with byte fallback; this one has none");
+  if (sentencepiece_space_prefix(tok, file, true)) throw Error(file + ": this tokenizer prepends a space, which Gemma 4's does not");
+  std::vector<std::string> merges;
+  for (const auto& [a, b] : read_merges(model, file)) merges.push_back(a + " " + b);
+  mark_byte_and_unknown_pieces(pieces, model.value("unk_token", std::string()));
+  for (const char* visible : {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>", "<|\"|>"}) {
+    const auto it = pieces.id_of.find(visible);
+    if (it != pieces.id_of.end()) pieces.types[size_t(it->second)] = kUserDefined;
+  }
+  writer.set_string("tokenizer.ggml.model", "gemma4");
+  writer.set_string_array("tokenizer.ggml.tokens", pieces.tokens);
+  writer.set_int32_array("tokenizer.ggml.token_type", pieces.types);
+  writer.set_string_array("tokenizer.ggml.merges", merges);
+  writer.set_bool("tokenizer.ggml.add_space_prefix", false);
+}
+
 }  // namespace
 
-void add_bpe_tokenizer(const std::filesystem::path& dir, const json& config, gguf::GgufWriter& writer, int64_t n_vocab) {
+void add_bpe_tokenizer(const std::filesystem::path& dir, const json& config, gguf::GgufWriter& writer, int64_t n_vocab, BpeVocab vocab) {
   const std::filesystem::path path = dir / "tokenizer.json";
   const std::string file = path.string();
   const json tok = read_json_file(path);
@@ -266,7 +305,8 @@ void add_bpe_tokenizer(const std::filesystem::path& dir, const json& config, ggu
     pieces.id_of = add_unigram_vocab(tok, file, writer, n_vocab);
   } else {
     pieces = read_pieces(tok, file, n_vocab);
-    if (model.value("byte_fallback", false)) add_sentencepiece_vocab(tok, file, writer, pieces);
+    if (vocab == BpeVocab::gemma4) add_gemma4_vocab(tok, file, writer, pieces);
+    else if (model.value("byte_fallback", false)) add_sentencepiece_vocab(tok, file, writer, pieces);
     else add_byte_level_vocab(tok, file, writer, pieces);
   }
   const auto& id_of = pieces.id_of;

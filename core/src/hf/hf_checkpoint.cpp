@@ -101,6 +101,7 @@ gguf::GgufFile open_family(const Family& family, const std::filesystem::path& di
   switch (family.tokenizer) {
     case TokenizerKind::wordpiece: add_wordpiece_tokenizer(dir, writer, n_vocab); break;
     case TokenizerKind::bpe: add_bpe_tokenizer(dir, config, writer, n_vocab); break;
+    case TokenizerKind::gemma4: add_bpe_tokenizer(dir, config, writer, n_vocab, BpeVocab::gemma4); break;
   }
   const std::optional<QuantScheme> scheme = quant_scheme_of(config, dir);
   if (scheme && scheme->method == QuantScheme::Method::mxfp4 && std::string_view(family.arch) != "gpt-oss")

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "hf/json_file.h"
+#include "hf/gemma4_family.h"
 #include "hf/hf_family.h"
 #include "hf/linear_attention.h"
 
@@ -577,6 +578,7 @@ const std::vector<Family> kFamilies = {
     decoder("qwen3_moe", "qwen3moe", {.qk_norm = true, .experts = true}),
     gemma("gemma2", "gemma2"),
     gemma("gemma3_text", "gemma3"),
+    gemma4_family(),
     {"phi3", "phi3", "num_hidden_layers", nullptr, nullptr,
      {{"max_position_embeddings", "context_length"},
       {"hidden_size", "embedding_length"},
@@ -633,6 +635,8 @@ const std::vector<Wrapper> kWrappers = {
      {{"model.", "language_model.model."}, {"model.", "model.language_model."}, {"lm_head.", "language_model.lm_head."}}},
     // Qwen 3.5's releases are multimodal: the text model under model.language_model (its text_config
     // gives every key; the vision tower and the MTP layers stay unread).
+    // Gemma 4's releases carry vision and audio towers beside the text model (model.language_model).
+    {"gemma4", "gemma4_text", kGemma4TextDefaults, {{"model.", "model.language_model."}}},
     {"qwen3_5", "qwen3_5_text", "{}", {{"model.", "model.language_model."}}},
     {"qwen3_5_moe", "qwen3_5_moe_text", "{}", {{"model.", "model.language_model."}}},
 };

@@ -60,7 +60,9 @@ struct GeneratedTensor {
   std::vector<float> values;  // one F32 row
 };
 
-enum class TokenizerKind { wordpiece, bpe };  // bpe: byte-level or SentencePiece-style, as the file says
+// bpe: byte-level or SentencePiece-style, as the file says; gemma4: SentencePiece-style pieces kept with
+// their merges (llama.cpp's "gemma4" model).
+enum class TokenizerKind { wordpiece, bpe, gemma4 };
 
 struct Family {
   const char* model_type;           // config.json's model_type

@@ -25,6 +25,10 @@ void add_wordpiece_tokenizer(const std::filesystem::path& dir, gguf::GgufWriter&
 // behave as the file's pre_tokenizer (pre_tokenizer_match.h). The special ids, add_bos_token and the
 // chat template come from tokenizer_config.json (or chat_template.jinja), then config.json.
 // loom::Error naming the file for a model or pre-tokenizer Loom does not map, or a malformed entry.
-void add_bpe_tokenizer(const std::filesystem::path& dir, const nlohmann::json& config, gguf::GgufWriter& writer, int64_t n_vocab);
+// BpeVocab::gemma4 writes a SentencePiece-style file as llama.cpp's "gemma4" model instead, as its
+// converter does for Gemma 4: pieces and merges as stored, merged by rank.
+enum class BpeVocab { as_published, gemma4 };
+void add_bpe_tokenizer(const std::filesystem::path& dir, const nlohmann::json& config, gguf::GgufWriter& writer, int64_t n_vocab,
+                       BpeVocab vocab = BpeVocab::as_published);
 
 }  // namespace loom::hf
