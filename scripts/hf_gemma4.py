@@ -14,7 +14,7 @@ LAYERS = 6
 GLOBAL_HEAD_DIM = 64  # the sliding layers' head_dim is the shape's (32)
 KV_GLOBAL = 1
 SHARED = 3  # layers 3, 4, 5 read layer 1's (sliding) and layer 2's (full) KV
-PLE = 16
+PLE = 16  # shape["ple"] when given (0: no per-layer embeddings)
 FULL_ROPE = {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0}
 SLIDING_ROPE = {"rope_type": "default", "rope_theta": 10000.0}
 
@@ -36,15 +36,16 @@ def layer_shape(shape, il):
 
 def weights(shape, w):
     """The checkpoint's tensors; w(*shape, scale=None) draws random float32 weights."""
-    dim, n_heads, vocab = shape["dim"], shape["heads"], shape["vocab"]
+    dim, n_heads, vocab, ple = shape["dim"], shape["heads"], shape["vocab"], shape.get("ple", PLE)
 
     def norm(n, scale=1.0):
         return scale * (1.0 + 0.1 * w(n, scale=1.0))
 
-    t = {"model.embed_tokens.weight": w(vocab, dim, scale=0.05), "model.norm.weight": norm(dim),
-         "model.embed_tokens_per_layer.weight": w(vocab, LAYERS * PLE, scale=0.25),
-         "model.per_layer_model_projection.weight": w(LAYERS * PLE, dim, scale=1.0),
-         "model.per_layer_projection_norm.weight": norm(PLE)}
+    t = {"model.embed_tokens.weight": w(vocab, dim, scale=0.05), "model.norm.weight": norm(dim)}
+    if ple:
+        t.update({"model.embed_tokens_per_layer.weight": w(vocab, LAYERS * ple, scale=0.25),
+                  "model.per_layer_model_projection.weight": w(LAYERS * ple, dim, scale=1.0),
+                  "model.per_layer_projection_norm.weight": norm(ple)})
     for il in range(LAYERS):
         p, s = f"model.layers.{il}.", f"model.layers.{il}.self_attn."
         hd, kv, ff = layer_shape(shape, il)
@@ -65,9 +66,10 @@ def weights(shape, w):
         t[p + "mlp.gate_proj.weight"] = w(ff, dim)
         t[p + "mlp.up_proj.weight"] = w(ff, dim)
         t[p + "mlp.down_proj.weight"] = w(dim, ff)
-        t[p + "per_layer_input_gate.weight"] = w(PLE, dim)
-        t[p + "per_layer_projection.weight"] = w(dim, PLE)
-        t[p + "post_per_layer_input_norm.weight"] = norm(dim)
+        if ple:
+            t[p + "per_layer_input_gate.weight"] = w(ple, dim)
+            t[p + "per_layer_projection.weight"] = w(dim, ple)
+            t[p + "post_per_layer_input_norm.weight"] = norm(dim)
         t[p + "layer_scalar"] = (0.5 + 0.5 * np.abs(w(1, scale=1.0))).astype(np.float32)
     return t
 
@@ -78,7 +80,7 @@ def config(shape, base):
     c.update(num_hidden_layers=LAYERS, hidden_activation="gelu_pytorch_tanh", sliding_window=shape["window"],
              layer_types=["full_attention" if is_full(il) else "sliding_attention" for il in range(LAYERS)],
              global_head_dim=GLOBAL_HEAD_DIM, num_global_key_value_heads=KV_GLOBAL, attention_k_eq_v=True,
-             num_kv_shared_layers=SHARED, use_double_wide_mlp=True, hidden_size_per_layer_input=PLE,
+             num_kv_shared_layers=SHARED, use_double_wide_mlp=True, hidden_size_per_layer_input=shape.get("ple", PLE),
              vocab_size_per_layer_input=shape["vocab"], final_logit_softcapping=30.0, enable_moe_block=False,
              rope_parameters={"full_attention": FULL_ROPE, "sliding_attention": SLIDING_ROPE}, tie_word_embeddings=True)
     return c
@@ -109,7 +111,7 @@ def write_gguf_keys(w, arch, shape):
     w.add_uint32(f"{arch}.attention.value_length_swa", shape["head_dim"])
     w.add_array(f"{arch}.attention.sliding_window_pattern", [not is_full(il) for il in range(LAYERS)])
     w.add_uint32(f"{arch}.attention.shared_kv_layers", SHARED)
-    w.add_uint32(f"{arch}.embedding_length_per_layer_input", PLE)
+    w.add_uint32(f"{arch}.embedding_length_per_layer_input", shape.get("ple", PLE))
     w.add_uint32(f"{arch}.rope.dimension_count", GLOBAL_HEAD_DIM)
     w.add_uint32(f"{arch}.rope.dimension_count_swa", shape["head_dim"])
     w.add_float32(f"{arch}.rope.freq_base_swa", SLIDING_ROPE["rope_theta"])

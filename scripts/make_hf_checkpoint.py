@@ -211,9 +211,10 @@ def byte_level_pre_tokenizer(pattern):
 def tokenizer_from_gguf(path):
     """A real vocabulary (one of llama.cpp's vocab suites) as its model publishes tokenizer.json: a
     byte-level BPE with the published pre-tokenizer, SentencePiece's BPE exported as transformers'
-    converter exports it (merges from the pieces and their scores), or SentencePiece's unigram model as
-    XLM-RoBERTa publishes it (Precompiled character map, spaces collapsed, Metaspace). Returns the
-    tokenizer, its model ("gpt2", "llama" or "t5") and its bos and eos tokens."""
+    converter exports it (merges from the pieces and their scores), Gemma 4's SentencePiece-style BPE
+    with its merges, or SentencePiece's unigram model as XLM-RoBERTa publishes it (Precompiled character
+    map, spaces collapsed, Metaspace). Returns the tokenizer, its model ("gpt2", "llama", "gemma4" or
+    "t5") and its bos and eos tokens."""
     import gguf
     from tokenizers import AddedToken, normalizers, processors
     fields = gguf.GGUFReader(path).fields
@@ -232,7 +233,13 @@ def tokenizer_from_gguf(path):
     vocab = {}
     for i, t in enumerate(tokens):
         vocab.setdefault(t, i)
-    if kind == "t5":  # SentencePiece's unigram model as XLM-RoBERTa's tokenizer.json publishes it
+    if kind == "gemma4":  # SentencePiece-style pieces with their merges, split at newline runs (Gemma 4)
+        merges = [tuple(m.split(" ", 1)) for m in strings("tokenizer.ggml.merges")]
+        tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+        tok.normalizer = normalizers.Replace(" ", SPACE)
+        tok.pre_tokenizer = pre_tokenizers.Split(Regex("[^\n]+|[\n]+"), behavior="isolated")
+        tok.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()])
+    elif kind == "t5":  # SentencePiece's unigram model as XLM-RoBERTa's tokenizer.json publishes it
         scores = [float(fields["tokenizer.ggml.scores"].parts[i][0]) for i in fields["tokenizer.ggml.scores"].data]
         charsmap = fields["tokenizer.ggml.precompiled_charsmap"]
         charsmap = bytes(np.concatenate([np.asarray(charsmap.parts[i]) for i in charsmap.data]).astype(np.uint8))
@@ -788,7 +795,8 @@ def main():
                                                                 "qwen3_5_text, gemma4_text: inside Qwen3_5ForConditionalGeneration "
                                                                 "or Gemma4ForConditionalGeneration (new)")
     ap.add_argument("--vocab-from", help="a GGUF vocabulary (llama.cpp's vocab suites) instead of a trained one; "
-                                         "the model is then a tiny qwen2 (no --gguf)")
+                                         "the model is then a tiny one of the family, gemma4_text for Gemma 4's "
+                                         "vocabulary (no --gguf)")
     args = ap.parse_args()
 
     shape = dict(layers=2, window=0, dim=128, heads=4, kv_heads=2, head_dim=32, ff=256, vocab=640, ctx=512, experts=4, expert_ff=64,
@@ -811,7 +819,7 @@ def main():
         tok, _, bos, eos = tokenizer_from_gguf(args.vocab_from)
         FAMILIES[args.family].update(bos=bos, eos=eos, template=None)
         shape.update(vocab=tok.get_vocab_size(with_added_tokens=True), dim=32, heads=2, kv_heads=1, head_dim=16, ff=64,
-                     layers=1, tied=True)
+                     layers=1, tied=True, ple=0)
     else:
         tok = train_tokenizer(args.family, shape["vocab"])
     assert tok.get_vocab_size(with_added_tokens=True) == shape["vocab"], tok.get_vocab_size(with_added_tokens=True)

@@ -3,7 +3,7 @@
 
 For each of llama.cpp's vocab suites that setup installs (~/.cache/loom/vocab: GPT-2, Llama 3, Qwen2,
 Qwen3.5 and StarCoder byte-level BPEs; Llama 2 and Phi-3 SentencePiece BPEs; XLM-RoBERTa's unigram
-model, from nomic-embed-text-v2-moe),
+model, from nomic-embed-text-v2-moe; Gemma 4's, checked against the suite's published ids),
 scripts/make_hf_checkpoint.py --vocab-from writes the vocabulary as its model publishes tokenizer.json
 (the published pre-tokenizer; SentencePiece's pieces exported as transformers exports them) inside a
 tiny model folder. `loom serve` reads the folder, and its /tokenize must give `tokenizers`' ids for
@@ -91,6 +91,33 @@ class RealVocabularyTest(unittest.TestCase):
                         self.assertEqual(body["tokens"], hf.encode(text).ids, f"{vocab} with special tokens: {text!r}")
             finally:
                 server.terminate()
+
+    def test_gemma4_vocabulary_gives_the_published_ids(self):
+        # Gemma 4's 262,144 pieces and 514,906 merges as tokenizer.json (U+2581 for spaces, split at newline
+        # runs, byte fallback) in a tiny gemma4_text folder, read as llama.cpp's "gemma4" vocabulary: the
+        # suite's .out ids, which Hugging Face's tokenizer of the real model gave (newline and space runs
+        # whole, the chat markers as tokens), and the ids `tokenizers` gives for the written file.
+        suite = os.path.join(SUITES, "ggml-vocab-gemma-4.gguf")
+        if not os.path.exists(suite):
+            self.skipTest(f"{suite} is absent")
+        folder = os.path.join(server_harness.TMP.name, "gemma-4")
+        subprocess.run([sys.executable, GENERATOR, "--family", "gemma4_text", "--out", folder, "--vocab-from", suite], check=True)
+        with open(suite + ".inp", encoding="utf-8") as f:
+            texts = f.read().split("\n__ggml_vocab_test__\n")[:-1]
+        with open(suite + ".out", encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        self.assertGreaterEqual(len(lines), len(texts))
+        published = [[int(i) for i in line.split()] for line in lines[:len(texts)]]
+        hf = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+        server = LoomServer(server_harness.write_config("hf-gemma4-vocab.toml"), folder)
+        try:
+            for text, want in zip(texts, published):
+                status, body = server.json("POST", "/tokenize", {"content": text, "add_special": False})
+                self.assertEqual(status, 200, body)
+                self.assertEqual(body["tokens"], want, repr(text))
+                self.assertEqual(hf.encode(text, add_special_tokens=False).ids, want, repr(text))
+        finally:
+            server.terminate()
 
     def test_a_t5_vocabulary_gives_llama_cpps_ids(self):
         # The GGUF's unigram vocabulary ("t5") runs SentencePiece's own normalization, as llama.cpp does:
