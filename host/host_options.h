@@ -1,5 +1,6 @@
 // Options every subcommand understands: --config FILE (default: $LOOM_CONFIG, else ./loom.toml if
-// present, else built-in defaults).
+// present, else built-in defaults), --mmproj FILE, and --lora NAME=PATH[:SCALE] (repeatable: a
+// run-time adapter beside the [[lora]] entries).
 #pragma once
 
 #include <string>
@@ -13,6 +14,7 @@ namespace loom::host {
 struct HostOptions {
   std::string config_path;
   std::string mmproj;  // --mmproj FILE: the vision projector, over [model] mmproj
+  std::vector<LoraSettings> loras;  // --lora NAME=PATH[:SCALE], after [[lora]]'s
 
   // Consume args[i] (and its value) if it is a common option; returns false otherwise.
   bool parse(const CommandArgs& args, size_t& i);

@@ -13,6 +13,7 @@ std::vector<Case> backend_attention_cases();  // backend_attention_cases.cpp
 std::vector<Case> backend_moe_cases();        // backend_moe_cases.cpp
 std::vector<Case> backend_recurrent_cases();  // backend_recurrent_cases.cpp
 std::vector<Case> backend_encoder_cases();    // backend_encoder_cases.cpp
+std::vector<Case> backend_lora_cases();       // backend_lora_cases.cpp
 
 namespace {
 
@@ -480,6 +481,7 @@ std::vector<Case> backend_cases() {
   for (auto& c : backend_moe_cases()) out.push_back(std::move(c));
   for (auto& c : backend_recurrent_cases()) out.push_back(std::move(c));
   for (auto& c : backend_encoder_cases()) out.push_back(std::move(c));
+  for (auto& c : backend_lora_cases()) out.push_back(std::move(c));
   return out;
 }
 

@@ -34,6 +34,8 @@ const char* kUsage =
     "  --backend NAME     backend plugin (default: [backend] name, cpu)\n"
     "  --threads N        backend threads (default: [backend] threads, all cores)\n"
     "  --n-ctx N          context size (default: the model's)\n"
+    "  --lora NAME=PATH[:SCALE]  load a LoRA adapter (llama.cpp's GGUF adapter format), scaled (default 1)\n"
+    "  --adapter NAME     generate through this adapter ([[lora]] or --lora; default: the base model)\n"
     "  --no-echo          do not print the prompt before the continuation\n"
     "  --config FILE      loom.toml to read\n"
     "  --                 end of options: what follows is the PROMPT, even if it starts with '-'\n";
@@ -45,6 +47,7 @@ struct GenerateArgs {
   std::optional<double> temp, top_p;
   std::optional<int64_t> seed, top_k, threads, n_ctx;
   std::string backend;
+  std::string adapter;
   bool echo = true;
 };
 
@@ -124,6 +127,8 @@ int run_generate(const CommandArgs& args) {
       g.threads = parse_int(a, value());
     } else if (a == "--n-ctx") {
       g.n_ctx = parse_int(a, value());
+    } else if (a == "--adapter") {
+      g.adapter = value();
     } else if (a == "--no-echo") {
       g.echo = false;
     } else if (!a.empty() && a[0] == '-' && a != "-") {
@@ -172,6 +177,7 @@ int run_generate(const CommandArgs& args) {
   Request request;
   request.prompt = engine.tokenizer().encode(g.prompt, true, true);
   request.max_tokens = static_cast<uint32_t>(g.max_tokens);
+  request.lora = g.adapter;
   request.sampling.params = engine.default_sampling();
   if (g.temp) request.sampling.params.temperature = static_cast<float>(*g.temp);
   if (g.top_k) request.sampling.params.top_k = static_cast<int32_t>(*g.top_k);

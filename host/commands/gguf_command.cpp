@@ -13,6 +13,7 @@
 #include "hf/hf_checkpoint.h"
 #include "gguf/synth_mmproj.h"
 #include "gguf/synth_model.h"
+#include "lora/synth_lora.h"
 
 namespace {
 
@@ -22,6 +23,7 @@ constexpr const char* kUsage =
     "usage: loom gguf info FILE [--all]\n"
     "       loom gguf synth [options] -o OUT\n"
     "       loom gguf synth-mmproj [options] -o OUT\n"
+    "       loom gguf synth-lora --model BASE [options] -o OUT\n"
     "Run `loom gguf info --help` or `loom gguf synth --help` for details.\n";
 
 constexpr const char* kInfoHelp =
@@ -59,6 +61,18 @@ constexpr const char* kSynthHelp =
     "  --vocab-from FILE copy the tokenizer.* metadata (and vocabulary size) from this GGUF\n"
     "  --image-markers   end the synthetic vocabulary with <start_of_image> and <end_of_image> (Gemma 3 vision)\n"
     "  --control-tokens A,B  end it with these control tokens (e.g. Pixtral's [IMG_BREAK],[IMG_END])\n"
+    "  -o, --out OUT     output path (required)\n";
+
+constexpr const char* kSynthLoraHelp =
+    "usage: loom gguf synth-lora --model BASE [options] -o OUT\n\n"
+    "Write a synthetic LoRA adapter of a GGUF model (llama.cpp's adapter layout: general.type adapter,\n"
+    "adapter.lora.alpha, blk.N.<projection>.weight.lora_a / .lora_b) with seeded random A and B.\n"
+    "  --model BASE      the base model's GGUF file (required)\n"
+    "  --rank R          rank of every matrix (default 8)\n"
+    "  --alpha A         adapter.lora.alpha (default: the rank, a scale of 1)\n"
+    "  --targets LIST    projections to adapt: q,k,v,o,gate,up,down (default all)\n"
+    "  --type T          F32 or F16 (default F32)\n"
+    "  --seed S          random seed (default 1)\n"
     "  -o, --out OUT     output path (required)\n";
 
 constexpr const char* kSynthMmprojHelp =
@@ -310,6 +324,45 @@ int run_synth_mmproj(const CommandArgs& args) {
   return 0;
 }
 
+int run_synth_lora(const CommandArgs& args) {
+  loom::SynthLoraSpec spec;
+  std::string out, base;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    if (is_help(flag)) {
+      std::cout << kSynthLoraHelp;
+      return 0;
+    }
+    if (i + 1 >= args.size()) {
+      std::cerr << "loom gguf synth-lora: " << (flag.starts_with("-") ? flag + " needs a value" : "unexpected '" + flag + "'") << "\n"
+                << kSynthLoraHelp;
+      return 1;
+    }
+    const std::string& value = args[++i];
+    if (flag == "--model") base = value;
+    else if (flag == "--rank") spec.rank = parse_int(flag, value);
+    else if (flag == "--alpha") spec.alpha = float(parse_int(flag, value));
+    else if (flag == "--targets") spec.targets = value;
+    else if (flag == "--seed") spec.seed = static_cast<uint64_t>(parse_int(flag, value));
+    else if (flag == "-o" || flag == "--out") out = value;
+    else if (flag == "--type") {
+      auto type = loom::dtype_from_name(value);
+      if (!type) throw loom::Error("--type: unknown type '" + value + "' (F32, F16)");
+      spec.type = *type;
+    } else {
+      std::cerr << "loom gguf synth-lora: unknown option '" << flag << "'\n" << kSynthLoraHelp;
+      return 1;
+    }
+  }
+  if (out.empty() || base.empty()) {
+    std::cerr << "loom gguf synth-lora: " << (base.empty() ? "missing --model BASE" : "missing -o OUT") << "\n" << kSynthLoraHelp;
+    return 1;
+  }
+  const int n = loom::write_synthetic_lora(base, spec, out);
+  std::cout << "wrote " << out << ": rank " << spec.rank << " LoRA adapter of " << n << " matrices\n";
+  return 0;
+}
+
 int run_gguf(const CommandArgs& args) {
   if (args.empty() || is_help(args[0])) {
     (args.empty() ? std::cerr : std::cout) << kUsage;
@@ -319,6 +372,7 @@ int run_gguf(const CommandArgs& args) {
     if (args[0] == "info") return run_info(args);
     if (args[0] == "synth") return run_synth(args);
     if (args[0] == "synth-mmproj") return run_synth_mmproj(args);
+    if (args[0] == "synth-lora") return run_synth_lora(args);
   } catch (const loom::Error& e) {
     std::cerr << "loom gguf " << args[0] << ": error: " << e.what() << "\n";
     return 1;

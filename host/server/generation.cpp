@@ -146,6 +146,8 @@ Request GenerationJob::make_request(size_t choice) {
   const int64_t room = state_.engine.info().n_ctx - static_cast<int64_t>(prompt.tokens.size());
   Request r;
   r.prompt = prompt.tokens;
+  // A request naming a run-time adapter ([[lora]]) as its model runs through it (vLLM's convention).
+  if (!params_.model.empty() && state_.engine.find_lora(params_.model) != nullptr) r.lora = params_.model;
   r.images = prompt.images;
   // No max_tokens: up to the context (vLLM's rule, on both endpoints); prepare_prompts() refused any
   // that does not fit.

@@ -54,8 +54,10 @@ std::vector<std::string> served_names(const ServerState& state) {
 // OpenAI and vLLM answer, so a client never gets another model's output by mistake.
 void check_model_name(const ServerState& state, const std::string& requested) {
   if (requested.empty()) return;
-  const auto names = served_names(state);
+  auto names = served_names(state);
   if (std::find(names.begin(), names.end(), requested) != names.end()) return;
+  if (state.engine.find_lora(requested) != nullptr) return;  // a run-time adapter of the served model
+  for (const auto& lora : state.engine.loras()) names.push_back(lora.name);
   std::string listed;
   for (const auto& name : names) listed += (listed.empty() ? "'" : ", '") + name + "'";
   throw ApiError(404, "the model '" + requested + "' does not exist; this server serves " + listed, "model",
@@ -149,6 +151,12 @@ json kv_card(const EngineInfo& info) {
 }
 
 json model_card(const ServerState& state, const std::string& name) {
+  if (const Engine::LoraSlot* lora = state.engine.find_lora(name)) {
+    // vLLM's card of an adapter: its base as parent, its file as root.
+    return {{"id", name},       {"object", "model"}, {"created", state.created}, {"owned_by", "loom"},
+            {"root", lora->path}, {"parent", state.model_name}, {"max_model_len", state.engine.info().n_ctx},
+            {"loom", {{"lora", {{"scale", lora->scale}, {"rank", lora->rank}}}}}};
+  }
   return {{"id", name},
           {"object", "model"},
           {"created", state.created},
@@ -309,6 +317,7 @@ void HttpServer::install_routes() {
   http_->Get("/v1/models", guarded([&state](const httplib::Request&, httplib::Response& res) {
                json cards = json::array();
                for (const auto& name : served_names(state)) cards.push_back(model_card(state, name));
+               for (const auto& lora : state.engine.loras()) cards.push_back(model_card(state, lora.name));
                send_json(res, 200, {{"object", "list"}, {"data", cards}});
              }));
   http_->Get(R"(/v1/models/(.+))", guarded([&state](const httplib::Request& req, httplib::Response& res) {

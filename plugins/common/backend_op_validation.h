@@ -51,6 +51,7 @@ inline const char* op_type_name(loom_op_type type) {
     case LOOM_OP_PATCHES: return "PATCHES";
     case LOOM_OP_POOL_2D: return "POOL_2D";
     case LOOM_OP_CLAMP: return "CLAMP";
+    case LOOM_OP_LORA: return "LORA";
     default: return nullptr;
   }
 }
@@ -99,6 +100,8 @@ struct BaseOpRules {
   static constexpr bool kGeluQuick = false;  // LOOM_ACTIVATION_GELU_QUICK (ABI 1.10)
   // CLAMP (ABI 1.11); a backend that implements it also has OpParams::clamp_min and clamp_max.
   static constexpr bool kClamp = false;
+  // LORA (ABI 1.16).
+  static constexpr bool kLora = false;
 
   // After the common shape and stride checks of one operand (offset and strides not yet bounded).
   template <typename Checker, typename Tensor>
@@ -485,6 +488,31 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
       c.expect_shape(a.dst, a.src[0].ne, "dst");
       if (a.src[1].n_rows() != 1) c.expect_shape(a.src[1], a.src[0].ne, "src1 (same shape or one row)");
       else if (a.src[1].ne[0] != a.src[0].ne[0]) c.expect_shape(a.src[1], a.src[0].ne[0], 1, 1, 1, "src1 (broadcast row)");
+      break;
+    }
+    case LOOM_OP_LORA: {
+      if constexpr (!Rules::kLora) c.unsupported(std::string("LORA (ABI 1.16, run-time adapters) is not implemented by the ") + Rules::kBackendName + " backend");
+      need_src(5);
+      a.src[0] = c.tensor(op.src[0], "src0 (A)");
+      a.src[1] = c.tensor(op.src[1], "src1 (B)");
+      a.src[2] = c.tensor(op.src[2], "src2 (x)");
+      a.src[3] = c.tensor(op.src[3], "src3 (slots)");
+      a.src[4] = c.tensor(op.src[4], "src4 (scales)");
+      a.dst = c.tensor(op.dst, "dst");
+      for (const auto* t : {&a.src[0], &a.src[1]})
+        if (t->dtype != LOOM_DTYPE_F32 && t->dtype != LOOM_DTYPE_F16)
+          c.unsupported(std::string(t == &a.src[0] ? "src0 (A)" : "src1 (B)") + " must be F32 or F16, got " + Rules::dtype_name(t->dtype));
+      c.expect_dtype(a.src[2], LOOM_DTYPE_F32, "src2 (x)");
+      c.expect_dtype(a.src[3], LOOM_DTYPE_I32, "src3 (slots)");
+      c.expect_dtype(a.src[4], LOOM_DTYPE_F32, "src4 (scales)");
+      c.expect_dtype(a.dst, LOOM_DTYPE_F32, "dst");
+      const int64_t n_in = a.src[0].ne[0], rank = a.src[0].ne[1], n_slots = a.src[0].ne[2];
+      const int64_t n_out = a.src[1].ne[1], n_tok = a.src[2].ne[1];
+      c.expect_shape(a.src[1], rank, n_out, n_slots, 1, "src1 (B)");
+      c.expect_shape(a.src[2], n_in, n_tok, 1, 1, "src2 (x)");
+      c.expect_shape(a.src[3], n_tok, 1, 1, 1, "src3 (slots)");
+      c.expect_shape(a.src[4], n_slots, 1, 1, 1, "src4 (scales)");
+      c.expect_shape(a.dst, n_out, n_tok, 1, 1, "dst");
       break;
     }
     case LOOM_OP_SCALE:

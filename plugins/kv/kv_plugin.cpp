@@ -139,19 +139,29 @@ loom_status kv_get_stats(loom_kv_t* kv, loom_kv_stats* out) {
   });
 }
 
-loom_status kv_blocks_needed(loom_kv_t* kv, const int32_t* tokens, uint32_t n_tokens, uint32_t* out_blocks) {
+loom_status kv_blocks_needed_keyed(loom_kv_t* kv, const int32_t* tokens, uint32_t n_tokens, uint64_t cache_key,
+                                   uint32_t* out_blocks) {
   return guarded(kv, [&]() -> Outcome {
     if (out_blocks == nullptr || (tokens == nullptr && n_tokens > 0)) {
       return {LOOM_STATUS_INVALID_ARGUMENT, "blocks_needed: tokens or out_blocks is NULL"};
     }
-    *out_blocks = kv->allocator.blocks_needed(tokens, n_tokens);
+    *out_blocks = kv->allocator.blocks_needed(tokens, n_tokens, cache_key);
     return Outcome::ok();
   });
 }
 
+loom_status kv_blocks_needed(loom_kv_t* kv, const int32_t* tokens, uint32_t n_tokens, uint32_t* out_blocks) {
+  return kv_blocks_needed_keyed(kv, tokens, n_tokens, 0, out_blocks);
+}
+
+loom_status kv_seq_create_keyed(loom_kv_t* kv, uint64_t seq_id, const int32_t* tokens, uint32_t n_tokens, uint64_t cache_key,
+                                uint32_t* out_n_cached) {
+  return guarded(kv, [&] { return kv->allocator.seq_create(seq_id, tokens, n_tokens, out_n_cached, cache_key); });
+}
+
 loom_status kv_seq_create(loom_kv_t* kv, uint64_t seq_id, const int32_t* tokens, uint32_t n_tokens,
                           uint32_t* out_n_cached) {
-  return guarded(kv, [&] { return kv->allocator.seq_create(seq_id, tokens, n_tokens, out_n_cached); });
+  return kv_seq_create_keyed(kv, seq_id, tokens, n_tokens, 0, out_n_cached);
 }
 
 loom_status kv_seq_append(loom_kv_t* kv, uint64_t seq_id, const int32_t* tokens, uint32_t n_tokens) {
@@ -211,7 +221,8 @@ const loom_kv_i kTable = {
     kv_seq_block_table,     kv_seq_length,
     kv_take_pending_copies, kv_set_event_sink,
     kv_seq_state_slot,      kv_take_pending_state_copies,
-    kv_seq_checkpoint_state,
+    kv_seq_checkpoint_state, kv_blocks_needed_keyed,
+    kv_seq_create_keyed,
 };
 
 const loom_plugin_desc kDesc = {

@@ -56,10 +56,11 @@ loom_kv_stats PagedAllocator::stats() const {
   return s;
 }
 
-std::vector<int32_t> PagedAllocator::registered_chain(const int32_t* tokens, uint32_t n_blocks, uint32_t* n_queries) const {
+std::vector<int32_t> PagedAllocator::registered_chain(const int32_t* tokens, uint32_t n_blocks, uint64_t root,
+                                                     uint32_t* n_queries) const {
   const uint32_t bs = config_.block_size;
   std::vector<int32_t> chain;
-  uint64_t parent_hash = kRootHash;
+  uint64_t parent_hash = root;
   int32_t parent_block = kNoBlock;
   for (uint32_t i = 0; i < n_blocks; ++i) {
     const int32_t* block_tokens = tokens + static_cast<size_t>(i) * bs;
@@ -74,12 +75,12 @@ std::vector<int32_t> PagedAllocator::registered_chain(const int32_t* tokens, uin
   return chain;
 }
 
-PagedAllocator::PrefixMatch PagedAllocator::match_prefix(const int32_t* tokens, uint32_t n_tokens) const {
+PagedAllocator::PrefixMatch PagedAllocator::match_prefix(const int32_t* tokens, uint32_t n_tokens, uint64_t root) const {
   PrefixMatch match;
   if (!config_.is_prefix_caching || n_tokens == 0) return match;
   // Only blocks that end strictly before the last token: at least one token is always computed
   // (its logits are needed), so a prompt that is entirely cached still recomputes its last block.
-  match.blocks = registered_chain(tokens, (n_tokens - 1) / config_.block_size, &match.n_queries);
+  match.blocks = registered_chain(tokens, (n_tokens - 1) / config_.block_size, root, &match.n_queries);
   for (int32_t block_id : match.blocks) {
     if (pool_.ref_count(block_id) == 0) ++match.n_revived;
   }
@@ -95,15 +96,15 @@ PagedAllocator::PrefixMatch PagedAllocator::match_prefix(const int32_t* tokens, 
   return match;
 }
 
-uint32_t PagedAllocator::blocks_needed(const int32_t* tokens, uint32_t n_tokens) const {
-  const PrefixMatch match = match_prefix(tokens, n_tokens);
+uint32_t PagedAllocator::blocks_needed(const int32_t* tokens, uint32_t n_tokens, uint64_t cache_key) const {
+  const PrefixMatch match = match_prefix(tokens, n_tokens, root_hash(cache_key));
   return blocks_for(n_tokens) - static_cast<uint32_t>(match.blocks.size()) + match.n_revived;
 }
 
 void PagedAllocator::on_block_full(Sequence& seq, size_t index) {
   const uint32_t bs = config_.block_size;
   const int32_t* block_tokens = seq.tokens.data() + index * bs;
-  const uint64_t parent_hash = index == 0 ? kRootHash : seq.full_block_hashes[index - 1];
+  const uint64_t parent_hash = index == 0 ? seq.root : seq.full_block_hashes[index - 1];
   const uint64_t hash = chain_hash(parent_hash, block_tokens, bs);
   seq.full_block_hashes.push_back(hash);
   if (!config_.is_prefix_caching) return;
@@ -174,14 +175,14 @@ Outcome PagedAllocator::not_found(uint64_t seq_id) const {
 }
 
 Outcome PagedAllocator::seq_create(uint64_t seq_id, const int32_t* tokens, uint32_t n_tokens,
-                                   uint32_t* out_n_cached) {
+                                   uint32_t* out_n_cached, uint64_t cache_key) {
   if (seqs_.count(seq_id) != 0) {
     return fail(LOOM_STATUS_INVALID_ARGUMENT, "sequence " + std::to_string(seq_id) + " already exists");
   }
   if (tokens == nullptr && n_tokens > 0) {
     return fail(LOOM_STATUS_INVALID_ARGUMENT, "seq_create: tokens is NULL but n_tokens is " + std::to_string(n_tokens));
   }
-  const PrefixMatch match = match_prefix(tokens, n_tokens);
+  const PrefixMatch match = match_prefix(tokens, n_tokens, root_hash(cache_key));
   const uint32_t n_hits = static_cast<uint32_t>(match.blocks.size());
   const uint32_t n_new = blocks_for(n_tokens) - n_hits;
   if (static_cast<uint64_t>(n_new) + match.n_revived > pool_.n_free()) {
@@ -194,6 +195,7 @@ Outcome PagedAllocator::seq_create(uint64_t seq_id, const int32_t* tokens, uint3
                                                std::to_string(state_slots_.n_slots()) + " are held");
   }
   Sequence seq;
+  seq.root = root_hash(cache_key);
   seq.tokens.assign(tokens, tokens + n_tokens);
   if (state_slots_.enabled()) seq.state_slot = state_slots_.take();
   // Revive hits before allocating, so eviction can never pick a block we are about to share.
@@ -384,7 +386,7 @@ Outcome PagedAllocator::seq_checkpoint_state(uint64_t seq_id, uint32_t n_tokens)
   }
   // The block a later lookup of these tokens reaches: this sequence's own, or, when another block
   // registered the same content first, that one (equal tokens give an equal state).
-  const std::vector<int32_t> chain = registered_chain(seq.tokens.data(), n_tokens / bs, nullptr);
+  const std::vector<int32_t> chain = registered_chain(seq.tokens.data(), n_tokens / bs, seq.root, nullptr);
   if (chain.size() != n_tokens / bs) return Outcome::ok();
   const int32_t block_id = chain.back();
   if (checkpoints_.slot_of(block_id)) return Outcome::ok();

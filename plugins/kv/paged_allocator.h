@@ -46,9 +46,10 @@ class PagedAllocator {
   loom_kv_stats stats() const;
   // New blocks plus revived cached blocks: exactly how much n_free drops if seq_create succeeds now,
   // so a scheduler admits the sequence iff blocks_needed <= n_free.
-  uint32_t blocks_needed(const int32_t* tokens, uint32_t n_tokens) const;
+  // cache_key (ABI 1.16) keys the prefix cache beside the tokens: 0 is the base model's cache.
+  uint32_t blocks_needed(const int32_t* tokens, uint32_t n_tokens, uint64_t cache_key = 0) const;
 
-  Outcome seq_create(uint64_t seq_id, const int32_t* tokens, uint32_t n_tokens, uint32_t* out_n_cached);
+  Outcome seq_create(uint64_t seq_id, const int32_t* tokens, uint32_t n_tokens, uint32_t* out_n_cached, uint64_t cache_key = 0);
   Outcome seq_append(uint64_t seq_id, const int32_t* tokens, uint32_t n_tokens);
   Outcome seq_truncate(uint64_t seq_id, uint32_t n_keep);
   Outcome seq_fork(uint64_t src_seq_id, uint64_t dst_seq_id);
@@ -71,6 +72,7 @@ class PagedAllocator {
     std::vector<int32_t> blocks;
     std::vector<uint64_t> full_block_hashes;  // chain hash of each full block, in order
     int32_t state_slot = -1;                   // with state slots configured
+    uint64_t root = kRootHash;                 // its cache's first parent hash (root_hash of its key)
   };
   struct PrefixMatch {
     std::vector<int32_t> blocks;  // hit blocks, in order
@@ -79,9 +81,9 @@ class PagedAllocator {
     int32_t state_checkpoint = -1;  // with state slots: the checkpoint slot at the last hit's end
   };
 
-  PrefixMatch match_prefix(const int32_t* tokens, uint32_t n_tokens) const;
+  PrefixMatch match_prefix(const int32_t* tokens, uint32_t n_tokens, uint64_t root) const;
   // The registered blocks holding the first n_blocks blocks of `tokens`, as far as they go.
-  std::vector<int32_t> registered_chain(const int32_t* tokens, uint32_t n_blocks, uint32_t* n_queries) const;
+  std::vector<int32_t> registered_chain(const int32_t* tokens, uint32_t n_blocks, uint64_t root, uint32_t* n_queries) const;
   uint32_t blocks_for(uint64_t n_tokens) const {
     return static_cast<uint32_t>((n_tokens + config_.block_size - 1) / config_.block_size);
   }

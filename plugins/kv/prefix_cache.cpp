@@ -15,6 +15,8 @@ uint64_t mix64(uint64_t x) {
 }
 }  // namespace
 
+uint64_t root_hash(uint64_t cache_key) { return cache_key == 0 ? kRootHash : mix64(kRootHash ^ mix64(cache_key)); }
+
 uint64_t chain_hash(uint64_t parent_hash, const int32_t* tokens, uint32_t n_tokens) {
   uint64_t h = mix64(parent_hash ^ (0x2545f4914f6cdd1dull * (n_tokens + 1)));
   for (uint32_t i = 0; i < n_tokens; ++i) {

@@ -15,6 +15,9 @@
 namespace loom::kv {
 
 inline constexpr uint64_t kRootHash = 0x9e3779b97f4a7c15ull;  // parent hash of a sequence's first block
+// The first block's parent hash in the cache of `cache_key` (ABI 1.16: a LoRA adapter's blocks); kRootHash
+// for key 0, the base model's.
+uint64_t root_hash(uint64_t cache_key);
 inline constexpr int32_t kNoBlock = -1;
 
 // Chained block hash (splitmix64-style finalizer per token: full avalanche, cheap).

@@ -2,7 +2,8 @@
 // `loom convert` writes (scripts/check_convert_with_llama_cpp.py builds and runs it against a
 // llama.cpp build; not part of Loom's build).
 //
-// usage: logits_reference MODEL ID...
+// usage: logits_reference MODEL [--lora ADAPTER SCALE] ID...
+// With --lora, a LoRA adapter (llama.cpp's GGUF adapter format) applied at that scale.
 // Prints one JSON object: the 20 highest log-softmax values after the whole prompt, [[id, logprob],
 // ...] best first, and 8 greedy continuation tokens. CPU, 2 threads, the prompt in one batch.
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
+#include <string_view>
 #include <vector>
 
 #include "llama.h"
@@ -38,13 +40,23 @@ int main(int argc, char** argv) {
   llama_backend_init();
   llama_model* model = llama_model_load_from_file(argv[1], llama_model_default_params());
   if (model == nullptr) return 1;
+  int first_id = 2;
+  llama_adapter_lora* adapter = nullptr;
+  float adapter_scale = 1.0f;
+  if (argc > 4 && std::string_view(argv[2]) == "--lora") {
+    adapter = llama_adapter_lora_init(model, argv[3]);
+    if (adapter == nullptr) return 1;
+    adapter_scale = float(std::atof(argv[4]));
+    first_id = 5;
+  }
   std::vector<llama_token> prompt;
-  for (int i = 2; i < argc; i++) prompt.push_back(llama_token(std::atoi(argv[i])));
+  for (int i = first_id; i < argc; i++) prompt.push_back(llama_token(std::atoi(argv[i])));
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = 0;  // the model's own context, as `loom serve` runs it (Phi-3 picks LongRoPE's long or short factors by it)
   cp.n_batch = 512;
   cp.n_threads = cp.n_threads_batch = 2;
   llama_context* ctx = llama_init_from_model(model, cp);
+  if (ctx != nullptr && adapter != nullptr && llama_set_adapters_lora(ctx, &adapter, 1, &adapter_scale) != 0) return 1;
   if (ctx == nullptr || llama_decode(ctx, llama_batch_get_one(prompt.data(), int32_t(prompt.size()))) != 0) return 1;
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
   const auto top = top_logprobs(llama_get_logits_ith(ctx, -1), n_vocab, std::min(20, n_vocab));

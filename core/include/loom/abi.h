@@ -45,8 +45,9 @@ extern "C" {
  * added LOOM_ROPE_MROPE_INTERLEAVED (backend.h: Qwen3-VL's interleaved sections); 1.14 added
  * loom_encoder_attention_params.window and .alibi_max_bias (backend.h: the symmetric sliding window and
  * ALiBi of text encoders); 1.15 added LOOM_DTYPE_F8_E4M3_B32 (dtype.h: FP8 weights with a float
- * scale per block of 32, the FP8 checkpoints' layers). */
-#define LOOM_ABI_MINOR 15
+ * scale per block of 32, the FP8 checkpoints' layers); 1.16 added LOOM_OP_LORA (backend.h: low-rank
+ * adapters applied at run time, several in one batch). */
+#define LOOM_ABI_MINOR 16
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"
 

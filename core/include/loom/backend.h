@@ -156,6 +156,15 @@ typedef int32_t loom_op_type;
 /* (ABI 1.11) dst = min(max(src0, params.min), params.max), element-wise, F32: the input and output
  * bounds of Gemma 4's clippable linears (its vision encoder). params: loom_clamp_params. */
 #define LOOM_OP_CLAMP 23
+/* (ABI 1.16) Low-rank adapters (LoRA) applied at run time, several in one batch (punica's SGMV): the
+ * rows of a batch that use adapter slot s get dst[:, t] += scales[s] * B_s · (A_s · x[:, t]); rows of
+ * slot -1 stay as they are. It follows the base MATMUL into the same dst, so the base weights are read
+ * once for the whole batch whatever adapters its rows use, and a backend groups the rows by slot so
+ * each adapter is read once. src0 A F32 or F16 [n_in, rank, n_slots] (slot s's down-projection; rows
+ * past an adapter's own rank are zeros); src1 B F32 or F16 [rank, n_out, n_slots]; src2 x F32
+ * [n_in, n_tok]; src3 slots I32 [n_tok], each -1 or 0..n_slots-1; src4 scales F32 [n_slots]; dst F32
+ * [n_out, n_tok], read and written. A backend that does not implement it answers UNSUPPORTED. */
+#define LOOM_OP_LORA 24
 
 #define LOOM_OP_MAX_SRC 6
 

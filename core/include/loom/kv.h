@@ -153,6 +153,17 @@ typedef struct loom_kv_i {
    * prefix) or it already holds a checkpoint. UNSUPPORTED without checkpoints configured; INVALID_ARGUMENT for an
    * n_tokens off a block boundary or past the sequence. */
   loom_status (*seq_checkpoint_state)(loom_kv_t *kv, uint64_t seq_id, uint32_t n_tokens);
+
+  /* ---- ABI 1.16 (present when struct_size covers them) ---- */
+  /* blocks_needed and seq_create for a prefix cache keyed by `cache_key` as well as the tokens:
+   * blocks registered by sequences of one key are reused only by sequences of the same key (the KV of
+   * a run-time LoRA adapter differs from the base model's for the same tokens), and their event hashes
+   * differ too. cache_key 0 is blocks_needed's and seq_create's own cache. An allocator without these
+   * slots can only serve adapters with prefix caching off (the core refuses otherwise). */
+  loom_status (*blocks_needed_keyed)(loom_kv_t *kv, const int32_t *tokens, uint32_t n_tokens, uint64_t cache_key,
+                                     uint32_t *out_blocks);
+  loom_status (*seq_create_keyed)(loom_kv_t *kv, uint64_t seq_id, const int32_t *tokens, uint32_t n_tokens,
+                                  uint64_t cache_key, uint32_t *out_n_cached);
 } loom_kv_i;
 
 #ifdef __cplusplus

@@ -102,6 +102,54 @@ void apply_section(Config& config, const std::filesystem::path& file, const std:
   }
 }
 
+// [[lora]]: an array of tables of name, path and an optional scale; names unique and not empty.
+void apply_loras(Config& config, const std::filesystem::path& file, const toml::node& node, ConfigErrors& errors) {
+  const auto* array = node.as_array();
+  if (array == nullptr || !array->is_array_of_tables()) {
+    errors.add(node, location(file, node) + ": 'lora' must be an array of tables ([[lora]] with name, path and scale)");
+    return;
+  }
+  for (const toml::node& entry : *array) {
+    const toml::table& table = *entry.as_table();
+    LoraSettings lora;
+    bool ok = true;
+    for (const auto& [key_view, value] : table) {
+      const std::string key(key_view.str());
+      if (key == "name" || key == "path") {
+        const auto* text = value.as_string();
+        if (text == nullptr || text->get().empty()) {
+          errors.add(value, location(file, value) + ": key 'lora." + key + "': must be a non-empty string");
+          ok = false;
+        } else {
+          (key == "name" ? lora.name : lora.path) = text->get();
+        }
+      } else if (key == "scale") {
+        const std::optional<double> v = value.value<double>();
+        if (!v || !(*v >= 0.0) || *v > 100.0) {
+          errors.add(value, location(file, value) + ": key 'lora.scale': must be a number from 0 to 100");
+          ok = false;
+        } else {
+          lora.scale = *v;
+        }
+      } else {
+        errors.add(value, location(file, value) + ": unknown key 'lora." + key + "' (keys of [[lora]]: name, path, scale)");
+        ok = false;
+      }
+    }
+    if (ok && (lora.name.empty() || lora.path.empty())) {
+      errors.add(entry, location(file, entry) + ": a [[lora]] entry needs a name and a path");
+      ok = false;
+    }
+    for (const LoraSettings& other : config.loras) {
+      if (ok && other.name == lora.name) {
+        errors.add(entry, location(file, entry) + ": [[lora]] name '" + lora.name + "' is used twice");
+        ok = false;
+      }
+    }
+    if (ok) config.loras.push_back(std::move(lora));
+  }
+}
+
 }  // namespace
 
 bool is_backend_key_option(const std::string& option) { return option == "device" || option == "threads"; }
@@ -141,6 +189,10 @@ Config parse_config(const std::string& toml_text, const std::filesystem::path& l
   ConfigErrors errors;
   for (const auto& [name_view, node] : root) {
     const std::string name(name_view.str());
+    if (name == "lora") {
+      apply_loras(config, label, node, errors);
+      continue;
+    }
     // Nested sections ([server.kv_events]) are reached through their parent table.
     if (name.find('.') != std::string::npos || std::find(sections.begin(), sections.end(), name) == sections.end()) {
       std::string all;
@@ -179,6 +231,13 @@ std::string config_to_toml(const Config& config) {
     }
     out << spec.key << " = " << spec.render(config) << "\n";
   }
+  const auto quoted = [](const std::string& text) {
+    std::string q = "\"";
+    for (char ch : text) q += ch == '"' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
+    return q + "\"";
+  };
+  for (const LoraSettings& lora : config.loras)
+    out << "\n[[lora]]\nname = " << quoted(lora.name) << "\npath = " << quoted(lora.path) << "\nscale = " << lora.scale << "\n";
   return out.str();
 }
 

@@ -20,6 +20,17 @@ struct ModelSettings {
   // mean | cls | last: serve a generative model as an embedding model (loom serve's /v1/embeddings);
   // empty = as the file says (<arch>.pooling_type, which Qwen3-Embedding's converter writes).
   std::string pooling;
+  // Run-time LoRA adapters ([[lora]]): how many are resident at once and their largest rank, which
+  // size the adapters' memory; 0 = as many as [[lora]] names, and the largest rank among them.
+  int64_t max_loras = 0;
+  int64_t max_lora_rank = 0;
+};
+
+// One [[lora]] entry: an adapter a request names as its model (vLLM's convention), applied at run time.
+struct LoraSettings {
+  std::string name;   // what a request's "model" names
+  std::string path;   // llama.cpp's GGUF adapter file
+  double scale = 1.0;
 };
 
 // One [backend.options] value. Loom does not know these keys: the plugin named by [backend] name reads and
@@ -152,6 +163,7 @@ struct Config {
   QuantSettings quant;
   ServerSettings server;
   PluginSettings plugins;
+  std::vector<LoraSettings> loras;  // [[lora]], in file order
   // "section.key" of every key the file sets: a model's recommended sampling (general.sampling.*)
   // applies where loom.toml leaves the key to its default.
   std::set<std::string> given;

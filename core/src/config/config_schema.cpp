@@ -245,6 +245,8 @@ std::vector<KeySpec> build_schema() {
       string_key("model", "chat_template", LOOM_FIELD(model, chat_template)),
       string_key("model", "mmproj", LOOM_FIELD(model, mmproj)),
       string_key("model", "pooling", LOOM_FIELD(model, pooling), {"", "mean", "cls", "last"}),
+      integer_key("model", "max_loras", LOOM_FIELD(model, max_loras), 0, 256),
+      integer_key("model", "max_lora_rank", LOOM_FIELD(model, max_lora_rank), 0, 4096),
 
       string_key("backend", "name", LOOM_FIELD(backend, name)),
       integer_key("backend", "device", LOOM_FIELD(backend, device), 0, 255),

@@ -40,6 +40,7 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
   model_ = Model::load(*gguf_, *backend_, ModelOptions{config.model.n_ctx, std::move(on_load_progress)});
   // The backend holds its own copy of every weight now: the file's pages need not stay resident.
   gguf_->release_tensor_pages();
+  load_loras(config);  // engine_lora.cpp
 
   const loom_dtype kv_dtype = kv_dtype_from_name(config.kv.dtype);
   const uint64_t per_token = kv_bytes_per_token(model_->info(), kv_dtype);
@@ -213,6 +214,11 @@ RequestId Engine::submit(Request request) {
     if (image.non_causal && !model_->supports_non_causal()) reject(which + "backend '" + backend_->name() + "' cannot decode it non-causally");
     image_end = image.first + image.n_rows;
   }
+  const LoraSlot* lora = nullptr;
+  if (!request.lora.empty()) {
+    lora = find_lora(request.lora);
+    if (lora == nullptr) reject("unknown adapter '" + request.lora + "' (" + (loras_.empty() ? std::string("this engine serves none") : "adapters: " + lora_names()) + ")");
+  }
   try {
     sampler_->validate(request.sampling.params);
   } catch (const Error& e) {
@@ -227,6 +233,10 @@ RequestId Engine::submit(Request request) {
   seq->decoder = std::make_unique<StreamingDecoder>(*tokenizer_);
   seq->stop = std::make_unique<StopMatcher>(request.stop);
   seq->request = std::move(request);
+  if (lora != nullptr) {
+    seq->lora_slot = lora->slot;
+    seq->lora_cache_key = lora->cache_key;
+  }
 
   std::lock_guard lock(mutex_);
   seq->id = next_id_++;

@@ -129,11 +129,25 @@ class Engine {
   const ImagePromptFormat& image_format() const { return image_format_; }
   // use_cache false encodes even an image the cache holds (benchmarks).
   EncodedImage encode_image(const vision::RgbImage& image, bool use_cache = true);
+  // Run-time LoRA adapters ([[lora]], engine_lora.cpp): each resident in a model slot, named by
+  // Request::lora. Their names in configuration order, joined by ", " for messages.
+  struct LoraSlot {
+    std::string name, path;
+    float scale = 1.0f;
+    int32_t slot = -1;
+    uint64_t cache_key = 0;  // the prefix cache of its sequences (its identity: name, file and scale)
+    int64_t rank = 0;
+  };
+  const std::vector<LoraSlot>& loras() const { return loras_; }
+  const LoraSlot* find_lora(const std::string& name) const;
+  std::string lora_names() const;
   // Host services whose model_* slots run models on this engine's backend (for drafter plugins).
   const loom_host_services* drafter_host_services() const { return host_models_->services(); }
 
  private:
   void fit_context_to_pool(const Config& config, uint64_t capacity_tokens, uint64_t budget_bytes);
+  void load_loras(const Config& config);
+  std::vector<LoraSlot> loras_;
   void drain_inbox();
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
   void emit(Sequence& seq, std::vector<int32_t> tokens, std::string text, std::vector<TokenLogprob> logprobs,

@@ -72,7 +72,10 @@ const std::vector<DiskBlockKey>& Engine::disk_keys(Sequence& seq, uint32_t n_blo
   const uint32_t bs = info_.kv_block_size;
   while (seq.disk_keys.size() < n_blocks) {
     const size_t b = seq.disk_keys.size();
-    const DiskBlockKey& parent = b == 0 ? disk_fingerprint_ : seq.disk_keys.back();
+    // An adapter's blocks chain from a root of their own: its KV differs for the same tokens.
+    const int32_t adapter[2] = {int32_t(seq.lora_cache_key >> 32), int32_t(seq.lora_cache_key & 0xffffffffu)};
+    const DiskBlockKey parent = b > 0 ? seq.disk_keys.back()
+                                : seq.lora_cache_key == 0 ? disk_fingerprint_ : chain_block_key(disk_fingerprint_, adapter, 2);
     seq.disk_keys.push_back(chain_block_key(parent, seq.tokens.data() + b * bs, bs));
   }
   return seq.disk_keys;

@@ -115,6 +115,7 @@ void Engine::build_batch(const SchedulerDecision& decision) {
     entry.context_len = static_cast<int32_t>(seq.n_computed + n_rows);
     entry.block_table = kv_->block_table(seq.id);
     if (kv_->n_state_slots() > 0) entry.state_slot = kv_->state_slot(seq.id);
+    entry.lora_slot = seq.lora_slot;
     split_at_images(seq, entry);
     for (uint32_t i = 0; i < n_rows; ++i) {
       const int32_t position = static_cast<int32_t>(seq.n_computed + i);

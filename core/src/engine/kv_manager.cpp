@@ -10,7 +10,7 @@ namespace loom {
 
 KvManager::KvManager(std::shared_ptr<LoadedPlugin> plugin, uint32_t n_blocks, uint32_t block_size, bool prefix_caching,
                      uint32_t n_state_slots, uint32_t n_state_checkpoints)
-    : plugin_(std::move(plugin)), n_blocks_(n_blocks), block_size_(block_size), n_state_slots_(n_state_slots) {
+    : plugin_(std::move(plugin)), n_blocks_(n_blocks), block_size_(block_size), n_state_slots_(n_state_slots), prefix_caching_(prefix_caching) {
   table_ = plugin_->kv();
   if (table_ == nullptr) throw Error("plugin '" + plugin_->name() + "' is not a KV allocator");
   nlohmann::json config = {{"n_blocks", n_blocks}, {"block_size", block_size}, {"prefix_caching", prefix_caching}};
@@ -72,19 +72,29 @@ loom_kv_stats KvManager::stats() const {
   return stats;
 }
 
-uint32_t KvManager::blocks_needed(const std::vector<int32_t>& tokens) const {
+bool KvManager::keyed_prefix_cache() const {
+  return LOOM_HAS_MEMBER(table_, loom_kv_i, seq_create_keyed) && table_->seq_create_keyed != nullptr && table_->blocks_needed_keyed != nullptr;
+}
+
+uint32_t KvManager::blocks_needed(const std::vector<int32_t>& tokens, uint64_t cache_key) const {
   if (table_->blocks_needed == nullptr) {  // optional slot: assume no prefix reuse
     return static_cast<uint32_t>((tokens.size() + block_size_ - 1) / block_size_);
   }
   uint32_t n = 0;
-  loom_status status = table_->blocks_needed(kv_, tokens.data(), static_cast<uint32_t>(tokens.size()), &n);
+  loom_status status = cache_key != 0 && keyed_prefix_cache()
+                           ? table_->blocks_needed_keyed(kv_, tokens.data(), static_cast<uint32_t>(tokens.size()), cache_key, &n)
+                           : table_->blocks_needed(kv_, tokens.data(), static_cast<uint32_t>(tokens.size()), &n);
   if (status != LOOM_STATUS_OK) fail(status, "blocks_needed");
   return n;
 }
 
-std::optional<uint32_t> KvManager::create(uint64_t seq_id, const std::vector<int32_t>& tokens) {
+std::optional<uint32_t> KvManager::create(uint64_t seq_id, const std::vector<int32_t>& tokens, uint64_t cache_key) {
   uint32_t n_cached = 0;
-  loom_status status = table_->seq_create(kv_, seq_id, tokens.data(), static_cast<uint32_t>(tokens.size()), &n_cached);
+  if (cache_key != 0 && prefix_caching_ && !keyed_prefix_cache())
+    throw Error("KV allocator '" + plugin_->name() + "' cannot key its prefix cache by adapter (ABI 1.16): turn kv.prefix_caching off to serve LoRA adapters with it");
+  loom_status status = cache_key != 0 && keyed_prefix_cache()
+                           ? table_->seq_create_keyed(kv_, seq_id, tokens.data(), static_cast<uint32_t>(tokens.size()), cache_key, &n_cached)
+                           : table_->seq_create(kv_, seq_id, tokens.data(), static_cast<uint32_t>(tokens.size()), &n_cached);
   if (status == LOOM_STATUS_OUT_OF_MEMORY) return std::nullopt;
   if (status != LOOM_STATUS_OK) fail(status, "seq_create");
   return n_cached;

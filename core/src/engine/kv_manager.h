@@ -37,10 +37,14 @@ class KvManager {
   uint32_t n_blocks() const { return n_blocks_; }
   loom_kv_stats stats() const;
 
-  uint32_t blocks_needed(const std::vector<int32_t>& tokens) const;
+  // cache_key keys the prefix cache beside the tokens (a LoRA adapter's sequences: ABI 1.16); 0 is the
+  // base model's cache. A key other than 0 needs keyed_prefix_cache() when prefix caching is on.
+  uint32_t blocks_needed(const std::vector<int32_t>& tokens, uint64_t cache_key = 0) const;
   // Create the sequence holding `tokens`; returns how many leading tokens already have KV, or
   // nullopt when the pool is out of blocks (nothing allocated). Other failures throw loom::Error.
-  std::optional<uint32_t> create(uint64_t seq_id, const std::vector<int32_t>& tokens);
+  std::optional<uint32_t> create(uint64_t seq_id, const std::vector<int32_t>& tokens, uint64_t cache_key = 0);
+  // Whether the allocator keys its prefix cache (seq_create_keyed, ABI 1.16), or caches nothing.
+  bool keyed_prefix_cache() const;
   // Append tokens; false when out of blocks (nothing appended).
   bool append(uint64_t seq_id, const int32_t* tokens, uint32_t n_tokens);
   void truncate(uint64_t seq_id, uint32_t n_keep);
@@ -76,6 +80,7 @@ class KvManager {
   uint32_t block_size_ = 0;
   uint32_t n_state_slots_ = 0;
   uint32_t n_state_checkpoints_ = 0;
+  bool prefix_caching_ = false;
 };
 
 }  // namespace loom

@@ -77,6 +77,8 @@ struct Request {
   bool want_logprobs = false;
   int32_t priority = 0;           // with policy "priority": larger runs first
   bool speculative = true;        // use the configured drafter when there is one (not with a constraint)
+  // A run-time LoRA adapter of the engine ([[lora]] name), or empty for the base model alone.
+  std::string lora;
   // Structured output: every token keeps the text inside this grammar (Engine::compile_constraint).
   std::shared_ptr<const CompiledConstraint> constraint;
   EventCallback on_event;         // called from the engine thread; must not block for long

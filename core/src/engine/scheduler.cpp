@@ -84,7 +84,7 @@ uint32_t Scheduler::computed_prefix(Sequence* seq, uint32_t n_cached) {
 }
 
 bool Scheduler::admit(Sequence* seq) {
-  auto n_cached = kv_.create(seq->id, seq->tokens);
+  auto n_cached = kv_.create(seq->id, seq->tokens, seq->lora_cache_key);
   if (!n_cached) return false;
   seq->has_kv = true;
   seq->n_kv_tokens = static_cast<uint32_t>(seq->tokens.size());

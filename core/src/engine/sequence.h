@@ -34,6 +34,9 @@ struct Sequence {
   // holds them whole).
   std::vector<DiskBlockKey> disk_keys;
   uint32_t n_disk_blocks = 0;
+  // The request's adapter: its model slot (-1: none) and the key of its prefix cache (0: the base model's).
+  int32_t lora_slot = -1;
+  uint64_t lora_cache_key = 0;
   SequenceStatus status = SequenceStatus::waiting;
   bool cancel_requested = false;
   uint32_t n_preemptions = 0;

@@ -25,6 +25,8 @@ struct ForwardBatch {
     // rows in Gemma 3). A sequence may be split into consecutive entries, a causal part and a
     // non-causal one, over the same block table. Needs Model::supports_non_causal().
     bool non_causal = false;
+    // The run-time adapter of the rows (Model::set_lora's slot), or -1 for the base model alone.
+    int32_t lora_slot = -1;
   };
   std::vector<Seq> seqs;
   std::vector<int32_t> logit_rows;  // rows whose logits are wanted, e.g. the last row of each sequence

@@ -32,6 +32,8 @@ namespace loom {
 namespace gguf {
 class GgufFile;
 }
+struct LoraAdapter;
+struct LoraWeights;
 
 // Weight bytes uploaded so far and in all, after each tensor (for a progress bar).
 using LoadProgress = std::function<void(uint64_t done_bytes, uint64_t total_bytes)>;
@@ -103,6 +105,20 @@ class Model {
   // place of their logits: what a decoder used as an embedder (Qwen3-Embedding) pools.
   void forward_hidden(const ForwardBatch& batch, KvCache& kv, std::vector<float>& hidden_out);
 
+  // Run-time LoRA adapters (the LORA op, ABI 1.16; model_lora.cpp): n_slots adapters of rank up to
+  // max_rank resident at once, a batch's rows each using one slot or none (ForwardBatch::Seq::lora_slot).
+  // The slots start empty (zeros). loom::Error when the backend lacks the op or the model has no
+  // projection an adapter can target. Calling it again drops every slot.
+  void enable_lora(uint32_t n_slots, uint32_t max_rank);
+  uint32_t lora_slots() const;
+  uint32_t max_lora_rank() const;
+  // Put an adapter (read_lora_adapter) in a slot, scaled by `scale` at run time. loom::Error naming
+  // the adapter's file and tensor when it is for another architecture, adapts a matrix this model
+  // does not have (or has fused), disagrees with the base weight's shape, or exceeds max_rank; the
+  // slot then holds zeros. Not while a forward pass runs.
+  void set_lora(uint32_t slot, const LoraAdapter& adapter, float scale = 1.0f);
+  void clear_lora(uint32_t slot);
+
  private:
   struct LayerWeights {
     loom_tensor attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, post_attn_norm;
@@ -133,6 +149,7 @@ class Model {
     bool q_temperature = false;
     bool hidden_only = false;        // forward_hidden: no output projection
     std::vector<int32_t> embd_runs;  // (first row, rows) of each run of given embedding rows
+    bool lora = false;               // some row uses an adapter: the list has the LORA ops
     bool operator==(const GraphKey&) const = default;
   };
 
@@ -217,6 +234,16 @@ class Model {
   std::map<int64_t, loom_tensor> hadamard_;
   uint64_t off_rot_ = 0;
   void prepare_kv_rotation(loom_dtype kv_dtype);
+
+  // Run-time adapters (model_lora.cpp): their stacked A and B per layer and projection, the slots'
+  // scales; the staged batch's slot per row (I32 [n_tok]) and whether any row has one.
+  std::unique_ptr<LoraWeights> lora_;
+  uint64_t off_lora_slots_ = 0;
+  bool lora_rows_ = false;
+  // The LORA op adding slot deltas of projection `target` of layer il to dst (nothing when no row of
+  // the batch has an adapter, or no slot can hold that projection).
+  const loom_tensor* lora_base(int32_t il, int target) const;
+  void add_lora_op(std::vector<loom_op>& ops, int32_t il, int target, const loom_tensor& dst, const loom_tensor& in, int64_t n_tok) const;
 
   std::vector<loom_op> ops_;
   GraphKey graph_key_;

@@ -29,6 +29,7 @@
 
 #include "common/error.h"
 #include "model/hadamard.h"
+#include "model/lora_weights.h"
 #include "model/model.h"
 
 namespace loom {
@@ -77,6 +78,8 @@ void Model::validate(const ForwardBatch& b, const KvCache& kv) const {
                 ") are not inside the batch of " + std::to_string(n));
     }
     if (seq.context_len < seq.n_query) bad_batch(name + "context_len is smaller than n_query");
+    if (seq.lora_slot < -1 || seq.lora_slot >= int32_t(lora_slots()))
+      bad_batch(name + "LoRA slot " + std::to_string(seq.lora_slot) + " is not -1 or one of the model's " + std::to_string(lora_slots()) + " slots");
     if (seq.context_len > n_ctx_) {
       throw Error("context overflow: " + name + "context length " + std::to_string(seq.context_len) +
                   " exceeds the context size " + std::to_string(n_ctx_) + " (n_ctx)");
@@ -219,6 +222,8 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks, const KvCach
   const size_t n_layers = static_cast<size_t>(m.n_layers);
   const size_t ple_rows = m.per_layer_dim > 0 ? take(n * n_layers) : 0;
   const size_t embd = take(b.embd.size());  // F32 values staged as 32-bit words
+  lora_rows_ = std::any_of(b.seqs.begin(), b.seqs.end(), [](const ForwardBatch::Seq& seq) { return seq.lora_slot >= 0; });
+  const size_t lora_rows_at = lora_rows_ ? take(n) : 0;
   staging_.assign(at, 0);  // keeps its capacity: no allocation once the largest batch was seen
   std::copy(b.tokens.begin(), b.tokens.end(), staging_.begin() + static_cast<ptrdiff_t>(tokens));
   std::copy(b.positions.begin(), b.positions.end(), staging_.begin() + static_cast<ptrdiff_t>(positions));
@@ -279,6 +284,11 @@ void Model::stage_inputs(const ForwardBatch& b, int64_t max_blocks, const KvCach
     }
   }
   if (!b.embd.empty()) std::memcpy(staging_.data() + embd, b.embd.data(), b.embd.size() * 4);
+  if (lora_rows_) {
+    for (const ForwardBatch::Seq& seq : b.seqs)
+      std::fill_n(staging_.begin() + static_cast<ptrdiff_t>(lora_rows_at + size_t(seq.first_row)), seq.n_query, seq.lora_slot);
+  }
+  off_lora_slots_ = lora_rows_at * 4;
   embd_runs_.clear();
   for (size_t i = 0; i < b.embd_rows.size(); ++i) {
     const bool extends = i > 0 && b.embd_rows[i] == b.embd_rows[i - 1] + 1;
@@ -402,6 +412,12 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
         op(LOOM_OP_MATMUL, k, {l.wk, attn_in});
         op(LOOM_OP_MATMUL, v, {l.wv, attn_in});
       }
+      // Adapters after the three projections, which the CPU backend runs as one group.
+      add_lora_op(ops_, il, int(LoraTarget::attn_q), m.attn_output_gate ? qg : q, attn_in, n);
+      if (owns_kv) {
+        add_lora_op(ops_, il, int(LoraTarget::attn_k), k, attn_in, n);
+        add_lora_op(ops_, il, int(LoraTarget::attn_v), v, attn_in, n);
+      }
       if (l.bq.buffer != nullptr) op(LOOM_OP_ADD, q, {q, l.bq});
       if (l.bk.buffer != nullptr) op(LOOM_OP_ADD, k, {k, l.bk});
       if (l.bv.buffer != nullptr) op(LOOM_OP_ADD, v, {v, l.bv});
@@ -460,6 +476,7 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
       }
       if (m.attn_output_gate) op(LOOM_OP_GLU, attn3, {gate3, attn3}, &sigmoid_params_);
       op(LOOM_OP_MATMUL, h, {l.wo, attn_out});
+      add_lora_op(ops_, il, int(LoraTarget::attn_output), h, attn_out, n);
       if (l.bo.buffer != nullptr) op(LOOM_OP_ADD, h, {h, l.bo});
     }
     if (m.post_norms) norm(h, h, l.post_attn_norm);
@@ -473,8 +490,11 @@ void Model::build_graph(int64_t n, int64_t n_out, int64_t n_seqs, int64_t max_bl
     } else {
       op(LOOM_OP_MATMUL, g, {l.w_gate, ffn_in});
       op(LOOM_OP_MATMUL, u, {l.w_up, ffn_in});
+      add_lora_op(ops_, il, int(LoraTarget::ffn_gate), g, ffn_in, n);
+      add_lora_op(ops_, il, int(LoraTarget::ffn_up), u, ffn_in, n);
       op(LOOM_OP_GLU, g, {g, u}, &glu_params_);
       op(LOOM_OP_MATMUL, h, {l.w_down, g});
+      add_lora_op(ops_, il, int(LoraTarget::ffn_down), h, g, n);
     }
     if (m.post_norms) norm(h, h, l.post_ffn_norm);
     if (m.residual_scale != 1.0f) op(LOOM_OP_SCALE, h, {h}, &residual_scale_);
@@ -553,7 +573,7 @@ void Model::run_graph(const ForwardBatch& batch, KvCache& kv) {
   stage_inputs(batch, static_cast<int64_t>(max_blocks), kv);
   const GraphKey key{n,          n_out,           n_seqs,           static_cast<int64_t>(max_blocks),
                      cap_tok_,   cap_out_,        kv.generation(),  kv.buffer_.get(),
-                     compute_.get(), inputs_.get(), q_temperature_, hidden_only_, embd_runs_};
+                     compute_.get(), inputs_.get(), q_temperature_, hidden_only_, embd_runs_, lora_rows_};
   if (!(key == graph_key_)) {
     graph_key_ = GraphKey{};  // a failed build must not leave a half-built list marked valid
     build_graph(n, n_out, n_seqs, static_cast<int64_t>(max_blocks), kv);

@@ -10,6 +10,7 @@
 #include "gguf/block_quantize.h"
 #include "gguf/dtype_traits.h"
 #include "gguf/gguf_file.h"
+#include "model/lora_weights.h"
 #include "model/model.h"
 #include "model/weight_repack.h"
 

@@ -10,6 +10,7 @@
 
 #include "fast_internal.h"
 #include "encoder_ops.h"
+#include "lora_ops.h"
 #include "recurrent_ops.h"
 #include "reference_ops.h"
 
@@ -341,6 +342,7 @@ void FastOps::run(const OpArgs& a) {
     case LOOM_OP_PATCHES: return image_patches(a, on_pool(pool));
     case LOOM_OP_POOL_2D: return pool_2d(a, on_pool(pool));
     case LOOM_OP_CLAMP: return clamp(a, on_pool(pool));
+    case LOOM_OP_LORA: return lora(a, on_pool(pool), kernels_->vdot_f32);
     default: unsupported("op " + std::to_string(a.type) + " has no fast implementation");
   }
 }

@@ -24,6 +24,7 @@ struct CpuOpRules : plugin_support::BaseOpRules {
   static constexpr bool kEncoderWindowAlibi = true;
   static constexpr bool kGeluQuick = true;
   static constexpr bool kClamp = true;
+  static constexpr bool kLora = true;
   static constexpr bool kRopeMrope = true;
   static constexpr bool kRopeMropeInterleaved = true;
   static constexpr bool kSeqFlags = true;

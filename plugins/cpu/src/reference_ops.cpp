@@ -3,6 +3,7 @@
 #include "reference_ops.h"
 
 #include "encoder_ops.h"
+#include "lora_ops.h"
 #include "moe_ops.h"
 #include "recurrent_ops.h"
 
@@ -239,6 +240,7 @@ void run_reference_op(const OpArgs& a) {
     case LOOM_OP_PATCHES: return image_patches(a, in_order);
     case LOOM_OP_POOL_2D: return pool_2d(a, in_order);
     case LOOM_OP_CLAMP: return clamp(a, in_order);
+    case LOOM_OP_LORA: return lora(a, in_order);
     default: unsupported("op " + std::to_string(a.type) + " has no reference implementation");
   }
 }
