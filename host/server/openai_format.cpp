@@ -11,6 +11,13 @@ namespace loom::server {
 
 namespace {
 
+// The model a response names: the adapter the request chose (vLLM answers with the adapter's name), else
+// the served model.
+std::string served_model(const GenerationJob& job) {
+  const std::string& requested = job.params().model;
+  return !requested.empty() && job.state().engine.find_lora(requested) != nullptr ? requested : job.state().model_name;
+}
+
 using nlohmann::json;
 
 std::string finish_name(FinishReason reason) {
@@ -61,7 +68,7 @@ json chunk_base(GenerationJob& job, const char* object) {
   json chunk = {{"id", job.id()},
                 {"object", object},
                 {"created", job.created()},
-                {"model", job.state().model_name},
+                {"model", served_model(job)},
                 {"system_fingerprint", nullptr},
                 {"choices", json::array()}};
   if (job.params().include_usage) chunk["usage"] = nullptr;
@@ -146,7 +153,7 @@ json completion_response(GenerationJob& job) {
     choices.push_back(choice);
   }
   return {{"id", job.id()},          {"object", "text_completion"}, {"created", job.created()},
-          {"model", job.state().model_name}, {"system_fingerprint", nullptr}, {"choices", choices},
+          {"model", served_model(job)}, {"system_fingerprint", nullptr}, {"choices", choices},
           {"usage", usage_json(job.usage())}};
 }
 
@@ -173,7 +180,7 @@ json chat_response(GenerationJob& job) {
     choices.push_back(choice);
   }
   return {{"id", job.id()},          {"object", "chat.completion"}, {"created", job.created()},
-          {"model", job.state().model_name}, {"system_fingerprint", nullptr}, {"choices", choices},
+          {"model", served_model(job)}, {"system_fingerprint", nullptr}, {"choices", choices},
           {"usage", usage_json(job.usage())}};
 }
 

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Issue 39: LoRA adapters served as models, driven by the official `openai` client.
+
+A synthetic llama and two synthetic adapters of it (`loom gguf synth-lora`), one from loom.toml's
+[[lora]] and one from --lora NAME=PATH:SCALE. /v1/models lists the base model and each adapter with its
+base as parent; a completion or chat naming an adapter as its model runs through it (its own greedy text,
+the adapter's name in the response, streamed or not) and one naming the base model runs without it;
+an unknown name is a 404 listing the served ones; adapters and the base model interleaved in one batch
+each get what they get alone. Skips (77) without the `openai` package.
+usage: test_lora.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
+"""
+import concurrent.futures
+import os
+import subprocess
+import sys
+import unittest
+
+try:
+    import openai
+except ImportError:
+    print("skipped: the openai package is not installed (scripts/setup.sh installs it)")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import server_harness  # noqa: E402
+from server_harness import LoomServer  # noqa: E402
+
+ARGS, UNITTEST_ARGS = server_harness.configure_from_argv()
+
+
+class LoraServerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        tmp = server_harness.TMP.name
+        cls.model = server_harness.synth(os.path.join(tmp, "base.gguf"), 512)
+        cls.adapters = {}
+        for name, rank, seed in (("support", 8, 1), ("sql", 16, 2)):
+            path = os.path.join(tmp, name + ".gguf")
+            done = server_harness.run_loom("gguf", "synth-lora", "--model", cls.model, "--rank", str(rank), "--seed", str(seed), "-o", path)
+            assert done.returncode == 0, done.stderr
+            cls.adapters[name] = path
+        config = server_harness.write_config("lora.toml")
+        with open(config, "a") as f:
+            f.write(f'\n[[lora]]\nname = "support"\npath = "{cls.adapters["support"]}"\nscale = 1.0\n')
+        cls.server = LoomServer(config, cls.model, ["--lora", f"sql={cls.adapters['sql']}:0.5"])
+        cls.client = openai.OpenAI(base_url=cls.server.base + "/v1", api_key="none", max_retries=0)
+        cls.base_name = cls.client.models.list().data[0].id
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.terminate()
+
+    def complete(self, model, prompt="hello world", **kw):
+        return self.client.completions.create(model=model, prompt=prompt, max_tokens=8, temperature=0, **kw)
+
+    def test_models_lists_the_adapters_with_their_base(self):
+        cards = {m.id: m for m in self.client.models.list().data}
+        self.assertEqual(set(cards), {self.base_name, "support", "sql"})
+        for name in ("support", "sql"):
+            self.assertEqual(cards[name].model_extra["parent"], self.base_name)
+            self.assertEqual(cards[name].model_extra["root"], self.adapters[name])
+        self.assertEqual(cards["sql"].model_extra["loom"]["lora"], {"scale": 0.5, "rank": 16})
+        self.assertEqual(self.client.models.retrieve("support").id, "support")
+
+    def test_a_request_runs_through_the_adapter_it_names(self):
+        texts = {}
+        for model in (self.base_name, "support", "sql"):
+            reply = self.complete(model)
+            self.assertEqual(reply.model, model)
+            texts[model] = reply.choices[0].text
+        self.assertEqual(len(set(texts.values())), 3, texts)  # each adapter changes the text
+        self.assertEqual(self.complete("support").choices[0].text, texts["support"])  # and deterministically
+        stream = self.client.completions.create(model="sql", prompt="hello world", max_tokens=8, temperature=0, stream=True)
+        chunks = list(stream)
+        self.assertEqual("".join(c.choices[0].text for c in chunks if c.choices), texts["sql"])
+        self.assertTrue(all(c.model == "sql" for c in chunks))
+        chat = self.client.chat.completions.create(model="support", messages=[{"role": "user", "content": "hi"}], max_tokens=4,
+                                                   temperature=0)
+        self.assertEqual(chat.model, "support")
+
+    def test_an_unknown_model_is_a_404_listing_the_served_ones(self):
+        with self.assertRaises(openai.NotFoundError) as caught:
+            self.complete("nope")
+        message = str(caught.exception)
+        for name in (self.base_name, "support", "sql"):
+            self.assertIn(f"'{name}'", message)
+
+    def test_adapters_and_the_base_interleaved_get_what_they_get_alone(self):
+        prompts = [f"request {i}: the quick brown fox" for i in range(12)]
+        models = [(self.base_name, "support", "sql")[i % 3] for i in range(12)]
+        alone = [self.complete(m, p).choices[0].text for m, p in zip(models, prompts)]
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            together = list(pool.map(lambda mp: self.complete(*mp).choices[0].text, zip(models, prompts)))
+        self.assertEqual(together, alone)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], *UNITTEST_ARGS])
