@@ -283,3 +283,30 @@ TEST_CASE("lora: bad adapters and names are refused with a reason", "[lora][erro
     REQUIRE_THROWS_WITH(loom::Engine(config, fixture().model), Catch::Contains("not 'adapter'"));
   }
 }
+
+TEST_CASE("lora: the Vulkan backend runs adapters as the CPU does", "[lora][vulkan]") {
+  auto config = lora_config(4);
+  config.backend.name = "vulkan";
+  std::unique_ptr<loom::Engine> vulkan;
+  try {
+    vulkan = std::make_unique<loom::Engine>(config, fixture().model);
+  } catch (const loom::Error& e) {
+    WARN("Vulkan backend not available (" << e.what() << "); skipping");
+    return;
+  }
+  loom::Engine cpu(lora_config(4), fixture().model);
+  std::vector<Run> on_cpu(5), on_vulkan(5);
+  for (int i = 0; i < 5; ++i) {
+    const std::string adapter = i < 4 ? "a" + std::to_string(i) : "";
+    cpu.submit(logged_request(prompt_of(60 + i, 13), 5, &on_cpu[size_t(i)], cpu, adapter));
+    vulkan->submit(logged_request(prompt_of(60 + i, 13), 5, &on_vulkan[size_t(i)], *vulkan, adapter));
+  }
+  run_until_done(cpu);
+  run_until_done(*vulkan);
+  for (size_t i = 0; i < 5; ++i) {
+    INFO("request " << i);
+    REQUIRE(on_vulkan[i].outcome.tokens == on_cpu[i].outcome.tokens);
+    for (size_t step = 0; step < on_cpu[i].logprobs.size(); ++step)
+      CHECK(on_vulkan[i].logprobs[step].top[0].second == Approx(on_cpu[i].logprobs[step].top[0].second).margin(1e-3));
+  }
+}

@@ -22,6 +22,7 @@ const uint ERR_STATE_SLOT = 8u;
 const uint ERR_STATE_SHARED = 9u;
 const uint ERR_EXPERT = 10u;
 const uint ERR_KEYS = 11u;
+const uint ERR_LORA_SLOT = 12u;
 
 // The first error of a submission wins; its detail value is kept beside it.
 void report_error(uint code, uint value) {

@@ -46,6 +46,7 @@ struct VkOpRules : plugin_support::BaseOpRules {
   static constexpr bool kEncoderWindowAlibi = true;
   static constexpr bool kGeluQuick = true;
   static constexpr bool kClamp = true;
+  static constexpr bool kLora = true;  // lora.comp, ranks up to 256 (checked when recording)
   static constexpr bool kRopeMrope = true;
   static constexpr bool kRopeMropeInterleaved = true;
   static constexpr bool kSeqFlags = true;

@@ -458,6 +458,25 @@ void record_moe_sum(Context& ctx, Stream& s, const OpArgs& a) {
   s.dispatch("moe_sum", bindings, p.w, p.bytes(), ceil_div(uint64_t(src.ne[0]), 64), uint64_t(src.ne[2]));
 }
 
+void record_lora(Context& ctx, Stream& s, const OpArgs& a) {
+  const Tensor &A = a.src[0], &B = a.src[1], &x = a.src[2], &slots = a.src[3], &scales = a.src[4], &d = a.dst;
+  if (A.ne[1] > 256) unsupported("LORA: rank " + std::to_string(A.ne[1]) + " is more than lora.comp holds (256)");
+  const Bound ba = bind(ctx, A, "src0 (A)"), bb = bind(ctx, B, "src1 (B)"), bx = bind(ctx, x, "src2 (x)");
+  const Bound bs = bind(ctx, slots, "src3 (slots)"), bc = bind(ctx, scales, "src4 (scales)"), bd = bind(ctx, d, "dst");
+  Binding bindings[kBindings] = {};
+  bindings[0] = ba.binding;
+  bindings[1] = bb.binding;
+  bindings[2] = bx.binding;
+  bindings[3] = bs.binding;
+  bindings[4] = bc.binding;
+  bindings[5] = bd.binding;
+  Push p;
+  p.u(ba.rel).u(A.nb[1]).u(A.nb[2]).u(bb.rel).u(B.nb[1]).u(B.nb[2]).u(bx.rel).u(x.nb[1]).u(bs.rel).u(bc.rel).u(bd.rel).u(d.nb[1]);
+  p.u(A.ne[0]).u(A.ne[1]).u(B.ne[1]).u(A.ne[2]).u(x.ne[1]).u(A.dtype == LOOM_DTYPE_F16 ? 1 : 0).u(B.dtype == LOOM_DTYPE_F16 ? 1 : 0);
+  const uint64_t n_tok = uint64_t(x.ne[1]);
+  s.dispatch("lora", bindings, p.w, p.bytes(), std::min<uint64_t>(n_tok, 65535), ceil_div(n_tok, 65535));
+}
+
 }  // namespace
 
 void record_op(Context& ctx, Stream& s, const OpArgs& a) {
@@ -489,6 +508,7 @@ void record_op(Context& ctx, Stream& s, const OpArgs& a) {
     case LOOM_OP_MOE_ROUTE: return record_moe_route(ctx, s, a);
     case LOOM_OP_MOE_MATMUL: return record_moe_matmul(ctx, s, a);
     case LOOM_OP_MOE_SUM: return record_moe_sum(ctx, s, a);
+    case LOOM_OP_LORA: return record_lora(ctx, s, a);
     case LOOM_OP_GATED_DELTA_NET: return record_gated_delta_net(ctx, s, a);
     case LOOM_OP_LAYER_NORM: return record_layer_norm(ctx, s, a);
     case LOOM_OP_ATTENTION: return record_encoder_attention(ctx, s, a);

@@ -26,6 +26,7 @@ std::string status_message(uint32_t code, uint32_t value) {
     case 11:
       return "PAGED_ATTENTION: a query row sees " + v + " keys, more than this device runs in one shader (lavapipe ends a "
              "shader's loops after 65535 iterations; use a shorter context or another backend)";
+    case 12: return "LORA: src3 (slots) holds " + v + ", not -1 or a slot of the adapter stacks";
     default: return "vulkan backend: shader reported error code " + std::to_string(code);
   }
 }
