@@ -43,11 +43,12 @@ HostTensor weight_tensor(std::vector<float>& values, loom_dtype dtype, int64_t n
 void case_lora(CaseContext& ctx, const LoraShape& s, uint32_t seed) {
   std::mt19937 rng(seed);
   const int64_t n_tok = int64_t(s.slots.size());
+  // B as the op takes it, transposed: b[(slot * rank + j) * n_out + o] is B_slot[o, j].
   std::vector<float> a = random_floats(rng, size_t(s.n_in * s.rank * s.n_slots)), b = random_floats(rng, size_t(s.rank * s.n_out * s.n_slots));
   std::vector<float> xs = random_floats(rng, size_t(s.n_in * n_tok)), base = random_floats(rng, size_t(s.n_out * n_tok));
   std::vector<float> scales;
   for (int64_t i = 0; i < s.n_slots; i++) scales.push_back(0.25f + 0.5f * float(i));
-  HostTensor A = weight_tensor(a, s.weights, s.n_in, s.rank, s.n_slots), B = weight_tensor(b, s.weights, s.rank, s.n_out, s.n_slots);
+  HostTensor A = weight_tensor(a, s.weights, s.n_in, s.rank, s.n_slots), B = weight_tensor(b, s.weights, s.n_out, s.rank, s.n_slots);
   HostTensor x = f32_tensor(xs, s.n_in, n_tok), slots = i32_tensor(s.slots, n_tok), sc = f32_tensor(scales, s.n_slots);
   HostTensor dst = f32_tensor(base, s.n_out, n_tok);
   auto dut = device_under_test(ctx);
@@ -63,7 +64,7 @@ void case_lora(CaseContext& ctx, const LoraShape& s, uint32_t seed) {
       for (int64_t i = 0; i < s.n_in; i++) down[size_t(j)] += double(a[size_t((slot * s.rank + j) * s.n_in + i)]) * xs[size_t(t * s.n_in + i)];
     for (int64_t o = 0; o < s.n_out; o++) {
       double up = 0.0;
-      for (int64_t j = 0; j < s.rank; j++) up += double(b[size_t((slot * s.n_out + o) * s.rank + j)]) * down[size_t(j)];
+      for (int64_t j = 0; j < s.rank; j++) up += double(b[size_t((slot * s.rank + j) * s.n_out + o)]) * down[size_t(j)];
       want[size_t(t * s.n_out + o)] = float(double(base[size_t(t * s.n_out + o)]) + scales[size_t(slot)] * up);
     }
   }
@@ -73,7 +74,7 @@ void case_lora(CaseContext& ctx, const LoraShape& s, uint32_t seed) {
 
 // A row naming a slot past the last is INVALID_ARGUMENT, never a read out of bounds.
 void case_bad_slot(CaseContext& ctx) {
-  HostTensor A = zero_tensor(LOOM_DTYPE_F32, 16, 4, 2), B = zero_tensor(LOOM_DTYPE_F32, 4, 8, 2), x = zero_tensor(LOOM_DTYPE_F32, 16, 3);
+  HostTensor A = zero_tensor(LOOM_DTYPE_F32, 16, 4, 2), B = zero_tensor(LOOM_DTYPE_F32, 8, 4, 2), x = zero_tensor(LOOM_DTYPE_F32, 16, 3);
   HostTensor slots = i32_tensor({0, 2, -1}, 3), sc = f32_tensor({1.0f, 1.0f}, 2), dst = zero_tensor(LOOM_DTYPE_F32, 8, 3);
   auto dut = device_under_test(ctx);
   const loom_status st = dut->run(LOOM_OP_LORA, {&A, &B, &x, &slots, &sc}, &dst, nullptr, /*ask_supports=*/false);

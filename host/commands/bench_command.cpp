@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "bench_embeddings.h"
@@ -19,6 +20,7 @@
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
 #include "host_options.h"
+#include "lora/synth_lora.h"
 #include "model/default_model.h"
 #include "model/session.h"
 
@@ -39,6 +41,7 @@ struct BenchOptions {
   std::string json_path;
   std::string image;  // --image: the vision encoder's figures instead (bench_image.h)
   bool embeddings = false;  // --embeddings: a text encoder's tokens/s instead (bench_embeddings.h)
+  int64_t lora_rank = 0;    // --lora-rank R: adapters against the base model instead
 };
 
 // Multiply-adds of one token's matmuls: every 2-D weight once, except an embedding table that is
@@ -91,7 +94,7 @@ struct RunResult {
 // Submit `batch` requests together and step the engine until they finish; with `constraint`, each
 // request's output is held to it (structured output) and ends when the grammar does.
 RunResult run_requests(Engine& engine, int batch, int n_prompt, int n_gen, uint32_t seed,
-                       std::shared_ptr<const CompiledConstraint> constraint = nullptr) {
+                       std::shared_ptr<const CompiledConstraint> constraint = nullptr, const std::vector<std::string>& adapters = {}) {
   RunResult result;
   std::vector<Clock::time_point> first(batch), last(batch);
   std::vector<bool> got(batch, false);
@@ -102,6 +105,7 @@ RunResult run_requests(Engine& engine, int batch, int n_prompt, int n_gen, uint3
     request.max_tokens = static_cast<uint32_t>(n_gen);
     request.ignore_eos = constraint == nullptr;
     request.constraint = constraint;
+    if (!adapters.empty()) request.lora = adapters[static_cast<size_t>(i) % adapters.size()];  // "" is the base model
     request.sampling.params = engine.default_sampling();
     request.sampling.params.temperature = 0;
     request.on_event = [&, i](const RequestEvent& e) {
@@ -126,6 +130,60 @@ RunResult run_requests(Engine& engine, int batch, int n_prompt, int n_gen, uint3
   result.prefill_seconds = std::chrono::duration<double>(*std::max_element(first.begin(), first.end()) - t0).count();
   result.decode_seconds = std::chrono::duration<double>(last_all - first_all).count();
   return result;
+}
+
+// --lora-rank R: four synthetic adapters of rank R on every projection, resident together, against the
+// base model in the same engine, alternating: batch-1 decode through one adapter (limit 0.9x the base's)
+// and batch-16 decode over the four (limit 0.8x the base's batch 16), median of `rounds` each.
+int run_lora_bench(Config config, const std::filesystem::path& model_path, int64_t rank, int rounds, int n_gen, int batch,
+                   const std::string& json_path) {
+  const auto dir = std::filesystem::temp_directory_path() / ("loom-bench-lora-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  config.loras.clear();
+  for (int i = 0; i < 4; ++i) {
+    SynthLoraSpec spec;
+    spec.rank = rank;
+    spec.seed = uint64_t(i + 1);
+    const auto path = dir / ("adapter" + std::to_string(i) + ".gguf");
+    write_synthetic_lora(model_path, spec, path);
+    config.loras.push_back({"a" + std::to_string(i), path.string(), 1.0});
+  }
+  config.scheduler.max_num_seqs = std::max<int64_t>(config.scheduler.max_num_seqs, batch);
+  config.kv.prefix_caching = false;
+  Engine engine(config, model_path);
+  std::filesystem::remove_all(dir);
+  const auto tps = [&](int b, const std::vector<std::string>& adapters, uint32_t seed) {
+    RunResult r = run_requests(engine, b, 16, n_gen, seed, nullptr, adapters);
+    return static_cast<double>(r.generated - static_cast<uint64_t>(b)) / r.decode_seconds;
+  };
+  run_requests(engine, 1, 8, 2, 1, nullptr, {"a0"});  // warm-up
+  std::vector<double> base1, lora1, base_b, lora_b;
+  for (int round = 0; round < rounds; ++round) {
+    std::cerr << "round " << round + 1 << " of " << rounds << ": batch 1 and " << batch << ", base model and adapters...\n";
+    base1.push_back(tps(1, {""}, 10 + uint32_t(round)));
+    lora1.push_back(tps(1, {"a0"}, 10 + uint32_t(round)));
+    base_b.push_back(tps(batch, {""}, 100 + uint32_t(round)));
+    lora_b.push_back(tps(batch, {"a0", "a1", "a2", "a3"}, 100 + uint32_t(round)));
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double b1 = median(base1), l1 = median(lora1), bb = median(base_b), lb = median(lora_b);
+  std::cout << std::fixed << std::setprecision(2);
+  std::cout << "model      " << model_path.filename().string() << " on " << engine.info().backend_name << ", four rank-" << rank
+            << " adapters on every projection\n";
+  std::cout << "batch 1    " << l1 << " tokens/s through one adapter vs " << b1 << " without = " << l1 / b1 << "x (limit 0.90x)\n";
+  std::cout << "batch " << std::setw(3) << batch << "  " << lb << " tokens/s over four adapters vs " << bb << " without = " << lb / bb
+            << "x (limit 0.80x)\n";
+  if (!json_path.empty()) {
+    nlohmann::json report = {{"model", model_path.string()}, {"backend", engine.info().backend_name}, {"rank", rank},
+                             {"batch1", {{"base_tokens_per_s", b1}, {"lora_tokens_per_s", l1}, {"ratio", l1 / b1}, {"limit", 0.9}}},
+                             {"batched", {{"batch", batch}, {"base_tokens_per_s", bb}, {"lora_tokens_per_s", lb}, {"ratio", lb / bb}, {"limit", 0.8}}}};
+    std::ofstream(json_path) << report.dump(2) << "\n";
+    std::cout << "wrote " << json_path << "\n";
+  }
+  return 0;
 }
 
 struct DecodeRound {
@@ -188,7 +246,8 @@ int run_bench(const CommandArgs& args) {
                    "                  [--rounds N] [--batch 1,4,16] [--reference-tokens N] [--no-grammar] [--json FILE]\n"
                    "                  [--config FILE]\n"
                    "       loom bench --image FILE [--mmproj F] [--model F] [--rounds N] [--json FILE]\n"
-                   "       loom bench --embeddings [--model F] [--rounds N] [--json FILE]\n\n"
+                   "       loom bench --embeddings [--model F] [--rounds N] [--json FILE]\n"
+                   "       loom bench --lora-rank R [--model F] [--batch 16] [--rounds N] [--tg N] [--json FILE]\n\n"
                    "Prefill (pp) and decode (tg) tokens/s through the engine, decode throughput per batch size,\n"
                    "the fraction of the measured memory bandwidth decode achieves, and the fast kernels' prefill\n"
                    "speed against the backend's reference kernels (--reference-tokens 0 skips it), and the cost of a\n"
@@ -201,7 +260,10 @@ int run_bench(const CommandArgs& args) {
                    "to the first token of a prompt holding the image, without and with the encoding (median of --rounds).\n\n"
                    "With --embeddings, a text encoder (bert; without --model a synthetic one of all-MiniLM-L6's shape):\n"
                    "embedded tokens/s over 256 inputs of 16-256 tokens (median of --rounds; scripts/bench_embeddings.py\n"
-                   "compares llama-server --embedding through the same client).\n";
+                   "compares llama-server --embedding through the same client).\n\n"
+                   "With --lora-rank R, four synthetic rank-R adapters on every projection of the model, resident together:\n"
+                   "decode through one adapter at batch 1 and over the four at the largest --batch, each against the base\n"
+                   "model in the same engine, alternating (median of --rounds).\n";
       return 0;
     } else if (a == "--model" || a == "-m") {
       o.model = value();
@@ -225,6 +287,8 @@ int run_bench(const CommandArgs& args) {
       o.image = value();
     } else if (a == "--embeddings") {
       o.embeddings = true;
+    } else if (a == "--lora-rank") {
+      o.lora_rank = std::stoll(value());
     } else if (a == "--batch") {
       o.batches.clear();
       std::string list = value();
@@ -252,6 +316,11 @@ int run_bench(const CommandArgs& args) {
     return run_image_bench(config, path, o.image, o.rounds, o.json_path);
   }
   const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  if (o.lora_rank > 0) {
+    const std::filesystem::path path = !o.model.empty() ? std::filesystem::path(o.model)
+                                       : (!config.model.path.empty() ? std::filesystem::path(config.model.path) : default_model_path());
+    return run_lora_bench(config, path, o.lora_rank, o.rounds, o.n_gen, max_batch, o.json_path);
+  }
   config.scheduler.max_num_seqs = std::max<int64_t>(config.scheduler.max_num_seqs, max_batch);
   config.scheduler.max_batched_tokens = std::max<int64_t>(config.scheduler.max_batched_tokens, o.n_prompt);
   config.kv.prefix_caching = false;  // random prompts never share a prefix; measure the plain path

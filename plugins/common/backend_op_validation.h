@@ -507,8 +507,8 @@ typename Rules::OpArgs resolve_op(const loom_op& op, bool need_buffers) {
       c.expect_dtype(a.src[4], LOOM_DTYPE_F32, "src4 (scales)");
       c.expect_dtype(a.dst, LOOM_DTYPE_F32, "dst");
       const int64_t n_in = a.src[0].ne[0], rank = a.src[0].ne[1], n_slots = a.src[0].ne[2];
-      const int64_t n_out = a.src[1].ne[1], n_tok = a.src[2].ne[1];
-      c.expect_shape(a.src[1], rank, n_out, n_slots, 1, "src1 (B)");
+      const int64_t n_out = a.src[1].ne[0], n_tok = a.src[2].ne[1];
+      c.expect_shape(a.src[1], n_out, rank, n_slots, 1, "src1 (B, transposed)");
       c.expect_shape(a.src[2], n_in, n_tok, 1, 1, "src2 (x)");
       c.expect_shape(a.src[3], n_tok, 1, 1, 1, "src3 (slots)");
       c.expect_shape(a.src[4], n_slots, 1, 1, 1, "src4 (scales)");

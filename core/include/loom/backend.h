@@ -160,8 +160,9 @@ typedef int32_t loom_op_type;
  * rows of a batch that use adapter slot s get dst[:, t] += scales[s] * B_s · (A_s · x[:, t]); rows of
  * slot -1 stay as they are. It follows the base MATMUL into the same dst, so the base weights are read
  * once for the whole batch whatever adapters its rows use, and a backend groups the rows by slot so
- * each adapter is read once. src0 A F32 or F16 [n_in, rank, n_slots] (slot s's down-projection; rows
- * past an adapter's own rank are zeros); src1 B F32 or F16 [rank, n_out, n_slots]; src2 x F32
+ * each adapter is read once. src0 A F32 or F16 [n_in, rank, n_slots] (slot s's down-projection: row j
+ * is A_s's row j); src1 B F32 or F16 [n_out, rank, n_slots] (B_s transposed: row j is B_s's column j, so
+ * the additions run along the outputs); rows past an adapter's own rank are zeros in both; src2 x F32
  * [n_in, n_tok]; src3 slots I32 [n_tok], each -1 or 0..n_slots-1; src4 scales F32 [n_slots]; dst F32
  * [n_out, n_tok], read and written. A backend that does not implement it answers UNSUPPORTED. */
 #define LOOM_OP_LORA 24

@@ -1,5 +1,5 @@
 // The device side of Model's run-time adapters: for each layer and projection an adapter may target,
-// every slot's A [n_in, max_rank, n_slots] and B [max_rank, n_out, n_slots] stacked in one buffer (F32:
+// every slot's A [n_in, max_rank, n_slots] and B transposed [n_out, max_rank, n_slots] stacked in one buffer (F32:
 // the values of F32, F16 and BF16 adapters exactly, as llama.cpp applies them; F16 stacks measured
 // 5e-3 apart from llama.cpp's log-probabilities on an F32 adapter, F32 ones 1e-3), and the slots' scales
 // (F32 [n_slots]). A slot holds zeros past its adapter's rank and in the projections it leaves alone.

@@ -57,7 +57,7 @@ void Model::enable_lora(uint32_t n_slots, uint32_t max_rank) {
       if (s.n_in == 0) continue;
       s.a = tensor_view(w->buffer, at, LOOM_DTYPE_F32, s.n_in, max_rank, n_slots);
       at += uint64_t(s.n_in) * max_rank * n_slots * 4;
-      s.b = tensor_view(w->buffer, at, LOOM_DTYPE_F32, max_rank, s.n_out, n_slots);
+      s.b = tensor_view(w->buffer, at, LOOM_DTYPE_F32, s.n_out, max_rank, n_slots);  // B transposed
       at += uint64_t(s.n_out) * max_rank * n_slots * 4;
     }
   }
@@ -118,8 +118,8 @@ void Model::set_lora(uint32_t slot, const LoraAdapter& adapter, float scale) {
       b.assign(size_t(s.n_out) * rank, 0);
       if (m != nullptr) {
         std::copy(m->a.begin(), m->a.end(), a.begin());  // rows past its rank stay zero
-        for (int64_t o = 0; o < s.n_out; ++o)
-          for (int64_t j = 0; j < m->rank; ++j) b[size_t(o) * rank + size_t(j)] = m->b[size_t(o * m->rank + j)];
+        for (int64_t o = 0; o < s.n_out; ++o)  // row j of the stack is B's column j
+          for (int64_t j = 0; j < m->rank; ++j) b[size_t(j) * size_t(s.n_out) + size_t(o)] = m->b[size_t(o * m->rank + j)];
       }
       backend_.upload(w.buffer, s.a.offset + slot * a.size() * 4, a.data(), a.size() * 4);
       backend_.upload(w.buffer, s.b.offset + slot * b.size() * 4, b.data(), b.size() * 4);

@@ -342,7 +342,7 @@ void FastOps::run(const OpArgs& a) {
     case LOOM_OP_PATCHES: return image_patches(a, on_pool(pool));
     case LOOM_OP_POOL_2D: return pool_2d(a, on_pool(pool));
     case LOOM_OP_CLAMP: return clamp(a, on_pool(pool));
-    case LOOM_OP_LORA: return lora(a, on_pool(pool), kernels_->vdot_f32);
+    case LOOM_OP_LORA: return lora(a, on_pool(pool), {kernels_->vdot_f32, kernels_->axpy_f32, kernels_->axpy_f16});
     default: unsupported("op " + std::to_string(a.type) + " has no fast implementation");
   }
 }

@@ -2,7 +2,8 @@
 // LORA (ABI 1.16): dst[:, t] += scales[s] * B_s · (A_s · x[:, t]) for the rows t of slot s = slots[t] >= 0.
 // One workgroup per row: its 64 invocations first take the rank dot products of A_s with x[:, t] into
 // shared memory (the low-rank activations, at most MAX_RANK of them), then each adds its share of the
-// output rows. A and B are F32 or F16 (a_f16, b_f16), addressed in bytes as every Loom shader's operands.
+// output rows. A and B are F32 or F16 (a_f16, b_f16), addressed in bytes as every Loom shader's operands;
+// B comes transposed (row j is its column j), so neighbouring invocations read neighbouring outputs.
 #include "common.glsl"
 #define MAX_RANK 256u
 layout(local_size_x = 64) in;
@@ -52,10 +53,10 @@ void main() {
     barrier();
     float scale = Scale[(pc.c_off >> 2) + uint(s)];
     uint d = (pc.d_off + t * pc.d_nb1) >> 2;
+    uint b_slot = pc.b_off + uint(s) * pc.b_nb2;
     for (uint o = gl_LocalInvocationID.x; o < pc.n_out; o += 64u) {
-      uint row = pc.b_off + o * pc.b_nb1 + uint(s) * pc.b_nb2;
       float sum = 0.0;
-      for (uint j = 0u; j < pc.rank; j++) sum += b_at(row, j) * down[j];
+      for (uint j = 0u; j < pc.rank; j++) sum += b_at(b_slot + j * pc.b_nb1, o) * down[j];
       D[d + o] += scale * sum;
     }
     barrier();  // down[] is rewritten for the next row

@@ -472,7 +472,7 @@ void record_lora(Context& ctx, Stream& s, const OpArgs& a) {
   bindings[5] = bd.binding;
   Push p;
   p.u(ba.rel).u(A.nb[1]).u(A.nb[2]).u(bb.rel).u(B.nb[1]).u(B.nb[2]).u(bx.rel).u(x.nb[1]).u(bs.rel).u(bc.rel).u(bd.rel).u(d.nb[1]);
-  p.u(A.ne[0]).u(A.ne[1]).u(B.ne[1]).u(A.ne[2]).u(x.ne[1]).u(A.dtype == LOOM_DTYPE_F16 ? 1 : 0).u(B.dtype == LOOM_DTYPE_F16 ? 1 : 0);
+  p.u(A.ne[0]).u(A.ne[1]).u(B.ne[0]).u(A.ne[2]).u(x.ne[1]).u(A.dtype == LOOM_DTYPE_F16 ? 1 : 0).u(B.dtype == LOOM_DTYPE_F16 ? 1 : 0);
   const uint64_t n_tok = uint64_t(x.ne[1]);
   s.dispatch("lora", bindings, p.w, p.bytes(), std::min<uint64_t>(n_tok, 65535), ceil_div(n_tok, 65535));
 }
