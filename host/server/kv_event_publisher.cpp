@@ -82,11 +82,13 @@ std::string KvEventPublisher::encode_batch(const std::vector<KvEvent>& events, u
         pk.pack("block_size");
         pk.pack_uint32(block_size);
         pk.pack("lora_id");
-        pk.pack_nil();
+        if (e.lora_id) pk.pack_int64(*e.lora_id);
+        else pk.pack_nil();
         pk.pack("medium");
         pk.pack(kMedium);
         pk.pack("lora_name");
-        pk.pack_nil();
+        if (e.lora_id) pk.pack(e.lora_name);
+        else pk.pack_nil();
         break;
       case LOOM_KV_EVENT_BLOCK_REMOVED:
         pk.pack_map(3);

@@ -114,7 +114,7 @@ void PagedAllocator::on_block_full(Sequence& seq, size_t index) {
     return;
   }
   const bool is_new = !cache_.contains(seq.blocks[index]);
-  if (cache_.add(seq.blocks[index], hash, parent_block, block_tokens) && is_new) emit_stored(seq.blocks[index]);
+  if (cache_.add(seq.blocks[index], hash, parent_block, block_tokens, seq.cache_key) && is_new) emit_stored(seq.blocks[index]);
 }
 
 void PagedAllocator::emit_stored(int32_t block_id) {
@@ -128,6 +128,7 @@ void PagedAllocator::emit_stored(int32_t block_id) {
   event.parent_hash = parent != kNoBlock ? cache_.hash_of(parent) : 0;
   event.n_tokens = static_cast<uint32_t>(cache_.tokens_of(block_id).size());
   event.tokens = cache_.tokens_of(block_id).data();
+  event.cache_key = cache_.cache_key_of(block_id);
   event_fn_(event_user_, &event, 1);
 }
 
@@ -196,6 +197,7 @@ Outcome PagedAllocator::seq_create(uint64_t seq_id, const int32_t* tokens, uint3
   }
   Sequence seq;
   seq.root = root_hash(cache_key);
+  seq.cache_key = cache_key;
   seq.tokens.assign(tokens, tokens + n_tokens);
   if (state_slots_.enabled()) seq.state_slot = state_slots_.take();
   // Revive hits before allocating, so eviction can never pick a block we are about to share.

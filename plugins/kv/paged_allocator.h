@@ -73,6 +73,7 @@ class PagedAllocator {
     std::vector<uint64_t> full_block_hashes;  // chain hash of each full block, in order
     int32_t state_slot = -1;                   // with state slots configured
     uint64_t root = kRootHash;                 // its cache's first parent hash (root_hash of its key)
+    uint64_t cache_key = 0;                    // its cache's key (0: the base model's)
   };
   struct PrefixMatch {
     std::vector<int32_t> blocks;  // hit blocks, in order

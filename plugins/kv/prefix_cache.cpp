@@ -41,12 +41,13 @@ int32_t PrefixCache::lookup(uint64_t hash, int32_t parent_block, const int32_t* 
   return it->second;
 }
 
-bool PrefixCache::add(int32_t block_id, uint64_t hash, int32_t parent_block, const int32_t* tokens) {
+bool PrefixCache::add(int32_t block_id, uint64_t hash, int32_t parent_block, const int32_t* tokens, uint64_t cache_key) {
   Entry& entry = entries_[static_cast<size_t>(block_id)];
   if (entry.is_registered) return entry.hash == hash;
   if (by_hash_.count(hash) != 0) return false;
   entry.is_registered = true;
   entry.hash = hash;
+  entry.cache_key = cache_key;
   ++entry.generation;
   entry.parent_block = parent_block;
   entry.parent_generation =

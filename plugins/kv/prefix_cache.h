@@ -32,10 +32,11 @@ class PrefixCache {
   int32_t lookup(uint64_t hash, int32_t parent_block, const int32_t* tokens) const;
   // Register a full block. Returns false (and registers nothing) when another block already holds
   // this hash: the first one stays authoritative.
-  bool add(int32_t block_id, uint64_t hash, int32_t parent_block, const int32_t* tokens);
+  bool add(int32_t block_id, uint64_t hash, int32_t parent_block, const int32_t* tokens, uint64_t cache_key = 0);
   void remove(int32_t block_id);
   bool contains(int32_t block_id) const { return entries_[static_cast<size_t>(block_id)].is_registered; }
   uint64_t hash_of(int32_t block_id) const { return entries_[static_cast<size_t>(block_id)].hash; }
+  uint64_t cache_key_of(int32_t block_id) const { return entries_[static_cast<size_t>(block_id)].cache_key; }
   // A registered block's parent (kNoBlock for a first block) and tokens.
   int32_t parent_of(int32_t block_id) const { return entries_[static_cast<size_t>(block_id)].parent_block; }
   const std::vector<int32_t>& tokens_of(int32_t block_id) const { return entries_[static_cast<size_t>(block_id)].tokens; }
@@ -45,6 +46,7 @@ class PrefixCache {
   struct Entry {
     bool is_registered = false;
     uint64_t hash = 0;
+    uint64_t cache_key = 0;  // the key of the cache it was registered in (ABI 1.16)
     uint64_t generation = 0;  // bumped at every registration of this block id
     int32_t parent_block = kNoBlock;
     uint64_t parent_generation = 0;

@@ -12,7 +12,8 @@ synthetic model:
     were stored before;
   - the first batch a fresh server sends is AllBlocksCleared (a router drops what it knew of it);
   - the replay socket returns every batch from a given sequence number, then the end marker (-1);
-  - /metrics carries vLLM's gauge names (vllm:num_requests_running, ..., vllm:kv_cache_usage_perc).
+  - /metrics carries vLLM's gauge names (vllm:num_requests_running, ..., vllm:kv_cache_usage_perc);
+  - a LoRA adapter's requests (issue 39) store their blocks under other hashes, with lora_id and lora_name.
 Skips (77) without pyzmq or msgspec.
 """
 import argparse
@@ -144,7 +145,10 @@ mode = "bind"
 replay_endpoint = "tcp://127.0.0.1:{replay_port}"
 topic = "loom"
 """, kv_memory="1MiB")
-    server = h.LoomServer(config, model)
+    adapter = os.path.join(h.TMP.name, "kv-events-lora.gguf")
+    done = h.run_loom("gguf", "synth-lora", "--model", model, "--rank", "4", "-o", adapter)
+    assert done.returncode == 0, done.stderr
+    server = h.LoomServer(config, model, ["--lora", f"tuned={adapter}"])
     try:
         sub = Subscriber(pub_port, "loom")
         time.sleep(0.5)  # PUB/SUB: a subscription made after a send misses it
@@ -222,6 +226,16 @@ topic = "loom"
             replayed.append((seq, payload))
         assert replayed == sub.batches[1:], f"replayed {len(replayed)} batches, expected {len(sub.batches) - 1}"
         print(f"replay from 1: {len(replayed)} batches, identical")
+
+        # An adapter's blocks: the first prompt's tokens again, in a cache of their own.
+        status, body = server.json("POST", "/v1/completions", {"model": "tuned", "prompt": tokens_a, "max_tokens": 1})
+        assert status == 200, body
+        stored = [e for e in sub.drain() if isinstance(e, BlockStored)]
+        assert len(stored) == 5, f"{len(stored)} BlockStored for the adapter's five full blocks"
+        assert all(e.lora_id == 1 and e.lora_name == "tuned" for e in stored), stored
+        assert not any(e.block_hashes[0] in known for e in stored), "the adapter's blocks reuse the base model's hashes"
+        assert [t for e in stored for t in e.token_ids] == tokens_a[:5 * BLOCK]
+        print("adapter: five blocks stored apart, with lora_id 1 and lora_name 'tuned'")
     finally:
         code = server.terminate()
     assert code == 0, f"loom serve exited with {code}\n{server.log()}"

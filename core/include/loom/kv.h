@@ -70,6 +70,9 @@ typedef struct loom_kv_event {
   uint32_t has_parent;    /* STORED: 0 for a sequence's first block */
   uint32_t n_tokens;      /* STORED: the block's tokens (block_size) */
   const int32_t *tokens;  /* STORED: borrowed for the duration of the callback */
+  /* (ABI 1.16; read only when struct_size covers it) STORED: the cache key the block was registered
+   * under (seq_create_keyed's), 0 for the base model's cache: routers key a LoRA adapter's blocks apart. */
+  uint64_t cache_key;
 } loom_kv_event;
 
 /* Called synchronously from inside the allocator's own calls (seq_create, seq_append, seq_free,

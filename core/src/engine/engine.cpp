@@ -267,6 +267,19 @@ size_t Engine::n_unfinished() const {
 
 bool Engine::set_kv_event_listener(KvEventListener listener) {
   std::lock_guard step_lock(step_mutex_);  // no step runs while the allocator's sink changes
+  if (listener && !loras_.empty()) {
+    // An adapter's blocks carry its id and name, as vLLM's BlockStored does.
+    listener = [this, inner = std::move(listener)](const KvEvent& event) {
+      if (event.cache_key == 0) return inner(event);
+      KvEvent named = event;
+      for (size_t i = 0; i < loras_.size(); ++i) {
+        if (loras_[i].cache_key != event.cache_key) continue;
+        named.lora_id = int64_t(i) + 1;
+        named.lora_name = loras_[i].name;
+      }
+      inner(named);
+    };
+  }
   return kv_->set_event_listener(std::move(listener));
 }
 

@@ -54,6 +54,7 @@ void KvManager::on_events(void* user, const loom_kv_event* events, uint32_t n_ev
     if (e.type == LOOM_KV_EVENT_BLOCK_STORED) {
       if (e.has_parent != 0) event.parent_hash = e.parent_hash;
       if (e.tokens != nullptr) event.tokens.assign(e.tokens, e.tokens + e.n_tokens);
+      if (LOOM_HAS_MEMBER(&e, loom_kv_event, cache_key)) event.cache_key = e.cache_key;
     }
     self->listener_(event);
   }

@@ -20,6 +20,10 @@ struct KvEvent {
   uint64_t block_hash = 0;
   std::optional<uint64_t> parent_hash;  // stored blocks after the first of their sequence
   std::vector<int32_t> tokens;          // stored blocks
+  uint64_t cache_key = 0;               // stored blocks: the cache they were registered in (ABI 1.16; 0 = the base model's)
+  // Stored blocks of a LoRA adapter's cache: vLLM's lora_id (the adapter's position in [[lora]], from 1) and lora_name.
+  std::optional<int64_t> lora_id;
+  std::string lora_name;
 };
 using KvEventListener = std::function<void(const KvEvent&)>;
 
