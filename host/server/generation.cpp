@@ -147,7 +147,7 @@ Request GenerationJob::make_request(size_t choice) {
   Request r;
   r.prompt = prompt.tokens;
   // A request naming a run-time adapter ([[lora]]) as its model runs through it (vLLM's convention).
-  if (!params_.model.empty() && state_.engine.find_lora(params_.model) != nullptr) r.lora = params_.model;
+  if (!params_.model.empty() && state_.engine.find_lora(params_.model)) r.lora = params_.model;
   r.images = prompt.images;
   // No max_tokens: up to the context (vLLM's rule, on both endpoints); prepare_prompts() refused any
   // that does not fit.

@@ -13,6 +13,7 @@
 #include "server/metrics_exporter.h"
 #include "server/openai_parse.h"
 #include "server/sse_stream.h"
+#include "server/lora_api.h"
 #include "server/tokenize_api.h"
 #include "tokenizer/tokenizer.h"
 #include "server/engine_state.h"
@@ -31,7 +32,7 @@ std::string route_label(const std::string& path) {
   for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/completions/render",
                             "/v1/chat/completions/render", "/v1/models", "/props", "/health", "/tokenize", "/detokenize", "/metrics",
                             "/get_load", "/get_server_info", "/", "/engine", "/v1/engine/state", "/assets/loom.css",
-                            "/assets/loom.js"}) {
+                            "/assets/loom.js", "/v1/load_lora_adapter", "/v1/unload_lora_adapter"}) {
     if (path == known) return known;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
@@ -56,7 +57,7 @@ void check_model_name(const ServerState& state, const std::string& requested) {
   if (requested.empty()) return;
   auto names = served_names(state);
   if (std::find(names.begin(), names.end(), requested) != names.end()) return;
-  if (state.engine.find_lora(requested) != nullptr) return;  // a run-time adapter of the served model
+  if (state.engine.find_lora(requested)) return;  // a run-time adapter of the served model
   for (const auto& lora : state.engine.loras()) names.push_back(lora.name);
   std::string listed;
   for (const auto& name : names) listed += (listed.empty() ? "'" : ", '") + name + "'";
@@ -151,7 +152,7 @@ json kv_card(const EngineInfo& info) {
 }
 
 json model_card(const ServerState& state, const std::string& name) {
-  if (const Engine::LoraSlot* lora = state.engine.find_lora(name)) {
+  if (const std::optional<Engine::LoraSlot> lora = state.engine.find_lora(name)) {
     // vLLM's card of an adapter: its base as parent, its file as root.
     return {{"id", name},       {"object", "model"}, {"created", state.created}, {"owned_by", "loom"},
             {"root", lora->path}, {"parent", state.model_name}, {"max_model_len", state.engine.info().n_ctx},
@@ -379,6 +380,7 @@ void HttpServer::install_routes() {
   http_->Get("/metrics", guarded([&state](const httplib::Request&, httplib::Response& res) {
                res.set_content(render_metrics(state.engine.stats(), state), "text/plain; version=0.0.4; charset=utf-8");
              }));
+  add_lora_routes(*http_, state);
 }
 
 }  // namespace loom::server

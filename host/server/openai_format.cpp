@@ -15,7 +15,7 @@ namespace {
 // the served model.
 std::string served_model(const GenerationJob& job) {
   const std::string& requested = job.params().model;
-  return !requested.empty() && job.state().engine.find_lora(requested) != nullptr ? requested : job.state().model_name;
+  return !requested.empty() && job.state().engine.find_lora(requested) ? requested : job.state().model_name;
 }
 
 using nlohmann::json;

@@ -6,7 +6,10 @@ A synthetic llama and two synthetic adapters of it (`loom gguf synth-lora`), one
 base as parent; a completion or chat naming an adapter as its model runs through it (its own greedy text,
 the adapter's name in the response, streamed or not) and one naming the base model runs without it;
 an unknown name is a 404 listing the served ones; adapters and the base model interleaved in one batch
-each get what they get alone. Skips (77) without the `openai` package.
+each get what they get alone. With [server] enable_lora_loading, vLLM's /v1/load_lora_adapter and
+/v1/unload_lora_adapter load and unload adapters while the server runs, behind the API key: unloading
+waits for a streaming request through the adapter, a full set of slots or a bad file is a 400 naming
+it, and without the setting both are a 404. Skips (77) without the `openai` package.
 usage: test_lora.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 """
 import concurrent.futures
@@ -93,6 +96,81 @@ class LoraServerTest(unittest.TestCase):
         with concurrent.futures.ThreadPoolExecutor(12) as pool:
             together = list(pool.map(lambda mp: self.complete(*mp).choices[0].text, zip(models, prompts)))
         self.assertEqual(together, alone)
+
+
+class LoraLoadingTest(unittest.TestCase):
+    def test_load_use_and_unload_while_serving(self):
+        tmp = server_harness.TMP.name
+        model = server_harness.synth(os.path.join(tmp, "base-loading.gguf"), 512)
+        adapters = []
+        for seed, rank in ((5, 8), (6, 16), (7, 32)):
+            path = os.path.join(tmp, f"loadable-{seed}.gguf")
+            done = server_harness.run_loom("gguf", "synth-lora", "--model", model, "--rank", str(rank), "--seed", str(seed), "-o", path)
+            assert done.returncode == 0, done.stderr
+            adapters.append(path)
+        config = server_harness.write_config("lora-loading.toml", extra='enable_lora_loading = true\napi_key = "k"')
+        with open(config, "a") as f:
+            f.write("\n[model]\nmax_loras = 2\nmax_lora_rank = 16\n")
+        server = LoomServer(config, model)
+        key = {"Authorization": "Bearer k"}
+        try:
+            client = openai.OpenAI(base_url=server.base + "/v1", api_key="k", max_retries=0)
+            status, _, _ = server.request("POST", "/v1/load_lora_adapter", {"lora_name": "x", "lora_path": adapters[0]})
+            self.assertEqual(status, 401)  # behind the API key
+            status, _, body = server.request("POST", "/v1/load_lora_adapter", {"lora_name": "x", "lora_path": adapters[0]}, key)
+            self.assertEqual(status, 200, body)
+            self.assertIn(b"added successfully", body)
+            status, _, body = server.request("POST", "/v1/load_lora_adapter", {"lora_name": "y", "lora_path": adapters[1]}, key)
+            self.assertEqual(status, 200, body)
+            self.assertEqual({m.id for m in client.models.list().data} - {"base-loading"}, {"x", "y"})
+            base = client.completions.create(model="base-loading", prompt="hello", max_tokens=6, temperature=0).choices[0].text
+            with_x = client.completions.create(model="x", prompt="hello", max_tokens=6, temperature=0).choices[0].text
+            self.assertNotEqual(with_x, base)
+            # Both slots are taken; a third adapter is refused naming the setting, a rank-32 one its rank.
+            status, _, body = server.request("POST", "/v1/load_lora_adapter", {"lora_name": "z", "lora_path": adapters[1]}, key)
+            self.assertEqual(status, 400)
+            self.assertIn(b"max_loras", body)
+            status, _, body = server.request("POST", "/v1/load_lora_adapter", {"lora_name": "x", "lora_path": adapters[1]}, key)
+            self.assertEqual(status, 400)
+            self.assertIn(b"loaded already", body)
+            # Unloading waits for a streaming request through the adapter, which ends whole: its text is the
+            # adapter's to the last token (an emptied slot would turn the rest into the base model's).
+            whole = client.completions.create(model="x", prompt="hello", max_tokens=200, temperature=0,
+                                              extra_body={"ignore_eos": True}).choices[0].text
+            stream = client.completions.create(model="x", prompt="hello", max_tokens=200, temperature=0, stream=True,
+                                               extra_body={"ignore_eos": True})
+            first = next(iter(stream))
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                unloading = pool.submit(server.request, "POST", "/v1/unload_lora_adapter", {"lora_name": "x"}, key)
+                rest = list(stream)
+                self.assertEqual(unloading.result(timeout=60)[0], 200)
+            self.assertEqual("".join(c.choices[0].text for c in [first, *rest] if c.choices), whole)
+            self.assertEqual([c.choices[0].finish_reason for c in rest if c.choices and c.choices[0].finish_reason], ["length"])
+            with self.assertRaises(openai.NotFoundError):
+                client.completions.create(model="x", prompt="hello", max_tokens=2)
+            status, _, body = server.request("POST", "/v1/unload_lora_adapter", {"lora_name": "x"}, key)
+            self.assertEqual(status, 404)
+            # Its slot is free again; the same file reloaded gives the same text.
+            status, _, body = server.request("POST", "/v1/load_lora_adapter", {"lora_name": "x2", "lora_path": adapters[0]}, key)
+            self.assertEqual(status, 200, body)
+            self.assertEqual(client.completions.create(model="x2", prompt="hello", max_tokens=6, temperature=0).choices[0].text, with_x)
+            status, _, body = server.request("POST", "/v1/load_lora_adapter", {"lora_name": "w", "lora_path": model}, key)
+            self.assertEqual(status, 400)
+            self.assertIn(b"not 'adapter'", body)
+            status, _, body = server.request("POST", "/v1/load_lora_adapter", {"lora_name": "w"}, key)
+            self.assertEqual(status, 400)
+            self.assertIn(b"lora_path", body)
+        finally:
+            server.terminate()
+
+    def test_runtime_loading_is_off_by_default(self):
+        server = LoomServer(server_harness.write_config("lora-off.toml"), server_harness.synth(os.path.join(server_harness.TMP.name, "off.gguf"), 256))
+        try:
+            status, _, body = server.request("POST", "/v1/load_lora_adapter", {"lora_name": "x", "lora_path": "/nonexistent"})
+            self.assertEqual(status, 404)
+            self.assertIn(b"enable_lora_loading", body)
+        finally:
+            server.terminate()
 
 
 if __name__ == "__main__":

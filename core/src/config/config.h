@@ -130,6 +130,7 @@ struct ServerSettings {
   int64_t max_queue = 256;
   int64_t max_body_bytes = 1 << 20;
   std::string model_name;  // name in /v1/models; empty = file stem
+  bool enable_lora_loading = false;  // POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's)
   std::vector<std::string> model_aliases;  // further names requests may use for the model
   // Images in chat requests (models with a vision encoder): how many per request, the largest encoded
   // image and decoded size, and the one folder file:// URLs may read from (empty: none; Loom never

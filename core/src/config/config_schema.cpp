@@ -299,6 +299,7 @@ std::vector<KeySpec> build_schema() {
       integer_key("server", "max_body_bytes", LOOM_FIELD(server, max_body_bytes), 1024, 1ll << 30),
       string_key("server", "model_name", LOOM_FIELD(server, model_name)),
       string_list_key("server", "model_aliases", LOOM_FIELD(server, model_aliases)),
+      bool_key("server", "enable_lora_loading", LOOM_FIELD(server, enable_lora_loading)),
       integer_key("server", "max_embedding_inputs", LOOM_FIELD(server, max_embedding_inputs), 1, 1 << 20),
       integer_key("server", "max_images_per_request", LOOM_FIELD(server, max_images_per_request), 0, 1024),
       integer_key("server", "max_image_bytes", LOOM_FIELD(server, max_image_bytes), 1024, 1ll << 30),

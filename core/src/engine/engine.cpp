@@ -214,10 +214,13 @@ RequestId Engine::submit(Request request) {
     if (image.non_causal && !model_->supports_non_causal()) reject(which + "backend '" + backend_->name() + "' cannot decode it non-causally");
     image_end = image.first + image.n_rows;
   }
-  const LoraSlot* lora = nullptr;
+  std::optional<LoraSlot> lora;
   if (!request.lora.empty()) {
     lora = find_lora(request.lora);
-    if (lora == nullptr) reject("unknown adapter '" + request.lora + "' (" + (loras_.empty() ? std::string("this engine serves none") : "adapters: " + lora_names()) + ")");
+    if (!lora) {
+      const std::string names = lora_names();
+      reject("unknown adapter '" + request.lora + "' (" + (names.empty() ? std::string("this engine serves none") : "adapters: " + names) + ")");
+    }
   }
   try {
     sampler_->validate(request.sampling.params);
@@ -233,9 +236,15 @@ RequestId Engine::submit(Request request) {
   seq->decoder = std::make_unique<StreamingDecoder>(*tokenizer_);
   seq->stop = std::make_unique<StopMatcher>(request.stop);
   seq->request = std::move(request);
-  if (lora != nullptr) {
+  if (lora) {
+    // Counted until the request finishes: unloading the adapter waits for it. The adapter may have
+    // been unloaded since the lookup: refuse rather than run on an emptied slot.
+    std::lock_guard lora_lock(lora_mutex_);
+    const bool still_loaded = std::any_of(loras_.begin(), loras_.end(), [&](const LoraSlot& l) { return l.cache_key == lora->cache_key; });
+    if (!still_loaded) reject("adapter '" + lora->name + "' was unloaded");
     seq->lora_slot = lora->slot;
     seq->lora_cache_key = lora->cache_key;
+    ++lora_users_[size_t(lora->slot)];
   }
 
   std::lock_guard lock(mutex_);
@@ -345,6 +354,11 @@ void Engine::finish(Sequence& seq, FinishReason reason, const std::string& error
   seq.status = SequenceStatus::finished;
   if (seq.first_scheduled == Clock::time_point{}) seq.first_scheduled = Clock::now();
   emit(seq, {}, std::move(tail), {}, reason, error);
+  if (seq.lora_slot >= 0) {
+    std::lock_guard lora_lock(lora_mutex_);
+    --lora_users_[size_t(seq.lora_slot)];
+    lora_released_.notify_all();
+  }
   std::lock_guard lock(mutex_);
   --n_unfinished_;
   if (reason == FinishReason::cancelled) ++stats_.requests_cancelled;

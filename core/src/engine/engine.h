@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -130,24 +131,37 @@ class Engine {
   // use_cache false encodes even an image the cache holds (benchmarks).
   EncodedImage encode_image(const vision::RgbImage& image, bool use_cache = true);
   // Run-time LoRA adapters ([[lora]], engine_lora.cpp): each resident in a model slot, named by
-  // Request::lora. Their names in configuration order, joined by ", " for messages.
+  // Request::lora. Thread-safe. loras() in load order (configured first); lora_names() joined by ", ".
   struct LoraSlot {
     std::string name, path;
     float scale = 1.0f;
     int32_t slot = -1;
-    uint64_t cache_key = 0;  // the prefix cache of its sequences (its identity: name, file and scale)
+    uint64_t cache_key = 0;  // the prefix cache of its sequences (its identity: name, file, scale, load)
     int64_t rank = 0;
+    int64_t id = 0;          // vLLM's lora_int_id: 1, 2, ... in load order, never reused
   };
-  const std::vector<LoraSlot>& loras() const { return loras_; }
-  const LoraSlot* find_lora(const std::string& name) const;
+  std::vector<LoraSlot> loras() const;
+  std::optional<LoraSlot> find_lora(const std::string& name) const;
   std::string lora_names() const;
+  // Load an adapter into a free slot while the engine runs (vLLM's /v1/load_lora_adapter): loom::Error
+  // naming the problem when the name is taken, no slot is free (model.max_loras), its rank exceeds
+  // model.max_lora_rank, or the file is not an adapter of this model. Waits for the current step.
+  LoraSlot load_lora(const std::string& name, const std::string& path, float scale = 1.0f);
+  // Unload it: new requests naming it are refused at once, the ones running finish through it, then its
+  // slot empties. loom::Error for an unknown name.
+  void unload_lora(const std::string& name);
   // Host services whose model_* slots run models on this engine's backend (for drafter plugins).
   const loom_host_services* drafter_host_services() const { return host_models_->services(); }
 
  private:
   void fit_context_to_pool(const Config& config, uint64_t capacity_tokens, uint64_t budget_bytes);
   void load_loras(const Config& config);
+  mutable std::mutex lora_mutex_;  // loras_, lora_users_, next_lora_id_
   std::vector<LoraSlot> loras_;
+  std::vector<uint32_t> lora_users_;  // per model slot: unfinished requests through it
+  std::vector<bool> lora_clearing_;   // per model slot: an unload is emptying it
+  int64_t next_lora_id_ = 1;
+  std::condition_variable lora_released_;
   void drain_inbox();
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
   void emit(Sequence& seq, std::vector<int32_t> tokens, std::string text, std::vector<TokenLogprob> logprobs,
