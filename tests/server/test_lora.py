@@ -9,10 +9,14 @@ an unknown name is a 404 listing the served ones; adapters and the base model in
 each get what they get alone. With [server] enable_lora_loading, vLLM's /v1/load_lora_adapter and
 /v1/unload_lora_adapter load and unload adapters while the server runs, behind the API key: unloading
 waits for a streaming request through the adapter, a full set of slots or a bad file is a 400 naming
-it, and without the setting both are a 404. Skips (77) without the `openai` package.
+it, and without the setting both are a 404. A PEFT adapter (adapter_config.json and
+adapter_model.safetensors) of a Hugging Face llama folder gives the log-probabilities, to the last bit, of the
+same adapter as llama.cpp's converter writes it (q and k rows of lora_B interleaved) on the GGUF of the
+same weights (skipped without numpy, safetensors or gguf). Skips (77) without the `openai` package.
 usage: test_lora.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 """
 import concurrent.futures
+import json
 import os
 import subprocess
 import sys
@@ -171,6 +175,98 @@ class LoraLoadingTest(unittest.TestCase):
             self.assertIn(b"enable_lora_loading", body)
         finally:
             server.terminate()
+
+
+def write_peft_and_gguf_adapters(folder, peft_dir, gguf_path, rank=8, alpha=16.0, seed=3):
+    """A PEFT adapter of the make_hf_checkpoint llama folder and the GGUF llama.cpp's converter makes of it."""
+    import json as json_module
+    import gguf
+    import numpy as np
+    from safetensors.numpy import save_file
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json_module.load(f)
+    dim, heads, kv_heads, layers = config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"], config["num_hidden_layers"]
+    head_dim, ff = config.get("head_dim", dim // heads), config["intermediate_size"]
+    shapes = {"self_attn.q_proj": (dim, heads * head_dim), "self_attn.k_proj": (dim, kv_heads * head_dim),
+              "self_attn.v_proj": (dim, kv_heads * head_dim), "self_attn.o_proj": (heads * head_dim, dim),
+              "mlp.gate_proj": (dim, ff), "mlp.up_proj": (dim, ff), "mlp.down_proj": (ff, dim)}
+    names = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+    rng = np.random.default_rng(seed)
+    tensors = {}
+    writer = gguf.GGUFWriter(gguf_path, "llama")
+    writer.add_string("general.type", "adapter")
+    writer.add_string("adapter.type", "lora")
+    writer.add_float32("adapter.lora.alpha", alpha)
+    for il in range(layers):
+        for module, (n_in, n_out) in shapes.items():
+            a = (rng.standard_normal((rank, n_in)) / np.sqrt(n_in)).astype(np.float32)
+            b = (rng.standard_normal((n_out, rank)) * 0.5 / np.sqrt(rank)).astype(np.float32)
+            tensors[f"base_model.model.model.layers.{il}.{module}.lora_A.weight"] = a
+            tensors[f"base_model.model.model.layers.{il}.{module}.lora_B.weight"] = b
+            if module in ("self_attn.q_proj", "self_attn.k_proj"):  # LlamaModel.permute, as on the base weights
+                h = heads if module == "self_attn.q_proj" else kv_heads
+                b = b.reshape(h, 2, n_out // h // 2, rank).swapaxes(1, 2).reshape(n_out, rank)
+            writer.add_tensor(f"blk.{il}.{names[module]}.weight.lora_a", a)
+            writer.add_tensor(f"blk.{il}.{names[module]}.weight.lora_b", np.ascontiguousarray(b))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    os.makedirs(peft_dir, exist_ok=True)
+    save_file(tensors, os.path.join(peft_dir, "adapter_model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(peft_dir, "adapter_config.json"), "w") as f:
+        json_module.dump({"peft_type": "LORA", "r": rank, "lora_alpha": alpha, "target_modules": [m.split(".")[1] for m in shapes],
+                          "base_model_name_or_path": "synthetic-llama", "use_rslora": False, "use_dora": False,
+                          "fan_in_fan_out": False, "bias": "none", "task_type": "CAUSAL_LM"}, f)
+
+
+class PeftAdapterTest(unittest.TestCase):
+    def test_a_peft_adapter_is_llama_cpps_converted_adapter(self):
+        try:
+            import gguf  # noqa: F401
+            import numpy  # noqa: F401
+            import safetensors  # noqa: F401
+            import tokenizers  # noqa: F401
+        except ImportError as e:
+            self.skipTest(f"{e.name} is not installed")
+        tmp = server_harness.TMP.name
+        folder, reference = os.path.join(tmp, "hf-llama"), os.path.join(tmp, "hf-llama.gguf")
+        subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "scripts", "make_hf_checkpoint.py"), "--family", "llama",
+                        "--out", folder, "--gguf", reference, "--dtype", "F32"], check=True)
+        peft_dir, gguf_adapter = os.path.join(tmp, "peft-adapter"), os.path.join(tmp, "converted-adapter.gguf")
+        write_peft_and_gguf_adapters(folder, peft_dir, gguf_adapter)
+        config = server_harness.write_config("peft.toml")
+        results = []
+        for model, adapter in ((folder, peft_dir), (reference, gguf_adapter)):
+            server = LoomServer(config, model, ["--lora", f"tuned={adapter}"])
+            try:
+                out = []
+                for name in ("tuned", None):
+                    body = {"prompt": [5, 17, 99, 240, 3, 77, 41, 42], "max_tokens": 6, "temperature": 0, "logprobs": 5, "ignore_eos": True}
+                    if name:
+                        body["model"] = name
+                    status, reply = server.json("POST", "/v1/completions", body)
+                    self.assertEqual(status, 200, reply)
+                    out.append(reply["choices"][0]["logprobs"]["top_logprobs"])
+                results.append(out)
+            finally:
+                server.terminate()
+        self.assertEqual(results[0][0], results[1][0])  # the adapter, read from PEFT's files or llama.cpp's
+        self.assertEqual(results[0][1], results[1][1])  # the base model alone
+        self.assertNotEqual(results[0][0], results[0][1])
+        # PEFT's variants Loom does not apply are refused by name.
+        bad = os.path.join(tmp, "peft-dora")
+        os.makedirs(bad, exist_ok=True)
+        with open(os.path.join(peft_dir, "adapter_config.json")) as f:
+            config_json = json.load(f)
+        config_json["use_dora"] = True
+        with open(os.path.join(bad, "adapter_config.json"), "w") as f:
+            json.dump(config_json, f)
+        os.symlink(os.path.join(peft_dir, "adapter_model.safetensors"), os.path.join(bad, "adapter_model.safetensors"))
+        done = server_harness.run_loom("generate", "--model", folder, "--lora", f"dora={bad}", "--adapter", "dora", "-n", "2", "hi")
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("use_dora", done.stderr)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "engine/engine.h"
 #include "lora/lora_adapter.h"
+#include "lora/peft_adapter.h"
 
 namespace loom {
 
@@ -15,6 +16,12 @@ namespace {
 // rewritten between two loads must not meet the blocks of the first).
 uint64_t cache_key_of(const std::string& name, const std::string& path, float scale, int64_t id) {
   return std::hash<std::string>{}(name + '\0' + path + '\0' + std::to_string(scale) + '\0' + std::to_string(id)) | 1;
+}
+
+// A PEFT folder (adapter_config.json beside adapter_model.safetensors) or llama.cpp's GGUF adapter.
+LoraAdapter read_adapter(const std::string& path, const std::string& name, const ModelInfo& info) {
+  if (is_peft_adapter_dir(path)) return read_peft_adapter(path, name, info);
+  return read_lora_adapter(path, name, info.n_layers);
 }
 
 }  // namespace
@@ -29,7 +36,7 @@ void Engine::load_loras(const Config& config) {
   std::vector<LoraAdapter> adapters;
   int64_t largest = 0;
   for (const LoraSettings& s : config.loras) {
-    adapters.push_back(read_lora_adapter(s.path, s.name, model_->info().n_layers));
+    adapters.push_back(read_adapter(s.path, s.name, model_->info()));
     largest = std::max(largest, adapters.back().max_rank);
   }
   const int64_t max_rank = config.model.max_lora_rank > 0 ? config.model.max_lora_rank : largest;
@@ -76,7 +83,7 @@ Engine::LoraSlot Engine::load_lora(const std::string& name, const std::string& p
   const uint32_t n_slots = model_->lora_slots();
   if (n_slots == 0) throw Error("this engine keeps no adapter slots (set model.max_loras and model.max_lora_rank)");
   // Read and check the file before taking anything: it may be large, and the engine keeps running.
-  const LoraAdapter adapter = read_lora_adapter(path, name, model_->info().n_layers);
+  const LoraAdapter adapter = read_adapter(path, name, model_->info());
   if (adapter.max_rank > int64_t(model_->max_lora_rank()))
     throw Error(path + ": rank " + std::to_string(adapter.max_rank) + " exceeds model.max_lora_rank " + std::to_string(model_->max_lora_rank()));
   LoraSlot loaded;
