@@ -18,25 +18,12 @@
 #include "lora/synth_lora.h"
 #include "test_engine_helpers.h"
 #include "test_paths.h"
+#include "test_vision_golden.h"
 
 namespace {
 
 using nlohmann::json;
 using namespace loom::test;
-
-uint64_t fnv1a64(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  uint64_t h = 0xcbf29ce484222325ull;
-  char c;
-  while (in.get(c)) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return h;
-}
-
-std::string hex(uint64_t v) {
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(v));
-  return text;
-}
 
 // A small llama and four adapters of it (ranks 4, 8, 16 and 8 with other targets), written once.
 struct Fixture {
@@ -145,7 +132,7 @@ TEST_CASE("lora: log-probabilities match llama.cpp's with the same adapter", "[l
     const auto work = scratch_dir("lora-golden-" + name);
     const auto model = work / "model.gguf", adapter = work / "adapter.gguf";
     loom::gguf::write_synthetic_model(spec, model);
-    REQUIRE(hex(fnv1a64(model)) == golden.at("model").at("fnv1a64").get<std::string>());
+    REQUIRE(file_fnv1a64(model) == golden.at("model").at("fnv1a64").get<std::string>());
     loom::SynthLoraSpec lora;
     lora.rank = a.at("rank");
     lora.alpha = a.at("alpha").get<float>();
@@ -154,7 +141,7 @@ TEST_CASE("lora: log-probabilities match llama.cpp's with the same adapter", "[l
     lora.targets = a.at("targets");
     loom::write_synthetic_lora(model, lora, adapter);
     // The writers must be deterministic, or these are not the files llama.cpp saw.
-    REQUIRE(hex(fnv1a64(adapter)) == a.at("fnv1a64").get<std::string>());
+    REQUIRE(file_fnv1a64(adapter) == a.at("fnv1a64").get<std::string>());
 
     auto config = engine_config(8ll << 20, 256);
     config.kv.dtype = "f16";  // as llama.cpp keeps K and V

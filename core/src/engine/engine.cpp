@@ -75,6 +75,10 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
   kv_ = std::make_unique<KvManager>(remember(find_plugin(config, LOOM_PLUGIN_KIND_KV, config.kv.allocator)),
                                     static_cast<uint32_t>(n_blocks), block_size, config.kv.prefix_caching, n_state_slots,
                                     n_checkpoints);
+  // Refused here rather than at a request's admission (KvManager::create refuses it there too): an adapter's
+  // sequences must not reuse the base model's cached blocks.
+  if (model_->lora_slots() > 0 && config.kv.prefix_caching && !kv_->keyed_prefix_cache())
+    throw Error("KV allocator '" + config.kv.allocator + "' cannot key its prefix cache by adapter (ABI 1.16): turn kv.prefix_caching off to serve LoRA adapters with it");
   window_rows_ = layout.ring_blocks > 0 ? std::min<uint32_t>(static_cast<uint32_t>(sized.kv.window_chunk_tokens),
                                                               layout.ring_blocks * block_size + 1 - model_->info().sliding_window)
                                         : 0;

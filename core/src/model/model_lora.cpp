@@ -65,17 +65,14 @@ void Model::enable_lora(uint32_t n_slots, uint32_t max_rank) {
   w->scale_values.assign(n_slots, 0.0f);
   w->names.assign(n_slots, "");
   // The backend must run the op before anything is filled: a probe of the first stack's shape.
-  for (const auto& layer : w->layers) {
-    for (const LoraWeights::Stack& s : layer) {
-      if (s.n_in == 0) continue;
-      const loom_tensor x = tensor_view(w->buffer, 0, LOOM_DTYPE_F32, s.n_in, 1), dst = tensor_view(w->buffer, 0, LOOM_DTYPE_F32, s.n_out, 1);
-      const loom_tensor slots = tensor_view(w->buffer, 0, LOOM_DTYPE_I32, 1);
-      const std::string reason = backend_.unsupported_reason(make_op(LOOM_OP_LORA, dst, {s.a, s.b, x, slots, w->scales}));
-      if (!reason.empty()) throw Error("LoRA adapters need the LORA op (ABI 1.16), which the " + backend_.name() + " backend does not run: " + reason);
-      goto probed;
-    }
-  }
-probed:
+  const LoraWeights::Stack* first = nullptr;
+  for (const auto& layer : w->layers)
+    for (const LoraWeights::Stack& s : layer)
+      if (first == nullptr && s.n_in != 0) first = &s;
+  const loom_tensor x = tensor_view(w->buffer, 0, LOOM_DTYPE_F32, first->n_in, 1), dst = tensor_view(w->buffer, 0, LOOM_DTYPE_F32, first->n_out, 1);
+  const loom_tensor slots = tensor_view(w->buffer, 0, LOOM_DTYPE_I32, 1);
+  const std::string reason = backend_.unsupported_reason(make_op(LOOM_OP_LORA, dst, {first->a, first->b, x, slots, w->scales}));
+  if (!reason.empty()) throw Error("LoRA adapters need the LORA op (ABI 1.16), which the " + backend_.name() + " backend does not run: " + reason);
   std::vector<uint8_t> zeros(1 << 20, 0);
   for (uint64_t done = 0; done < w->buffer.size(); done += zeros.size())
     backend_.upload(w->buffer, done, zeros.data(), std::min<uint64_t>(zeros.size(), w->buffer.size() - done));
