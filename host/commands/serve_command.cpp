@@ -27,8 +27,9 @@
 #include "model/default_model.h"
 #include "server/embedding_server.h"
 #include "server/http_server.h"
+#include "server/model_loader.h"
+#include "server/model_registry.h"
 #include "server/server_state.h"
-#include "progress_bar.h"
 
 namespace loom::host {
 
@@ -70,8 +71,9 @@ int64_t parse_int(const std::string& option, const std::string& value) {
 
 // Waits for SIGTERM/SIGINT (blocked in every thread, so only this one sees them) and runs the
 // shutdown sequence; returns when the server has been told to stop or `done` is set.
-void shutdown_on_signal(server::ServerState& state, server::HttpServer& http, std::atomic<bool>& done,
+void shutdown_on_signal(server::ModelRegistry& models, server::HttpServer& http, std::atomic<bool>& done,
                         std::chrono::seconds timeout) {
+  server::ServerWide& state = models.server();
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -81,7 +83,7 @@ void shutdown_on_signal(server::ServerState& state, server::HttpServer& http, st
   while (!done && sig < 0) sig = sigtimedwait(&signals, nullptr, &poll);
   if (done) return;
   std::fprintf(stderr, "loom serve: %s received: finishing %lld request(s) in flight (at most %llds), refusing new ones\n",
-               sig == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(state.n_unfinished.load()),
+               sig == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(models.unfinished()),
                static_cast<long long>(timeout.count()));
   state.stopping = true;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -89,8 +91,8 @@ void shutdown_on_signal(server::ServerState& state, server::HttpServer& http, st
   while (state.n_active_http > 0) {
     if (!forced && (std::chrono::steady_clock::now() >= deadline || sigtimedwait(&signals, nullptr, &poll) >= 0)) {
       std::fprintf(stderr, "loom serve: cancelling %lld request(s) still running\n",
-                   static_cast<long long>(state.n_unfinished.load()));
-      state.cancel_all(server::CancelReason::shutdown);
+                   static_cast<long long>(models.unfinished()));
+      models.cancel_all(server::CancelReason::shutdown);
       forced = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -127,6 +129,21 @@ embed::Pooling embedding_pooling(const Config& config, const gguf::GgufFile& fil
   if (config.model.pooling == "cls") return embed::Pooling::cls;
   if (config.model.pooling == "last") return embed::Pooling::last;
   return embed::decoder_pooling(file);
+}
+
+bool is_embedding_model(const Config& config, const gguf::GgufFile& file) {
+  return embed::is_text_encoder(file) || embedding_pooling(config, file) != embed::Pooling::none;
+}
+
+// What [[models]] cannot combine with yet, refused by name before anything loads.
+void check_several_models(const Config& config) {
+  if (!config.model.path.empty())
+    throw Error("[model] path and [[models]] are both set: with [[models]], every served model is an entry (move the path into one)");
+  if (!config.loras.empty())
+    throw Error("[[lora]] adapters belong to the one model of [model]; with [[models]] load them at run time "
+                "(/v1/load_lora_adapter, on the first model)");
+  if (config.server.kv_events.enabled)
+    throw Error("[server.kv_events] publishes one model's prefix cache; it cannot be combined with [[models]] yet");
 }
 
 int serve_embeddings(const Config& config, const gguf::GgufFile& file, const std::filesystem::path& model_path, int64_t shutdown_seconds) {
@@ -244,93 +261,59 @@ int run_serve(const CommandArgs& args) {
   signal(SIGPIPE, SIG_IGN);  // a vanished client must be a failed write, not a dead server
   raise_open_file_limit(config.server.max_connections);
 
-  std::string model_note;
-  const std::filesystem::path model_path =
-      config.model.path.empty() ? default_chat_model_path(&model_note) : std::filesystem::path(config.model.path);
-  if (!model_note.empty()) std::fprintf(stderr, "loom serve: warning: %s\n", model_note.c_str());
-  std::fprintf(stderr, "loom serve: loading %s on backend '%s'...\n", model_path.string().c_str(), config.backend.name.c_str());
-  if (const gguf::GgufFile file = hf::open_model_file(model_path); embed::is_text_encoder(file) || embedding_pooling(config, file) != embed::Pooling::none)
-    return serve_embeddings(config, file, model_path, shutdown_seconds);
-  const auto load_start = std::chrono::steady_clock::now();
-  ProgressBar load_bar("loading model", "MiB", 1 << 20);
-  Engine engine(config, model_path, [&load_bar](uint64_t done, uint64_t total) { load_bar.update(done, total); });
-  load_bar.finish();
-  const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
-  const EngineInfo& info = engine.info();
-  std::fprintf(stderr, "loom serve: loaded in %.2f s\n", load_seconds);
-
-  server::ChatTemplateOrigin template_origin;
-  chat::ChatTemplate chat_template = [&] {
-    if (config.model.chat_template.empty()) return chat::ChatTemplate::for_model(engine.gguf(), &template_origin.note);
-    template_origin.kind = server::ChatTemplateOrigin::Kind::configured;
-    try {
-      return chat::ChatTemplate::builtin(config.model.chat_template);
-    } catch (const Error&) {
-      return chat::ChatTemplate::parse(config.model.chat_template);
-    }
-  }();
-  if (!template_origin.note.empty()) {
-    template_origin.kind = server::ChatTemplateOrigin::Kind::builtin_fallback;
-    std::fprintf(stderr, "loom serve: chat template: %s; the model may not be instruction-tuned (chats may fail, "
-                 "completions work)\n", template_origin.note.c_str());
+  std::vector<server::ModelRegistry::Entry> entries;
+  bool takes_images = false;
+  if (config.models.empty()) {
+    // One model ([model] path): loaded before the server listens, kept for its whole life.
+    std::string model_note;
+    const std::filesystem::path model_path =
+        config.model.path.empty() ? default_chat_model_path(&model_note) : std::filesystem::path(config.model.path);
+    if (!model_note.empty()) std::fprintf(stderr, "loom serve: warning: %s\n", model_note.c_str());
+    if (const gguf::GgufFile file = hf::open_model_file(model_path); is_embedding_model(config, file))
+      return serve_embeddings(config, file, model_path, shutdown_seconds);
+    ModelEntrySettings only;
+    only.name = config.server.model_name.empty() ? hf::model_name_of(model_path) : config.server.model_name;
+    only.path = model_path.string();
+    only.aliases = config.server.model_aliases;
+    only.preload = true;
+    entries.push_back({only, server::estimate_model_bytes(server::config_for_model(config, only))});
+  } else {
+    check_several_models(config);
+    for (const ModelEntrySettings& entry : config.models)
+      entries.push_back({entry, server::estimate_model_bytes(server::config_for_model(config, entry))});
+    takes_images = true;  // any of them may take images: room for their bodies
   }
-
-  const std::string served_name = config.server.model_name.empty() ? hf::model_name_of(model_path) : config.server.model_name;
-  server::ServerState state(engine, config.server, served_name, std::move(chat_template), config.sampler.seed,
-                            std::move(template_origin));
-  server::HttpServer http(state);
+  const bool several = !config.models.empty();
+  server::ServerWide wide(config.server);
+  server::ModelRegistry models(wide, entries, [&config, &wide, several](const ModelEntrySettings& entry) {
+    const Config model_config = server::config_for_model(config, entry);
+    if (several) {
+      if (const gguf::GgufFile file = hf::open_model_file(model_config.model.path); is_embedding_model(model_config, file))
+        throw Error(entry.path + " is an embedding model: it is served alone (loom serve --model), not as one of [[models]]");
+    }
+    return server::load_served_model(wide, model_config, entry, !several);
+  });
+  models.preload();
+  if (!several) takes_images = models.peek("")->engine.takes_images();
+  if (several) {
+    std::string listed;
+    for (const auto& entry : config.models) listed += (listed.empty() ? "" : ", ") + entry.name + (entry.preload ? " (preloaded)" : "");
+    std::fprintf(stderr, "loom serve: %zu models: %s; memory budget %s, idle unload %s\n", config.models.size(), listed.c_str(),
+                 config.server.memory_budget > 0 ? (std::to_string(config.server.memory_budget >> 20) + " MiB").c_str() : "none",
+                 config.server.idle_unload > 0 ? (std::to_string(config.server.idle_unload) + " s").c_str() : "never");
+  }
+  server::HttpServer http(models, takes_images);
   const int bound = http.bind(config.server.host, static_cast<int>(config.server.port));
-  std::unique_ptr<server::KvEventPublisher> kv_events;
-  if (config.server.kv_events.enabled) {
-    kv_events = std::make_unique<server::KvEventPublisher>(config.server.kv_events, info.kv_block_size);
-    server::KvEventPublisher* publisher = kv_events.get();
-    if (engine.set_kv_event_listener([publisher](const KvEvent& event) { publisher->publish(event); })) {
-      std::fprintf(stderr, "loom serve: KV events on %s%s%s\n", publisher->endpoint().c_str(),
-                   config.server.kv_events.replay_endpoint.empty() ? "" : ", replay on ",
-                   config.server.kv_events.replay_endpoint.c_str());
-    } else {
-      std::fprintf(stderr, "loom serve: KV allocator '%s' publishes no events (built before ABI 1.4); routers fall back "
-                   "to approximate routing\n", config.kv.allocator.c_str());
-    }
-  }
-  engine.start();
-
-  const uint64_t full_context_seqs = info.n_ctx > 0 ? info.kv_layout.sequences_of(static_cast<uint64_t>(info.n_ctx)) : 0;
-  const std::string rings = info.kv_window_rings > 0 ? " (sliding layers in " + std::to_string(info.kv_window_rings) + " window rings of " +
-                                                           std::to_string(info.kv_window_ring_tokens) + " tokens)"
-                                                     : "";
-  const std::string lowered = info.n_ctx < info.n_ctx_requested
-                                  ? ", lowered from " + std::to_string(info.n_ctx_requested) + " to fit the KV cache"
-                                  : "";
-  std::fprintf(stderr,
-               "loom serve: model '%s' (%s, context %lld%s) on %s (%s); KV cache %llu tokens in %u blocks of %u = %llu "
-               "full-context sequences%s (max_num_seqs %u), %.1f MiB; max_queue %lld%s\n",
-               served_name.c_str(), info.model_name.c_str(), static_cast<long long>(info.n_ctx), lowered.c_str(),
-               info.backend_name.c_str(),
-               info.device_name.c_str(), static_cast<unsigned long long>(info.kv_capacity_tokens), info.kv_blocks,
-               info.kv_block_size, static_cast<unsigned long long>(full_context_seqs), rings.c_str(), info.max_num_seqs,
-               static_cast<double>(info.kv_bytes) / (1024.0 * 1024.0), static_cast<long long>(config.server.max_queue),
-               config.server.api_key.empty() ? "" : "; API key required");
-  if (const EngineStats stats = engine.stats(); stats.disk_tier) {
-    std::fprintf(stderr, "loom serve: prefix cache disk tier %s: %llu blocks, %.1f of %.1f MiB\n",
-                 config.kv.disk_cache_path.c_str(), static_cast<unsigned long long>(stats.disk.files),
-                 static_cast<double>(stats.disk.bytes) / (1024.0 * 1024.0),
-                 static_cast<double>(stats.disk.capacity_bytes) / (1024.0 * 1024.0));
-  }
   // stdout, one line, flushed: scripts (and the tests) read the bound port from it.
   std::printf("loom serve: listening on http://%s:%d\n", config.server.host.c_str(), bound);
   std::fflush(stdout);
 
   std::atomic<bool> done{false};
-  std::thread waiter([&] { shutdown_on_signal(state, http, done, std::chrono::seconds(shutdown_seconds)); });
+  std::thread waiter([&] { shutdown_on_signal(models, http, done, std::chrono::seconds(shutdown_seconds)); });
   http.run();
   done = true;
   waiter.join();
-  engine.stop(true);
-  if (kv_events) {
-    engine.set_kv_event_listener(nullptr);  // the engine outlives the publisher
-    kv_events.reset();
-  }
+  models.unload_all();
   std::fprintf(stderr, "loom serve: stopped\n");
   return 0;
 }

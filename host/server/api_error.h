@@ -2,6 +2,7 @@
 // {"error": {"message", "type", "param", "code"}} so clients (the openai SDK included) show the reason.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -18,6 +19,9 @@ class ApiError : public std::runtime_error {
         code_(std::move(code)) {}
 
   int status() const { return status_; }
+  // Seconds a client should wait before retrying (the Retry-After header); 0 = none.
+  int64_t retry_after() const { return retry_after_; }
+  void set_retry_after(int64_t seconds) { retry_after_ = seconds; }
   const std::optional<std::string>& param() const { return param_; }
 
   nlohmann::json body() const { return error_body(what(), type_, param_, code_); }
@@ -35,6 +39,7 @@ class ApiError : public std::runtime_error {
   std::optional<std::string> param_;
   std::string type_;
   std::optional<std::string> code_;
+  int64_t retry_after_ = 0;
 };
 
 // 400 naming the field, the most common refusal.

@@ -33,8 +33,9 @@ std::optional<std::string> param_in(const std::string& message) {
 
 }  // namespace
 
-GenerationJob::GenerationJob(ServerState& state, GenerationParams params)
-    : state_(state),
+GenerationJob::GenerationJob(ModelLease model, GenerationParams params)
+    : model_(std::move(model)),
+      state_(*model_),
       params_(std::move(params)),
       id_(random_id(params_.endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-")),
       created_(static_cast<int64_t>(std::time(nullptr))) {}
@@ -190,7 +191,7 @@ const std::vector<PreparedPrompt>& GenerationJob::render() {
 }
 
 void GenerationJob::submit() {
-  if (state_.stopping) throw ApiError(503, "the server is shutting down", std::nullopt, "server_error", "shutting_down");
+  if (state_.server.stopping) throw ApiError(503, "the server is shutting down", std::nullopt, "server_error", "shutting_down");
   prepare_prompts();
   for (size_t p = 0; p < prompts_.size(); ++p) {
     for (int64_t i = 0; i < params_.n; ++i) {

@@ -13,6 +13,7 @@
 #include "server/event_channel.h"
 #include "server/openai_parse.h"
 #include "server/reasoning.h"
+#include "server/model_registry.h"
 #include "server/server_state.h"
 
 namespace loom::server {
@@ -46,7 +47,8 @@ struct Usage {
 
 class GenerationJob {
  public:
-  GenerationJob(ServerState& state, GenerationParams params);
+  // The lease keeps the model in memory until the job is destroyed.
+  GenerationJob(ModelLease model, GenerationParams params);
   ~GenerationJob();
   GenerationJob(const GenerationJob&) = delete;
   GenerationJob& operator=(const GenerationJob&) = delete;
@@ -84,6 +86,7 @@ class GenerationJob {
   void prepare_prompts();
   Request make_request(size_t choice);
 
+  ModelLease model_;
   ServerState& state_;
   GenerationParams params_;
   std::string id_;

@@ -51,20 +51,6 @@ std::vector<std::string> served_names(const ServerState& state) {
   return names;
 }
 
-// An absent "model" means the one this server serves (as llama-server does); a wrong one is a 404, as
-// OpenAI and vLLM answer, so a client never gets another model's output by mistake.
-void check_model_name(const ServerState& state, const std::string& requested) {
-  if (requested.empty()) return;
-  auto names = served_names(state);
-  if (std::find(names.begin(), names.end(), requested) != names.end()) return;
-  if (state.engine.find_lora(requested)) return;  // a run-time adapter of the served model
-  for (const auto& lora : state.engine.loras()) names.push_back(lora.name);
-  std::string listed;
-  for (const auto& name : names) listed += (listed.empty() ? "'" : ", '") + name + "'";
-  throw ApiError(404, "the model '" + requested + "' does not exist; this server serves " + listed, "model",
-                 "invalid_request_error", "model_not_found");
-}
-
 // A completion or chat request's parameters, as both generation and /render read them.
 GenerationParams generation_params(const std::string& raw_body, Endpoint endpoint) {
   const json body = parse_json_body(raw_body);
@@ -88,11 +74,14 @@ GenerationParams generation_params(const std::string& raw_body, Endpoint endpoin
   return params;
 }
 
-void handle_generation(ServerState& state, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
-  ActiveGuard active(state);
+// A request's "model" picks one of the served models (absent: the first), loaded if it is not in
+// memory; a wrong name is a 404 listing the names, as OpenAI and vLLM answer, so a client never gets
+// another model's output by mistake.
+void handle_generation(ModelRegistry& models, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+  ActiveGuard active(models.server());
   GenerationParams params = generation_params(req.body, endpoint);
-  check_model_name(state, params.model);
-  auto job = std::make_shared<GenerationJob>(state, std::move(params));
+  ModelLease model = models.acquire(params.model);
+  auto job = std::make_shared<GenerationJob>(std::move(model), std::move(params));
   job->submit();
   if (job->params().stream) {
     stream_job(std::move(job), res);
@@ -152,10 +141,11 @@ json kv_card(const EngineInfo& info) {
 }
 
 json model_card(const ServerState& state, const std::string& name) {
+  const json loaded = {{"value", "loaded"}};
   if (const std::optional<Engine::LoraSlot> lora = state.engine.find_lora(name)) {
     // vLLM's card of an adapter: its base as parent, its file as root.
     return {{"id", name},       {"object", "model"}, {"created", state.created}, {"owned_by", "loom"},
-            {"root", lora->path}, {"parent", state.model_name}, {"max_model_len", state.engine.info().n_ctx},
+            {"root", lora->path}, {"parent", state.model_name}, {"max_model_len", state.engine.info().n_ctx}, {"status", loaded},
             {"loom", {{"lora", {{"scale", lora->scale}, {"rank", lora->rank}}}}}};
   }
   return {{"id", name},
@@ -164,6 +154,7 @@ json model_card(const ServerState& state, const std::string& name) {
           {"owned_by", "loom"},
           {"root", state.model_name},
           {"max_model_len", state.engine.info().n_ctx},
+          {"status", loaded},
           // Ollama's word for what the model takes: "vision" when image parts are accepted.
           {"capabilities", state.engine.takes_images() ? json{"completion", "chat", "vision"} : json{"completion", "chat"}},
           {"loom", {{"chat_template", chat_template_card(state.template_origin)},
@@ -173,6 +164,31 @@ json model_card(const ServerState& state, const std::string& name) {
                                                                   {"image_rows", state.engine.info().image_rows},
                                                                   {"max_images_per_request", state.settings.max_images_per_request}}
                                                            : json(nullptr)}}}};
+}
+
+// A model that is not in memory: what its entry says, and its state as llama-server's router mode
+// shows it ("unloaded", "loading", "unloading").
+json entry_card(const ModelView& view, const std::string& name, int64_t created) {
+  json status = {{"value", model_status_name(view.status)}};
+  if (!view.last_error.empty()) status["failed"] = view.last_error;
+  return {{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "loom"}, {"root", view.name}, {"status", status},
+          {"loom", {{"memory_bytes", view.bytes}}}};
+}
+
+// Every name a request may use, each with its card: every model and alias, and the adapters of the
+// models in memory.
+json model_cards(ModelRegistry& models) {
+  json cards = json::array();
+  for (const ModelView& view : models.models()) {
+    if (view.state) {
+      for (const auto& name : served_names(*view.state)) cards.push_back(model_card(*view.state, name));
+      for (const auto& lora : view.state->engine.loras()) cards.push_back(model_card(*view.state, lora.name));
+      continue;
+    }
+    cards.push_back(entry_card(view, view.name, models.server().created));
+    for (const auto& alias : view.aliases) cards.push_back(entry_card(view, alias, models.server().created));
+  }
+  return cards;
 }
 
 // llama-server's GET /props (its web UI and several clients read it): the defaults a request without
@@ -193,44 +209,59 @@ json props(const ServerState& state) {
 // vLLM's POST /v1/completions/render and /v1/chat/completions/render: the prompt's token ids, as
 // generation would run them. vllm-router's kv_aware policy asks every candidate worker for them
 // and matches the ids against the blocks each worker published. A request's "model" may be absent.
-void handle_render(ServerState& state, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+void handle_render(ModelRegistry& models, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
   GenerationParams params = generation_params(req.body, endpoint);
-  if (!params.model.empty()) check_model_name(state, params.model);
-  GenerationJob job(state, std::move(params));
+  ModelLease model = models.acquire(params.model);
+  GenerationJob job(std::move(model), std::move(params));
   const auto& prompts = job.render();
   send_json(res, 200, {{"token_ids", prompts.front().tokens}, {"count", prompts.front().tokens.size()}});
 }
 
-void handle_tokenize(ServerState& state, const httplib::Request& req, httplib::Response& res) {
-  // vLLM's forms, {"prompt"} and {"messages"}: the ids generation would run, with vLLM's reply.
-  const json body = parse_json_body(req.body);
-  if (body.is_object() && !body.contains("content") && (body.contains("prompt") || body.contains("messages"))) {
-    GenerationParams params = generation_params(req.body, body.contains("messages") ? Endpoint::chat : Endpoint::completions);
-    GenerationJob job(state, std::move(params));
-    const auto& tokens = job.render().front().tokens;
-    send_json(res, 200, {{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", state.engine.info().n_ctx}});
-    return;
-  }
-  send_json(res, 200, tokenize_reply(state.engine.tokenizer(), body));
+// The body's "model", when it names one (tokenize and detokenize take it as vLLM does); "" = the first.
+std::string requested_model(const json& body) {
+  if (!body.is_object() || !body.contains("model") || body["model"].is_null()) return "";
+  if (!body["model"].is_string()) throw invalid_param("model", "'model' must be a string");
+  return body["model"].get<std::string>();
 }
 
-void handle_detokenize(ServerState& state, const httplib::Request& req, httplib::Response& res) {
-  send_json(res, 200, detokenize_reply(state.engine.tokenizer(), parse_json_body(req.body)));
+void handle_tokenize(ModelRegistry& models, const httplib::Request& req, httplib::Response& res) {
+  // vLLM's forms, {"prompt"} and {"messages"}: the ids generation would run, with vLLM's reply.
+  const json body = parse_json_body(req.body);
+  ModelLease model = models.acquire(requested_model(body));
+  if (body.is_object() && !body.contains("content") && (body.contains("prompt") || body.contains("messages"))) {
+    GenerationParams params = generation_params(req.body, body.contains("messages") ? Endpoint::chat : Endpoint::completions);
+    const int64_t n_ctx = model->engine.info().n_ctx;
+    GenerationJob job(std::move(model), std::move(params));
+    const auto& tokens = job.render().front().tokens;
+    send_json(res, 200, {{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", n_ctx}});
+    return;
+  }
+  send_json(res, 200, tokenize_reply(model->engine.tokenizer(), body));
 }
+
+void handle_detokenize(ModelRegistry& models, const httplib::Request& req, httplib::Response& res) {
+  const json body = parse_json_body(req.body);
+  ModelLease model = models.acquire(requested_model(body));
+  send_json(res, 200, detokenize_reply(model->engine.tokenizer(), body));
+}
+
+// The model a GET names with ?model= (llama-server's router mode), else the first.
+std::string query_model(const httplib::Request& req) { return req.has_param("model") ? req.get_param_value("model") : ""; }
 
 }  // namespace
 
-HttpServer::HttpServer(ServerState& state)
-    : state_(state), http_(std::make_unique<ManagedServer>(connection_limits(state.settings))) {
+HttpServer::HttpServer(ModelRegistry& models, bool takes_images)
+    : models_(models), http_(std::make_unique<ManagedServer>(connection_limits(models.server().settings))) {
+  const ServerSettings& settings = models_.server().settings;
   // A vision model's requests carry images as base64 (4 bytes per 3): room for the allowed number of them.
-  uint64_t body_limit = uint64_t(state_.settings.max_body_bytes);
-  if (state_.engine.takes_images())
-    body_limit = std::max<uint64_t>(body_limit, uint64_t(state_.settings.max_images_per_request) * uint64_t(state_.settings.max_image_bytes) / 3 * 4 +
+  uint64_t body_limit = uint64_t(settings.max_body_bytes);
+  if (takes_images)
+    body_limit = std::max<uint64_t>(body_limit, uint64_t(settings.max_images_per_request) * uint64_t(settings.max_image_bytes) / 3 * 4 +
                                                     (1u << 20));
   http_->set_payload_max_length(static_cast<size_t>(body_limit));
   // What httplib advertises in its Keep-Alive header; ManagedServer enforces both.
-  http_->set_keep_alive_timeout(std::max<time_t>(1, static_cast<time_t>(state_.settings.keep_alive_timeout)));
-  http_->set_keep_alive_max_count(static_cast<size_t>(state_.settings.keep_alive_max_requests));
+  http_->set_keep_alive_timeout(std::max<time_t>(1, static_cast<time_t>(settings.keep_alive_timeout)));
+  http_->set_keep_alive_max_count(static_cast<size_t>(settings.keep_alive_max_requests));
   // httplib listens with a backlog of 5: a burst of connections overflows it and the kernel drops
   // SYNs, which clients retry only after a second. Remember the socket to raise the backlog in bind().
   http_->set_socket_options([this](int sock) {
@@ -238,13 +269,13 @@ HttpServer::HttpServer(ServerState& state)
     listen_socket_ = sock;
   });
   ManagedServer* server = http_.get();
-  state_.connection_counts = [server] { return server->counts(); };
+  models_.server().connection_counts = [server] { return server->counts(); };
   install_routes();
 }
 
 HttpServer::~HttpServer() {
   http_->shut_down();
-  state_.connection_counts = nullptr;
+  models_.server().connection_counts = nullptr;
 }
 
 int HttpServer::bind(const std::string& host, int port) {
@@ -264,7 +295,8 @@ void HttpServer::run() { http_->listen_after_bind(); }
 void HttpServer::stop() { http_->shut_down(); }
 
 void HttpServer::install_routes() {
-  ServerState& state = state_;
+  ModelRegistry& models = models_;
+  ServerWide& state = models_.server();
   http_->set_pre_routing_handler([&state](const httplib::Request& req, httplib::Response& res) {
     // The pages and their assets carry no data: they load without the key and ask for it on a 401.
     if (state.settings.api_key.empty() || req.path == "/health" || req.path == "/" || req.path == "/engine" ||
@@ -303,30 +335,34 @@ void HttpServer::install_routes() {
     state.http_counters.count(route_label(req.path), res.status);
   });
 
-  http_->Post("/v1/completions", guarded([&state](const httplib::Request& req, httplib::Response& res) {
-                handle_generation(state, req, res, Endpoint::completions);
+  http_->Post("/v1/completions", guarded([&models](const httplib::Request& req, httplib::Response& res) {
+                handle_generation(models, req, res, Endpoint::completions);
               }));
-  http_->Post("/v1/chat/completions", guarded([&state](const httplib::Request& req, httplib::Response& res) {
-                handle_generation(state, req, res, Endpoint::chat);
+  http_->Post("/v1/chat/completions", guarded([&models](const httplib::Request& req, httplib::Response& res) {
+                handle_generation(models, req, res, Endpoint::chat);
               }));
-  http_->Post("/v1/completions/render", guarded([&state](const httplib::Request& req, httplib::Response& res) {
-    handle_render(state, req, res, Endpoint::completions);
+  http_->Post("/v1/completions/render", guarded([&models](const httplib::Request& req, httplib::Response& res) {
+    handle_render(models, req, res, Endpoint::completions);
   }));
-  http_->Post("/v1/chat/completions/render", guarded([&state](const httplib::Request& req, httplib::Response& res) {
-    handle_render(state, req, res, Endpoint::chat);
+  http_->Post("/v1/chat/completions/render", guarded([&models](const httplib::Request& req, httplib::Response& res) {
+    handle_render(models, req, res, Endpoint::chat);
   }));
-  http_->Get("/v1/models", guarded([&state](const httplib::Request&, httplib::Response& res) {
-               json cards = json::array();
-               for (const auto& name : served_names(state)) cards.push_back(model_card(state, name));
-               for (const auto& lora : state.engine.loras()) cards.push_back(model_card(state, lora.name));
-               send_json(res, 200, {{"object", "list"}, {"data", cards}});
+  http_->Get("/v1/models", guarded([&models](const httplib::Request&, httplib::Response& res) {
+               send_json(res, 200, {{"object", "list"}, {"data", model_cards(models)}});
              }));
-  http_->Get(R"(/v1/models/(.+))", guarded([&state](const httplib::Request& req, httplib::Response& res) {
+  http_->Get(R"(/v1/models/(.+))", guarded([&models](const httplib::Request& req, httplib::Response& res) {
                const std::string name = req.matches[1];
-               check_model_name(state, name);
-               send_json(res, 200, model_card(state, name));
+               for (const json& card : model_cards(models)) {
+                 if (card["id"] == name) return send_json(res, 200, card);
+               }
+               std::string listed;
+               for (const auto& known : models.names()) listed += (listed.empty() ? "'" : ", '") + known + "'";
+               throw ApiError(404, "the model '" + name + "' does not exist; this server serves " + listed, "model",
+                              "invalid_request_error", "model_not_found");
              }));
-  http_->Get("/props", guarded([&state](const httplib::Request&, httplib::Response& res) { send_json(res, 200, props(state)); }));
+  http_->Get("/props", guarded([&models](const httplib::Request& req, httplib::Response& res) {
+    send_json(res, 200, props(*models.acquire(query_model(req))));
+  }));
   http_->Get("/health", guarded([&state](const httplib::Request&, httplib::Response& res) {
                if (state.stopping) {
                  send_json(res, 503, {{"status", "shutting_down"}});
@@ -355,32 +391,45 @@ void HttpServer::install_routes() {
   };
   http_->Get("/assets/loom.css", shared_asset(web::loom_css, web::loom_css_etag, "text/css; charset=utf-8"));
   http_->Get("/assets/loom.js", shared_asset(web::loom_js, web::loom_js_etag, "text/javascript; charset=utf-8"));
-  http_->Get("/v1/engine/state", guarded([&state](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, engine_state(state));
+  // The page polls this: it looks at a model in memory and never loads one (which would keep it from
+  // ever being idle).
+  http_->Get("/v1/engine/state", guarded([&models](const httplib::Request& req, httplib::Response& res) {
+    ModelLease model = models.peek(query_model(req));
+    for (const ModelView& view : models.models()) {
+      if (!model && view.state) model = view.state;
+    }
+    if (!model) throw ApiError(503, "no model is in memory; a request that names one loads it", std::nullopt, "server_error", "no_model_loaded");
+    send_json(res, 200, engine_state(*model));
   }));
   // SGLang/vllm-router's worker description (the router proxies it and reads the block size).
-  http_->Get("/get_server_info", guarded([&state](const httplib::Request&, httplib::Response& res) {
-    const EngineInfo& info = state.engine.info();
-    send_json(res, 200, {{"model_path", info.model_path}, {"served_model_name", state.model_name},
+  http_->Get("/get_server_info", guarded([&models](const httplib::Request& req, httplib::Response& res) {
+    ModelLease model = models.acquire(query_model(req));
+    const EngineInfo& info = model->engine.info();
+    send_json(res, 200, {{"model_path", info.model_path}, {"served_model_name", model->model_name},
                          {"max_model_len", info.n_ctx}, {"kv_block_size", info.kv_block_size},
                          {"max_num_seqs", info.max_num_seqs}, {"backend", info.backend_name},
-                         {"kv_events", state.settings.kv_events.enabled}});
+                         {"kv_events", model->settings.kv_events.enabled}});
   }));
   // vllm-router's load figure for a worker (its /get_loads): requests admitted and not finished.
-  http_->Get("/get_load", guarded([&state](const httplib::Request&, httplib::Response& res) {
-    const EngineStats stats = state.engine.stats();
-    send_json(res, 200, {{"load", stats.running + stats.waiting}});
+  http_->Get("/get_load", guarded([&models](const httplib::Request&, httplib::Response& res) {
+    uint64_t load = 0;
+    for (const ModelView& view : models.models()) {
+      if (!view.state) continue;
+      const EngineStats stats = view.state->engine.stats();
+      load += stats.running + stats.waiting;
+    }
+    send_json(res, 200, {{"load", load}});
   }));
-  http_->Post("/tokenize", guarded([&state](const httplib::Request& req, httplib::Response& res) {
-                handle_tokenize(state, req, res);
+  http_->Post("/tokenize", guarded([&models](const httplib::Request& req, httplib::Response& res) {
+                handle_tokenize(models, req, res);
               }));
-  http_->Post("/detokenize", guarded([&state](const httplib::Request& req, httplib::Response& res) {
-                handle_detokenize(state, req, res);
+  http_->Post("/detokenize", guarded([&models](const httplib::Request& req, httplib::Response& res) {
+                handle_detokenize(models, req, res);
               }));
-  http_->Get("/metrics", guarded([&state](const httplib::Request&, httplib::Response& res) {
-               res.set_content(render_metrics(state.engine.stats(), state), "text/plain; version=0.0.4; charset=utf-8");
+  http_->Get("/metrics", guarded([&models](const httplib::Request&, httplib::Response& res) {
+               res.set_content(render_metrics(models), "text/plain; version=0.0.4; charset=utf-8");
              }));
-  add_lora_routes(*http_, state);
+  add_lora_routes(*http_, models);
 }
 
 }  // namespace loom::server

@@ -8,13 +8,15 @@
 #include <string>
 
 #include "server/managed_server.h"
-#include "server/server_state.h"
+#include "server/model_registry.h"
 
 namespace loom::server {
 
 class HttpServer {
  public:
-  explicit HttpServer(ServerState& state);
+  // `takes_images`: a served model reads image parts, so bodies may carry [server]
+  // max_images_per_request images beyond max_body_bytes.
+  HttpServer(ModelRegistry& models, bool takes_images);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -25,12 +27,12 @@ class HttpServer {
   void run();
   // Close the listening socket and idle connections, and wait for the requests being served (their
   // writes time out if a client stopped reading), so call it after the requests in flight have
-  // finished (ServerState::n_active_http == 0).
+  // finished (ServerWide::n_active_http == 0).
   void stop();
 
  private:
   void install_routes();
-  ServerState& state_;
+  ModelRegistry& models_;
   std::unique_ptr<ManagedServer> http_;
   int listen_socket_ = -1;
 };

@@ -22,7 +22,8 @@ inline void send_json(httplib::Response& res, int status, const nlohmann::json& 
 }
 
 inline void send_error(httplib::Response& res, const ApiError& error) {
-  if (error.status() == 429) res.set_header("Retry-After", "1");
+  if (error.retry_after() > 0) res.set_header("Retry-After", std::to_string(error.retry_after()));
+  else if (error.status() == 429) res.set_header("Retry-After", "1");
   send_json(res, error.status(), error.body());
 }
 

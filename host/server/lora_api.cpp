@@ -18,17 +18,21 @@ std::string required_string(const json& body, const char* key) {
   return body[key].get<std::string>();
 }
 
-void require_enabled(const ServerState& state) {
-  if (!state.settings.enable_lora_loading)
+void require_enabled(const ServerWide& server) {
+  if (!server.settings.enable_lora_loading)
     throw ApiError(404, "loading adapters at run time is off ([server] enable_lora_loading = true turns it on)", std::nullopt,
                    "invalid_request_error", "not_enabled");
 }
 
 }  // namespace
 
-void add_lora_routes(httplib::Server& http, ServerState& state) {
-  http.Post("/v1/load_lora_adapter", guarded([&state](const httplib::Request& req, httplib::Response& res) {
-              require_enabled(state);
+void add_lora_routes(httplib::Server& http, ModelRegistry& models) {
+  // Adapters belong to the first model (several models: [[models]]' first entry), as in vLLM where one
+  // server has one base model.
+  http.Post("/v1/load_lora_adapter", guarded([&models](const httplib::Request& req, httplib::Response& res) {
+              require_enabled(models.server());
+              ModelLease model = models.acquire("");
+              ServerState& state = *model;
               const json body = parse_json_body(req.body);
               const std::string name = required_string(body, "lora_name"), path = required_string(body, "lora_path");
               double scale = 1.0;
@@ -39,8 +43,10 @@ void add_lora_routes(httplib::Server& http, ServerState& state) {
               state.engine.load_lora(name, path, static_cast<float>(scale));  // loom::Error: a 400 naming the problem
               res.set_content("Success: LoRA adapter '" + name + "' added successfully.", "text/plain; charset=utf-8");
             }));
-  http.Post("/v1/unload_lora_adapter", guarded([&state](const httplib::Request& req, httplib::Response& res) {
-              require_enabled(state);
+  http.Post("/v1/unload_lora_adapter", guarded([&models](const httplib::Request& req, httplib::Response& res) {
+              require_enabled(models.server());
+              ModelLease model = models.acquire("");
+              ServerState& state = *model;
               const json body = parse_json_body(req.body);
               const std::string name = required_string(body, "lora_name");
               if (!state.engine.find_lora(name))

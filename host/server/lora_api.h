@@ -6,10 +6,10 @@
 
 #include <httplib.h>
 
-#include "server/server_state.h"
+#include "server/model_registry.h"
 
 namespace loom::server {
 
-void add_lora_routes(httplib::Server& http, ServerState& state);
+void add_lora_routes(httplib::Server& http, ModelRegistry& models);
 
 }  // namespace loom::server

@@ -4,10 +4,12 @@
 #include <string>
 
 #include "engine/metrics.h"
-#include "server/server_state.h"
+#include "server/model_registry.h"
 
 namespace loom::server {
 
-std::string render_metrics(const EngineStats& stats, const ServerState& state);
+// Engine figures carry a model="NAME" label, one sample per model in memory; the HTTP and connection
+// figures are the server's own.
+std::string render_metrics(ModelRegistry& models);
 
 }  // namespace loom::server

@@ -1,5 +1,5 @@
-// ServerState — what every HTTP handler shares: the engine, the settings, the chat template, the
-// admission counters and the registry of requests in flight (for shutdown).
+// ServerWide — what the whole server shares; ServerState — what one served model's handlers share:
+// the engine, the settings, the chat template, the admission counter and the requests in flight.
 #pragma once
 
 #include <atomic>
@@ -57,30 +57,41 @@ struct ChatTemplateOrigin {
   std::string note;  // builtin_fallback: the start-up line's explanation
 };
 
-struct ServerState {
-  ServerState(Engine& e, ServerSettings s, std::string name, chat::ChatTemplate tmpl, int64_t seed,
-              ChatTemplateOrigin origin = {})
-      : engine(e), settings(std::move(s)), model_name(std::move(name)), chat_template(std::move(tmpl)),
-        template_origin(std::move(origin)), default_seed(seed), created(static_cast<int64_t>(std::time(nullptr))) {}
+// What every model's handlers share: the server's own settings, the HTTP counters and connection
+// figures for /metrics, the exchanges in flight and the stopping flag (set once, for all models).
+struct ServerWide {
+  explicit ServerWide(ServerSettings s) : settings(std::move(s)), created(static_cast<int64_t>(std::time(nullptr))) {}
 
-  Engine& engine;
   const ServerSettings settings;
-  const std::string model_name;
-  const chat::ChatTemplate chat_template;
-  const ChatTemplateOrigin template_origin;
-  const int64_t default_seed;  // [sampler] seed; -1 = a fresh random seed per request
-  const int64_t created;       // server start, Unix seconds (the model's "created")
-
-  // Engine requests submitted through this server and not finished yet; admission control compares
-  // it with settings.max_queue.
-  std::atomic<int64_t> n_unfinished{0};
+  const int64_t created;  // server start, Unix seconds
   // HTTP exchanges not yet completely written (a stream counts until its last byte).
   std::atomic<int64_t> n_active_http{0};
   std::atomic<bool> stopping{false};
   HttpCounters http_counters;
-
   // Open sockets and what the connection limits closed or refused (set by HttpServer).
   std::function<ConnectionCounts()> connection_counts;
+};
+
+// One served model: its engine, its names, its chat template, its admission counter and the
+// registry of its requests in flight (for shutdown and for /metrics' cancellations).
+struct ServerState {
+  ServerState(ServerWide& w, Engine& e, ServerSettings s, std::string name, chat::ChatTemplate tmpl, int64_t seed,
+              ChatTemplateOrigin origin = {})
+      : server(w), engine(e), settings(std::move(s)), model_name(std::move(name)), chat_template(std::move(tmpl)),
+        template_origin(std::move(origin)), default_seed(seed), created(static_cast<int64_t>(std::time(nullptr))) {}
+
+  ServerWide& server;
+  Engine& engine;
+  const ServerSettings settings;  // the server's, with this model's model_name and model_aliases
+  const std::string model_name;
+  const chat::ChatTemplate chat_template;
+  const ChatTemplateOrigin template_origin;
+  const int64_t default_seed;  // [sampler] seed; -1 = a fresh random seed per request
+  const int64_t created;       // when this model was loaded, Unix seconds (the model's "created")
+
+  // Engine requests submitted through this server and not finished yet; admission control compares
+  // it with settings.max_queue.
+  std::atomic<int64_t> n_unfinished{0};
 
   // Engine ids in flight, so a shutdown past its deadline can cancel them (their clients then get a
   // clear error instead of a cut connection).
@@ -130,13 +141,13 @@ struct ServerState {
 // Counts an HTTP exchange as active for as long as it lives.
 class ActiveGuard {
  public:
-  explicit ActiveGuard(ServerState& state) : state_(state) { ++state_.n_active_http; }
-  ~ActiveGuard() { --state_.n_active_http; }
+  explicit ActiveGuard(ServerWide& server) : server_(server) { ++server_.n_active_http; }
+  ~ActiveGuard() { --server_.n_active_http; }
   ActiveGuard(const ActiveGuard&) = delete;
   ActiveGuard& operator=(const ActiveGuard&) = delete;
 
  private:
-  ServerState& state_;
+  ServerWide& server_;
 };
 
 }  // namespace loom::server

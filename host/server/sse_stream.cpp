@@ -32,7 +32,7 @@ struct StreamState {
   std::string error_message;
   bool cancelled = false;
 
-  explicit StreamState(std::shared_ptr<GenerationJob> j) : job(std::move(j)), active(job->state()) {}
+  explicit StreamState(std::shared_ptr<GenerationJob> j) : job(std::move(j)), active(job->state().server) {}
 };
 
 bool write(httplib::DataSink& sink, StreamState& s, const std::string& data) {

@@ -9,33 +9,12 @@
 #include <vector>
 
 #include "common/error.h"
+#include "config/config_errors.h"
 #include "config/config_schema.h"
 
 namespace loom {
 
 namespace {
-
-// Every problem of a file, so that one run reports them all (toml++ walks tables in key order, not file order).
-class ConfigErrors {
- public:
-  void add(const toml::node& node, std::string text) { errors_.emplace_back(node.source().begin.line, std::move(text)); }
-  bool empty() const { return errors_.empty(); }
-  // One loom::Error naming every problem, one per line in file order.
-  [[noreturn]] void raise() {
-    std::stable_sort(errors_.begin(), errors_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::string message;
-    if (errors_.size() > 1) message = std::to_string(errors_.size()) + " errors in the configuration:\n";
-    for (size_t i = 0; i < errors_.size(); ++i) message += (i ? "\n" : "") + errors_[i].second;
-    throw Error(message);
-  }
-
- private:
-  std::vector<std::pair<uint32_t, std::string>> errors_;
-};
-
-std::string location(const std::filesystem::path& file, const toml::node& node) {
-  return file.string() + ":" + std::to_string(node.source().begin.line);
-}
 
 std::vector<std::string> section_names() {
   std::vector<std::string> names;
@@ -193,6 +172,10 @@ Config parse_config(const std::string& toml_text, const std::filesystem::path& l
       apply_loras(config, label, node, errors);
       continue;
     }
+    if (name == "models") {
+      apply_model_entries(config, label, node, errors);
+      continue;
+    }
     // Nested sections ([server.kv_events]) are reached through their parent table.
     if (name.find('.') != std::string::npos || std::find(sections.begin(), sections.end(), name) == sections.end()) {
       std::string all;
@@ -238,6 +221,7 @@ std::string config_to_toml(const Config& config) {
   };
   for (const LoraSettings& lora : config.loras)
     out << "\n[[lora]]\nname = " << quoted(lora.name) << "\npath = " << quoted(lora.path) << "\nscale = " << lora.scale << "\n";
+  out << model_entries_to_toml(config.models);
   return out.str();
 }
 

@@ -33,6 +33,20 @@ struct LoraSettings {
   double scale = 1.0;
 };
 
+// One [[models]] entry: a model the server loads when a request names it (several models behind one
+// endpoint). Keys it leaves out take the [model], [kv] and [backend] values.
+struct ModelEntrySettings {
+  std::string name;                  // what a request's "model" names
+  std::string path;                  // GGUF file or Hugging Face folder
+  std::vector<std::string> aliases;  // further names for it
+  int64_t n_ctx = -1;                // -1 = [model] n_ctx
+  int64_t kv_memory_bytes = 0;       // 0 = [kv] memory
+  std::string backend;               // empty = [backend] name
+  int64_t threads = -1;              // -1 = [backend] threads
+  std::string chat_template;         // empty = [model] chat_template
+  bool preload = false;              // load at start-up rather than at the first request
+};
+
 // One [backend.options] value. Loom does not know these keys: the plugin named by [backend] name reads and
 // validates them (e.g. the CPU plugin's "simd", the Vulkan plugin's "matvec"), so only scalar TOML types pass.
 using BackendOptionValue = std::variant<std::string, int64_t, double, bool>;
@@ -147,6 +161,13 @@ struct ServerSettings {
   int64_t keep_alive_max_requests = 100;
   double request_read_timeout = 10.0;  // seconds for a request's headers and body to arrive
   KvEventsSettings kv_events;
+  // Several models ([[models]]): the most their weights and KV pools may take together (0 = no
+  // limit; the least recently used idle model is unloaded to make room), how long a model may sit
+  // idle before it is unloaded (seconds, 0 = never), and how long a request waits for busy models to
+  // finish before it gets 503 with Retry-After.
+  int64_t memory_budget = 0;
+  double idle_unload = 0.0;
+  double model_swap_wait = 10.0;
 };
 
 struct PluginSettings {
@@ -165,6 +186,7 @@ struct Config {
   ServerSettings server;
   PluginSettings plugins;
   std::vector<LoraSettings> loras;  // [[lora]], in file order
+  std::vector<ModelEntrySettings> models;  // [[models]], in file order
   // "section.key" of every key the file sets: a model's recommended sampling (general.sampling.*)
   // applies where loom.toml leaves the key to its default.
   std::set<std::string> given;

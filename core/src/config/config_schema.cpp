@@ -309,6 +309,9 @@ std::vector<KeySpec> build_schema() {
       number_key("server", "keep_alive_timeout", LOOM_FIELD(server, keep_alive_timeout), 0.01, 3600.0),
       integer_key("server", "keep_alive_max_requests", LOOM_FIELD(server, keep_alive_max_requests), 1, 1 << 30),
       number_key("server", "request_read_timeout", LOOM_FIELD(server, request_read_timeout), 0.01, 3600.0),
+      byte_size_key("server", "memory_budget", LOOM_FIELD(server, memory_budget)),
+      number_key("server", "idle_unload", LOOM_FIELD(server, idle_unload), 0.0, 1e7),
+      number_key("server", "model_swap_wait", LOOM_FIELD(server, model_swap_wait), 0.0, 3600.0),
 
       bool_key("server.kv_events", "enabled", LOOM_FIELD(server, kv_events.enabled)),
       string_key("server.kv_events", "endpoint", LOOM_FIELD(server, kv_events.endpoint)),
