@@ -85,7 +85,7 @@ void shutdown_on_signal(server::ModelRegistry& models, server::HttpServer& http,
   std::fprintf(stderr, "loom serve: %s received: finishing %lld request(s) in flight (at most %llds), refusing new ones\n",
                sig == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(models.unfinished()),
                static_cast<long long>(timeout.count()));
-  state.stopping = true;
+  models.stop_admitting();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   bool forced = false;
   while (state.n_active_http > 0) {

@@ -305,6 +305,12 @@ std::vector<ModelView> ModelRegistry::models() {
   return views;
 }
 
+void ModelRegistry::stop_admitting() {
+  std::lock_guard lock(mutex_);
+  server_.stopping = true;
+  changed_.notify_all();
+}
+
 int64_t ModelRegistry::unfinished() {
   int64_t total = 0;
   for (const ModelView& view : models()) {

@@ -84,6 +84,8 @@ class ModelRegistry {
   const std::string& default_name() const { return slots_.front().settings.name; }
   bool several() const { return slots_.size() > 1; }
 
+  // Shutdown: new requests get 503, and those waiting for a model stop waiting.
+  void stop_admitting();
   // Shutdown: requests admitted and not finished, over every model; cancel them all.
   int64_t unfinished();
   void cancel_all(CancelReason reason);

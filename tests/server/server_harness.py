@@ -93,10 +93,12 @@ class LoomServer:
     """One `loom serve` process on a free loopback port."""
 
     def __init__(self, config, model, extra_args=()):
+        """`model` None: the config's [[models]] are served."""
         self.stderr_path = config + ".stderr"
         self.stderr = open(self.stderr_path, "w")
         self.proc = subprocess.Popen(
-            [_LOOM, "serve", "--config", config, "--model", model, "--host", "127.0.0.1", "--port", "0", *extra_args],
+            [_LOOM, "serve", "--config", config, *(["--model", model] if model else []), "--host", "127.0.0.1", "--port", "0",
+             *extra_args],
             stdout=subprocess.PIPE, stderr=self.stderr, env=loom_env(), text=True)
         line_box = []
         reader = threading.Thread(target=lambda: line_box.append(self.proc.stdout.readline()), daemon=True)

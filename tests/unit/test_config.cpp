@@ -229,3 +229,52 @@ TEST_CASE("[backend.options] round-trips through the printed configuration with 
   CHECK(std::get<std::string>(again.backend.options.at("simd")) == "say \"hi\"\n");
   CHECK_THAT(loom::config_to_toml(loom::Config{}), Catch::Contains("options = {}"));
 }
+
+TEST_CASE("[[models]] entries parse with their optional keys and round-trip through the printout", "[config][models]") {
+  const std::string text = R"(
+[server]
+memory_budget = "6GiB"
+idle_unload = 300
+[[models]]
+name = "coder"
+path = "q.gguf"
+aliases = ["c", "code"]
+preload = true
+[[models]]
+name = "gemma"
+path = "g.gguf"
+n_ctx = 8192
+kv_memory = "256MiB"
+backend = "vulkan"
+threads = 4
+chat_template = "chatml"
+)";
+  const loom::Config config = loom::parse_config(text, "models.toml");
+  REQUIRE(config.models.size() == 2);
+  CHECK(config.server.memory_budget == 6ll << 30);
+  CHECK(config.server.idle_unload == 300.0);
+  CHECK(config.models[0].aliases == std::vector<std::string>{"c", "code"});
+  CHECK(config.models[0].preload);
+  CHECK(config.models[0].n_ctx == -1);
+  CHECK(config.models[1].n_ctx == 8192);
+  CHECK(config.models[1].kv_memory_bytes == 256ll << 20);
+  CHECK(config.models[1].backend == "vulkan");
+  CHECK(config.models[1].threads == 4);
+  CHECK(config.models[1].chat_template == "chatml");
+  const loom::Config again = loom::parse_config(loom::config_to_toml(config), "printed.toml");
+  REQUIRE(again.models.size() == 2);
+  CHECK(again.models[1].kv_memory_bytes == config.models[1].kv_memory_bytes);
+  CHECK(again.models[0].aliases == config.models[0].aliases);
+}
+
+TEST_CASE("bad [[models]] entries are refused naming the line and the key", "[config][models]") {
+  CHECK_THAT(config_error("[[models]]\nname = \"a\"\n"), Catch::Contains("test.toml:1: a [[models]] entry needs a name and a path"));
+  CHECK_THAT(config_error("[[models]]\nname = \"a\"\npath = \"a.gguf\"\nport = 3\n"),
+             Catch::Contains("test.toml:4: key 'models.port': unknown key (keys of [[models]]: name, path, aliases"));
+  CHECK_THAT(config_error("[[models]]\nname = \"a\"\npath = \"a.gguf\"\nkv_memory = \"12 parsecs\"\n"),
+             Catch::Contains("key 'models.kv_memory'"));
+  CHECK_THAT(config_error("[[models]]\nname = \"a\"\npath = \"a.gguf\"\n[[models]]\nname = \"b\"\npath = \"b.gguf\"\naliases = [\"a\"]\n"),
+             Catch::Contains("test.toml:4: [[models]] name 'a' is already a name of the model 'a'"));
+  CHECK_THAT(config_error("models = 3\n"), Catch::Contains("'models' must be an array of tables"));
+  CHECK_THAT(config_error("[server]\nmemory_budget = 100\n"), Catch::Contains("key 'server.memory_budget'"));
+}

@@ -14,7 +14,9 @@ synthetic model, loopback only:
   - /engine shows running requests and a generation rate while a load runs, and idle figures after;
   - with an API key set, each page first shows the server's 401 message and asks for the key; with
     the key it works;
-  - on a model with a vision encoder, an attached image is previewed, sent and answered (issue 36).
+  - on a model with a vision encoder, an attached image is previewed, sent and answered (issue 36);
+  - with several models ([[models]]) a picker names each with its state and a message goes to the
+    chosen one, which the server loads (issue 39).
 Then chat_model_answers.py sends five everyday prompts through the page to the default chat model
 (skipped, with a line saying so, when it is not installed).
 Screenshots go to --artifacts. Skips (77) when Chromium, chromedriver or Selenium is missing.
@@ -262,6 +264,47 @@ def check_image_attach(driver, artifacts):
         server.terminate()
 
 
+def check_model_picker(driver, artifacts):
+    """Issue 39: with several models ([[models]]) the page offers a picker naming each with its state; a
+    message goes to the chosen model, which the server loads (unloading the other under the budget)."""
+    paths = {}
+    for name, layers in (("alpha", 2), ("beta", 3)):
+        paths[name] = os.path.join(h.TMP.name, f"picker-{name}.gguf")
+        h.run_loom("gguf", "synth", "--arch", "llama", "--layers", str(layers), "--dim", "64", "--heads", "4", "--kv-heads", "2",
+                   "--ff", "128", "--vocab", "512", "--ctx", "512", "-o", paths[name], check=True)
+    budget = os.path.getsize(paths["beta"]) + (6 << 20)  # one model with its 4 MiB pool, not two
+    config = h.write_config("web-models.toml", extra=f"memory_budget = {budget}")
+    with open(config, "a") as f:
+        f.write(f'\n[[models]]\nname = "alpha"\npath = "{paths["alpha"]}"\npreload = true\n')
+        f.write(f'\n[[models]]\nname = "beta"\npath = "{paths["beta"]}"\n')
+    server = h.LoomServer(config, None)
+    picker_options = lambda d: [o.text for o in d.find_elements(By.CSS_SELECTOR, "#model-picker option")]
+    try:
+        driver.get(server.base + "/")
+        wait(driver).until(lambda d: d.find_element(By.ID, "model-picker").is_displayed())
+        assert picker_options(driver) == ["alpha", "beta (unloaded)"], picker_options(driver)
+        assert not driver.find_element(By.ID, "model-name").is_displayed(), "the single-model label shows beside the picker"
+        shot(driver, artifacts, "chat-model-picker")
+        from selenium.webdriver.support.ui import Select
+        Select(driver.find_element(By.ID, "model-picker")).select_by_value("beta")
+        set_field(driver, "max-tokens", 8)
+        set_field(driver, "temperature", 0)
+        send(driver, "hello beta")
+        wait(driver, 60).until(lambda d: len(assistant_messages(d)) == 1 and idle(d))
+        wait(driver).until(lambda d: picker_options(d) == ["alpha (unloaded)", "beta"])
+        assert Select(driver.find_element(By.ID, "model-picker")).first_selected_option.get_attribute("value") == "beta"
+        metrics = server.metrics()
+        beta_loads = metrics['loom_model_loads_total{model="beta"}']
+        print(f"picker: {picker_options(driver)}; beta loads {beta_loads:.0f}")
+        assert metrics['loom_model_loaded{model="beta"}'] == 1 and metrics['loom_model_loaded{model="alpha"}'] == 0, metrics
+        assert metrics['loom_requests_total{model="beta",outcome="finished"}'] == 1, metrics
+        shot(driver, artifacts, "chat-model-picked")
+        errors = console_errors(driver)
+        assert not errors, f"console errors: {errors}"
+    finally:
+        server.terminate()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--loom", required=True)
@@ -288,6 +331,7 @@ def main():
         assert not errors, f"console errors: {errors}"
         check_api_key(driver, model, args.artifacts)
         check_image_attach(driver, args.artifacts)
+        check_model_picker(driver, args.artifacts)
     finally:
         driver.quit()
         code = server.terminate()

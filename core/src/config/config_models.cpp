@@ -90,7 +90,7 @@ void apply_model_entries(Config& config, const std::filesystem::path& file, cons
       for (const std::string& name : names) {
         const bool taken = other.name == name || std::find(other.aliases.begin(), other.aliases.end(), name) != other.aliases.end();
         if (ok && taken) {
-          errors.add(item, location(file, item) + ": [[models]] name '" + name + "' is already the model '" + other.name + "''s");
+          errors.add(item, location(file, item) + ": [[models]] name '" + name + "' is already a name of the model '" + other.name + "'");
           ok = false;
         }
       }

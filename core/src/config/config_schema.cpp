@@ -165,8 +165,9 @@ KeySpec string_list_key(std::string section, std::string key, Access access, std
 }
 
 template <class Access>
-KeySpec byte_size_key(std::string section, std::string key, Access access) {
-  std::string allowed = "a size such as \"512MiB\", \"2GiB\" or a number of bytes (>= 1MiB)";
+KeySpec byte_size_key(std::string section, std::string key, Access access, bool zero_is_none = false) {
+  std::string allowed = std::string("a size such as \"512MiB\", \"2GiB\" or a number of bytes (>= 1MiB") +
+                        (zero_is_none ? "; 0 = no limit)" : ")");
   return {section, key, allowed,
           [=](Config& c, const toml::node& node) -> std::string {
             int64_t bytes = 0;
@@ -181,7 +182,7 @@ KeySpec byte_size_key(std::string section, std::string key, Access access) {
             } else {
               return "must be " + allowed;
             }
-            if (bytes < (1 << 20)) return "value " + std::to_string(bytes) + " bytes is too small (allowed: " + allowed + ")";
+            if (bytes < (1 << 20) && !(zero_is_none && bytes == 0)) return "value " + std::to_string(bytes) + " bytes is too small (allowed: " + allowed + ")";
             access(c) = bytes;
             return "";
           },
@@ -309,7 +310,7 @@ std::vector<KeySpec> build_schema() {
       number_key("server", "keep_alive_timeout", LOOM_FIELD(server, keep_alive_timeout), 0.01, 3600.0),
       integer_key("server", "keep_alive_max_requests", LOOM_FIELD(server, keep_alive_max_requests), 1, 1 << 30),
       number_key("server", "request_read_timeout", LOOM_FIELD(server, request_read_timeout), 0.01, 3600.0),
-      byte_size_key("server", "memory_budget", LOOM_FIELD(server, memory_budget)),
+      byte_size_key("server", "memory_budget", LOOM_FIELD(server, memory_budget), true),
       number_key("server", "idle_unload", LOOM_FIELD(server, idle_unload), 0.0, 1e7),
       number_key("server", "model_swap_wait", LOOM_FIELD(server, model_swap_wait), 0.0, 3600.0),
 

@@ -24,6 +24,7 @@ const char* device_error_text(int code) {
     case kBadSlot: return "STORE_KV: a slot is outside the cache";
     case kBadSequence: return "PAGED_ATTENTION: a seqs entry is inconsistent with the batch (rows, context length or block table size)";
     case kBadBlock: return "PAGED_ATTENTION: a block id is outside the cache";
+    case kBadLoraSlot: return "LORA: a row's adapter slot (src3) is outside -1..n_slots-1";
     default: return "unknown device-side error";
   }
 }

@@ -32,6 +32,7 @@ enum DeviceErrorCode : int {
   kBadSlot = 2,       // STORE_KV slot outside the cache
   kBadSequence = 3,   // PAGED_ATTENTION seqs entry inconsistent with the batch
   kBadBlock = 4,      // PAGED_ATTENTION block id outside the cache
+  kBadLoraSlot = 5,   // LORA slot outside -1..n_slots-1
 };
 const char* device_error_text(int code);
 

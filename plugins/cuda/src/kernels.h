@@ -21,6 +21,10 @@ void launch_store_kv(const OpArgs& a, const LaunchContext& ctx);
 uint64_t matmul_scratch_bytes(const OpArgs& a, const LaunchContext& ctx);
 void launch_matmul(const OpArgs& a, const LaunchContext& ctx);
 
+// k_lora.cu
+void launch_lora(const OpArgs& a, const LaunchContext& ctx);
+inline constexpr int64_t kMaxLoraRank = 4096;  // the rank products sit in shared memory
+
 // k_attention.cu
 uint64_t attention_scratch_bytes(const OpArgs& a);
 void launch_paged_attention(const OpArgs& a, const LaunchContext& ctx);

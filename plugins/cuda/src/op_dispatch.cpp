@@ -25,6 +25,7 @@ void launch_one(const OpArgs& a, const LaunchContext& ctx) {
     case LOOM_OP_SOFTMAX: return launch_softmax(a, ctx);
     case LOOM_OP_STORE_KV: return launch_store_kv(a, ctx);
     case LOOM_OP_PAGED_ATTENTION: return launch_paged_attention(a, ctx);
+    case LOOM_OP_LORA: return launch_lora(a, ctx);
     default: unsupported("op type " + std::to_string(a.type) + " has no cuda kernel");
   }
 }

@@ -12,6 +12,8 @@ struct CudaOpRules : plugin_support::BaseOpRules {
   // rope_kernel divides by the factors and blends YaRN's frequencies (k_rowops.cu).
   static constexpr bool kRopeFreqFactors = true;
   static constexpr bool kRopeYarn = true;
+  // lora_kernel: ranks up to kMaxLoraRank, F32 or F16 stacks (k_lora.cu).
+  static constexpr bool kLora = true;
   using Buffer = loom_buffer;
   using Tensor = DevTensor;
   using OpArgs = cuda::OpArgs;
