@@ -57,7 +57,8 @@ const char* kUsage =
     "  --n-ctx N                 context per sequence (default: [model] n_ctx, the model's)\n"
     "  --shutdown-timeout SEC    how long SIGTERM waits for requests in flight (default 30)\n"
     "  --mmproj FILE             vision projector GGUF: chat image parts (default: [model] mmproj, the mmproj*.gguf beside the model)\n"
-    "  --config FILE             loom.toml to read\n";
+    "  --config FILE             loom.toml to read; its [[models]] tables serve several models, each loaded when a\n"
+    "                            request names it (docs/server.md, \"Several models\")\n";
 
 int64_t parse_int(const std::string& option, const std::string& value) {
   try {
@@ -298,9 +299,11 @@ int run_serve(const CommandArgs& args) {
   if (several) {
     std::string listed;
     for (const auto& entry : config.models) listed += (listed.empty() ? "" : ", ") + entry.name + (entry.preload ? " (preloaded)" : "");
+    char idle[32] = "never";
+    if (config.server.idle_unload > 0) std::snprintf(idle, sizeof idle, "after %g s", config.server.idle_unload);
+    const std::string budget = config.server.memory_budget > 0 ? std::to_string(config.server.memory_budget >> 20) + " MiB" : "none";
     std::fprintf(stderr, "loom serve: %zu models: %s; memory budget %s, idle unload %s\n", config.models.size(), listed.c_str(),
-                 config.server.memory_budget > 0 ? (std::to_string(config.server.memory_budget >> 20) + " MiB").c_str() : "none",
-                 config.server.idle_unload > 0 ? (std::to_string(config.server.idle_unload) + " s").c_str() : "never");
+                 budget.c_str(), idle);
   }
   server::HttpServer http(models, takes_images);
   const int bound = http.bind(config.server.host, static_cast<int>(config.server.port));
