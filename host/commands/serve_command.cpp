@@ -93,9 +93,11 @@ void shutdown_on_signal(server::ModelRegistry& models, server::HttpServer& http,
     if (!forced && (std::chrono::steady_clock::now() >= deadline || sigtimedwait(&signals, nullptr, &poll) >= 0)) {
       std::fprintf(stderr, "loom serve: cancelling %lld request(s) still running\n",
                    static_cast<long long>(models.unfinished()));
-      models.cancel_all(server::CancelReason::shutdown);
       forced = true;
     }
+    // Again on every pass: a request admitted after the first pass (it passed the stopping check
+    // just before) is cancelled too.
+    if (forced) models.cancel_all(server::CancelReason::shutdown);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (forced && std::chrono::steady_clock::now() > deadline + std::chrono::seconds(10)) break;  // a stuck client
   }
@@ -295,7 +297,10 @@ int run_serve(const CommandArgs& args) {
     return server::load_served_model(wide, model_config, entry, !several);
   });
   models.preload();
-  if (!several) takes_images = models.peek("")->engine.takes_images();
+  if (!several) {
+    const server::ModelLease only_model = models.peek("");
+    takes_images = only_model && only_model->engine.takes_images();
+  }
   if (several) {
     std::string listed;
     for (const auto& entry : config.models) listed += (listed.empty() ? "" : ", ") + entry.name + (entry.preload ? " (preloaded)" : "");

@@ -39,6 +39,17 @@ const char* model_status_name(ModelStatus status) {
   return "unknown";
 }
 
+ApiError ModelRegistry::load_failed(const Slot& slot) {
+  return ApiError(500, "loading the model '" + slot.settings.name + "' failed: " + slot.last_error, "model", "server_error",
+                  "model_load_failed");
+}
+
+ApiError ModelRegistry::too_large(const Slot& slot) const {
+  return ApiError(500, "the model '" + slot.settings.name + "' needs " + mib(slot.bytes()) + ", more than [server] memory_budget (" +
+                           mib(static_cast<uint64_t>(server_.settings.memory_budget)) + ")",
+                  "model", "server_error", "model_too_large");
+}
+
 bool ModelRegistry::Slot::answers_to(const std::string& name) const {
   return settings.name == name || std::find(settings.aliases.begin(), settings.aliases.end(), name) != settings.aliases.end();
 }
@@ -65,9 +76,12 @@ ModelRegistry::~ModelRegistry() { unload_all(); }
 
 void ModelRegistry::preload() {
   std::unique_lock lock(mutex_);
+  const uint64_t budget = static_cast<uint64_t>(server_.settings.memory_budget);
   for (Slot& slot : slots_) {
     if (!slot.settings.preload || slot.status != ModelStatus::unloaded) continue;
-    if (!make_room(slot, lock, Clock::now())) throw Error("the preloaded models do not fit in [server] memory_budget together");
+    if (budget > 0 && resident_bytes() + slot.bytes() > budget)
+      throw Error("the preloaded models need more than [server] memory_budget (" + mib(budget) + ") together: '" + slot.settings.name +
+                  "' does not fit beside the ones before it");
     load(slot, lock);
   }
 }
@@ -143,9 +157,12 @@ ModelLease ModelRegistry::acquire(const std::string& requested) {
     switch (slot->status) {
       case ModelStatus::loaded:
         return lease(*slot);
-      case ModelStatus::loading:  // one load serves every request waiting for it
-        changed_.wait(lock);
+      case ModelStatus::loading: {  // one load serves every request waiting for it, and its failure every one too
+        const uint64_t failures = slot->load_failures;
+        changed_.wait(lock, [&] { return slot->status != ModelStatus::loading || server_.stopping; });
+        if (slot->load_failures != failures) throw load_failed(*slot);
         break;
+      }
       case ModelStatus::unloading:  // draining to make room for another model: wait for it to go, then load it again
         if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && slot->status == ModelStatus::unloading) throw busy();
         break;
@@ -161,25 +178,40 @@ ModelLease ModelRegistry::peek(const std::string& requested) {
   std::lock_guard lock(mutex_);
   Slot* slot = find(requested);
   if (slot == nullptr || slot->status != ModelStatus::loaded) return nullptr;
-  ++slot->leases;  // a look: the model stays while it is read, and its last use is unchanged
-  Slot& held = *slot;
-  return ModelLease(held.loaded->state.get(), [this, &held](ServerState*) {
+  return look(*slot);
+}
+
+ModelLease ModelRegistry::look(Slot& slot) {
+  ++slot.leases;  // a look: the model stays while it is read, and its last use is unchanged
+  return ModelLease(slot.loaded->state.get(), [this, &slot](ServerState*) {
     std::lock_guard relock(mutex_);
-    --held.leases;
+    --slot.leases;
     changed_.notify_all();
   });
+}
+
+std::vector<ModelLease> ModelRegistry::in_memory() {
+  std::lock_guard lock(mutex_);
+  std::vector<ModelLease> held;
+  for (Slot& slot : slots_) {
+    if (slot.loaded) held.push_back(look(slot));  // loaded, or draining for another model
+  }
+  return held;
 }
 
 bool ModelRegistry::make_room(Slot& slot, std::unique_lock<std::mutex>& lock, Clock::time_point deadline) {
   const uint64_t budget = static_cast<uint64_t>(server_.settings.memory_budget);
   const auto fits = [&] { return budget == 0 || resident_bytes() + slot.bytes() <= budget; };
-  while (!fits()) {
+  if (budget > 0 && slot.bytes() > budget) throw too_large(slot);  // no wait can help
+  for (;;) {
     if (slot.status != ModelStatus::unloaded) return true;  // another request has started its load
     if (server_.stopping || closing_) throw shutting_down();
-    if (making_room_) {  // another load is evicting: its result decides what is left
+    // While another load evicts, the room it makes is its own: wait for its load to claim it.
+    if (making_room_) {
       if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) return false;
       continue;
     }
+    if (fits()) return true;  // the caller's load claims the room in this same hold of the lock
     // Idle models first, then busy ones, each least recently used first.
     std::vector<Slot*> candidates;
     for (Slot& other : slots_) {
@@ -231,6 +263,14 @@ void ModelRegistry::load(Slot& slot, std::unique_lock<std::mutex>& lock) {
     model = loader_(slot.settings);
   } catch (const std::exception& e) {
     error = e.what();
+  } catch (...) {
+    error = "an unknown error";
+  }
+  const uint64_t budget = static_cast<uint64_t>(server_.settings.memory_budget);
+  if (model && budget > 0 && model->resident_bytes > budget) {
+    // Its estimate was low (a KV pool sized by memory_fraction): it could never share the budget.
+    error = "it holds " + mib(model->resident_bytes) + " once loaded, more than [server] memory_budget (" + mib(budget) + ")";
+    model.reset();
   }
   lock.lock();
   if (!model) {
@@ -238,7 +278,7 @@ void ModelRegistry::load(Slot& slot, std::unique_lock<std::mutex>& lock) {
     ++slot.load_failures;
     slot.last_error = error;
     changed_.notify_all();
-    throw ApiError(500, "loading the model '" + slot.settings.name + "' failed: " + error, "model", "server_error", "model_load_failed");
+    throw load_failed(slot);
   }
   slot.loaded = std::move(model);
   slot.estimated_bytes = slot.loaded->resident_bytes;  // the budget counts what it really holds from now on
@@ -313,16 +353,12 @@ void ModelRegistry::stop_admitting() {
 
 int64_t ModelRegistry::unfinished() {
   int64_t total = 0;
-  for (const ModelView& view : models()) {
-    if (view.state) total += view.state->n_unfinished.load();
-  }
+  for (const ModelLease& model : in_memory()) total += model->n_unfinished.load();
   return total;
 }
 
 void ModelRegistry::cancel_all(CancelReason reason) {
-  for (const ModelView& view : models()) {
-    if (view.state) view.state->cancel_all(reason);
-  }
+  for (const ModelLease& model : in_memory()) model->cancel_all(reason);
 }
 
 void ModelRegistry::unload_all() {

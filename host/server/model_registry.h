@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "server/api_error.h"
 #include "server/server_state.h"
 
 namespace loom::server {
@@ -110,6 +111,10 @@ class ModelRegistry {
   };
 
   Slot* find(const std::string& requested);  // with mutex_ held; null when unknown
+  ModelLease look(Slot& slot);               // with mutex_ held: a hold that is not a use
+  std::vector<ModelLease> in_memory();       // every model with an engine, draining ones too
+  static ApiError load_failed(const Slot& slot);
+  ApiError too_large(const Slot& slot) const;
   uint64_t resident_bytes() const;           // with mutex_ held: loaded, loading and unloading slots
   ModelLease lease(Slot& slot);              // with mutex_ held
   void release(Slot& slot);
