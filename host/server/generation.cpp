@@ -89,6 +89,20 @@ void GenerationJob::prepare_prompts() {
       }
       prompts_.push_back({std::move(prompt.tokens), std::move(prompt.images), ""});
     }
+  } else if (params_.suffix) {
+    // Fill-in-the-middle: each prompt is the code before the cursor, the suffix the code after it.
+    const FimTokens fim = find_fim_tokens(state_.engine.gguf(), tok);
+    if (!fim.usable()) {
+      throw invalid_param("suffix", "this model has no fill-in-the-middle tokens (" + fim.missing() +
+                                        " missing); use a code model that has them, such as Qwen2.5-Coder, CodeLlama, "
+                                        "StarCoder2, DeepSeek-Coder or Codestral");
+    }
+    // The other files fill what the prompt and the answer leave of the context.
+    const int64_t answer = params_.max_tokens.value_or(std::min<int64_t>(n_ctx / 4, 1024));
+    for (const PromptInput& input : params_.prompts) {
+      const FimInput fim_input{input.text, *params_.suffix, params_.infill_prompt, params_.infill_files};
+      prompts_.push_back({fim_prompt(tok, fim, fim_input, n_ctx - answer), {}, ""});
+    }
   } else {
     for (const PromptInput& input : params_.prompts) {
       PreparedPrompt p;
@@ -169,6 +183,7 @@ Request GenerationJob::make_request(size_t choice) {
     r.sampling.seed = static_cast<uint64_t>(state_.default_seed) + choice;
   }
   r.stop = params_.stop;
+  r.min_indent = static_cast<uint32_t>(params_.n_indent);
   r.ignore_eos = params_.ignore_eos;
   r.constraint = constraint_;
   r.want_logprobs = params_.logprobs;

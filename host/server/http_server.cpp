@@ -13,6 +13,7 @@
 #include "server/metrics_exporter.h"
 #include "server/openai_parse.h"
 #include "server/sse_stream.h"
+#include "server/infill_api.h"
 #include "server/lora_api.h"
 #include "server/tokenize_api.h"
 #include "tokenizer/tokenizer.h"
@@ -32,7 +33,7 @@ std::string route_label(const std::string& path) {
   for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/completions/render",
                             "/v1/chat/completions/render", "/v1/models", "/props", "/health", "/tokenize", "/detokenize", "/metrics",
                             "/get_load", "/get_server_info", "/", "/engine", "/v1/engine/state", "/assets/loom.css",
-                            "/assets/loom.js", "/v1/load_lora_adapter", "/v1/unload_lora_adapter"}) {
+                            "/assets/loom.js", "/v1/load_lora_adapter", "/v1/unload_lora_adapter", "/infill"}) {
     if (path == known) return known;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
@@ -430,6 +431,7 @@ void HttpServer::install_routes() {
                res.set_content(render_metrics(models), "text/plain; version=0.0.4; charset=utf-8");
              }));
   add_lora_routes(*http_, models);
+  add_infill_route(*http_, models);
 }
 
 }  // namespace loom::server

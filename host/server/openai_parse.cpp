@@ -131,6 +131,7 @@ void parse_common(const json& body, GenerationParams& p) {
   }
   p.seed = get_int(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
   p.stop = parse_stop(body);
+  p.n_indent = get_int(body, "n_indent", 0, 1 << 16).value_or(0);
   p.n = get_int(body, "n", 1, kMaxChoices).value_or(1);
   p.stream = get_bool(body, "stream").value_or(false);
   if (const json* opts = field(body, "stream_options")) {
@@ -275,11 +276,44 @@ GenerationParams parse_completion_request(const nlohmann::json& body) {
   }
   p.echo = get_bool(body, "echo").value_or(false);
   if (p.echo && p.stream) throw invalid_param("echo", "'echo' cannot be combined with 'stream'");
+  // OpenAI's insertion: the completion goes between the prompt and the suffix (fill-in-the-middle).
   if (auto suffix = get_string(body, "suffix"); suffix && !suffix->empty()) {
-    throw invalid_param("suffix", "'suffix' is not supported by this server");
+    for (const PromptInput& prompt : p.prompts) {
+      if (prompt.is_tokens) throw invalid_param("suffix", "'suffix' needs the prompt as text, not token ids");
+    }
+    if (p.echo) throw invalid_param("suffix", "'suffix' cannot be combined with 'echo'");
+    p.suffix = *suffix;
   }
   if (auto best_of = get_int(body, "best_of", 1, kMaxChoices); best_of && *best_of != p.n) {
     throw invalid_param("best_of", "'best_of' other than n is not supported by this server");
+  }
+  return p;
+}
+
+GenerationParams parse_infill_request(const nlohmann::json& body) {
+  GenerationParams p;
+  p.endpoint = Endpoint::completions;
+  parse_common(body, p);
+  if (auto n_predict = get_int(body, "n_predict", -1, kMaxTokensLimit); n_predict && *n_predict > 0 && !p.max_tokens) p.max_tokens = *n_predict;
+  for (const char* key : {"input_prefix", "input_suffix"}) {
+    const json* v = field(body, key);
+    if (v == nullptr) throw invalid_param(key, std::string("'") + key + "' is required");
+    if (!v->is_string()) throw wrong_type(key, "a string", *v);
+  }
+  p.prompts.push_back({body["input_prefix"].get<std::string>(), {}, false});
+  p.suffix = body["input_suffix"].get<std::string>();
+  if (auto prompt = get_string(body, "prompt")) p.infill_prompt = *prompt;
+  if (const json* extra = field(body, "input_extra")) {
+    if (!extra->is_array()) throw wrong_type("input_extra", "an array of {\"filename\": string, \"text\": string}", *extra);
+    for (size_t i = 0; i < extra->size(); ++i) {
+      const json& chunk = (*extra)[i];
+      const std::string where = "input_extra[" + std::to_string(i) + "]";
+      if (!chunk.is_object() || !chunk.contains("text") || !chunk["text"].is_string())
+        throw invalid_param("input_extra", "'" + where + "' must be an object with a string 'text'");
+      if (chunk.contains("filename") && !chunk["filename"].is_string())
+        throw invalid_param("input_extra", "'" + where + ".filename' must be a string");
+      p.infill_files.push_back({chunk.value("filename", std::string()), chunk["text"].get<std::string>()});
+    }
   }
   return p;
 }

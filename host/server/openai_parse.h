@@ -1,4 +1,4 @@
-// Parsing and validating OpenAI request bodies (/v1/completions, /v1/chat/completions) into
+// Parsing and validating OpenAI request bodies (/v1/completions, /v1/chat/completions; llama.cpp's /infill) into
 // GenerationParams. Unknown fields are ignored, as OpenAI does; a known field of the wrong type or out
 // of range is an ApiError 400 naming it. No engine access here: token-level checks come later.
 #pragma once
@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
+#include "server/fill_in_middle.h"
 #include "server/structured_output_parse.h"
 #include "server/tool_calls.h"
 
@@ -42,6 +43,7 @@ struct GenerationParams {
   std::optional<double> temperature, top_p, min_p, presence_penalty, frequency_penalty, repetition_penalty;
   std::optional<int64_t> top_k, seed;
   std::vector<std::string> stop;
+  int64_t n_indent = 0;  // llama.cpp's: a later line indented less than this ends the completion
   int64_t n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
@@ -49,6 +51,10 @@ struct GenerationParams {
   int64_t top_logprobs = 0;    // alternatives per token
   bool echo = false;           // completions: prepend the prompt to the text
   bool ignore_eos = false;     // vLLM extension: keep generating past end-of-generation tokens
+  // Fill-in-the-middle: completions' `suffix` (each prompt is a prefix) or llama.cpp's /infill.
+  std::optional<std::string> suffix;
+  std::string infill_prompt;        // /infill "prompt": text the middle starts with
+  std::vector<FimFile> infill_files;  // /infill "input_extra"
   std::optional<StructuredOutput> structured;  // response_format / structured_outputs / guided_*
   std::optional<ToolRequest> tools;            // chat: tools, tool_choice, parallel_tool_calls
   nlohmann::ordered_json chat_context;         // chat: the template's messages (and tools), as sent
@@ -59,6 +65,9 @@ nlohmann::json parse_json_body(const std::string& body);
 
 GenerationParams parse_completion_request(const nlohmann::json& body);
 GenerationParams parse_chat_request(const nlohmann::json& body);
+// llama.cpp's POST /infill: input_prefix, input_suffix, input_extra [{filename, text}], prompt, and the
+// completion parameters (n_predict as max_tokens).
+GenerationParams parse_infill_request(const nlohmann::json& body);
 
 // /tokenize {"content": "...", "add_special": bool, "with_pieces": bool} and /detokenize {"tokens": [...]}.
 struct TokenizeParams {

@@ -1,4 +1,5 @@
 #include "server/sse_stream.h"
+#include "server/infill_api.h"
 
 #include <chrono>
 #include <cstdio>
@@ -32,7 +33,9 @@ struct StreamState {
   std::string error_message;
   bool cancelled = false;
 
-  explicit StreamState(std::shared_ptr<GenerationJob> j) : job(std::move(j)), active(job->state().server) {}
+  StreamShape shape = StreamShape::openai;
+
+  StreamState(std::shared_ptr<GenerationJob> j, StreamShape s) : job(std::move(j)), active(job->state().server), shape(s) {}
 };
 
 bool write(httplib::DataSink& sink, StreamState& s, const std::string& data) {
@@ -56,6 +59,10 @@ bool stream_step(const std::shared_ptr<StreamState>& state, httplib::DataSink& s
       }
       continue;
     }
+    if (state->shape == StreamShape::llama_cpp) {
+      out += sse_data(dump_json(llama_completion_chunk(job, ce)));
+      continue;
+    }
     for (const auto& chunk : stream_chunks(job, ce)) out += sse_data(dump_json(chunk));
   }
   if (job.all_finished()) {
@@ -66,10 +73,10 @@ bool stream_step(const std::shared_ptr<StreamState>& state, httplib::DataSink& s
                                             "server_error", "shutting_down")
                                  : ApiError(500, "generation failed: " + state->error_message, std::nullopt, "server_error");
       out += sse_data(dump_json(error.body()));
-    } else if (job.params().include_usage) {
+    } else if (job.params().include_usage && state->shape == StreamShape::openai) {
       out += sse_data(dump_json(usage_chunk(job)));
     }
-    out += sse_data("[DONE]");
+    if (state->shape == StreamShape::openai) out += sse_data("[DONE]");
     if (!write(sink, *state, out)) return false;
     sink.done();
     return true;
@@ -82,8 +89,8 @@ bool stream_step(const std::shared_ptr<StreamState>& state, httplib::DataSink& s
 
 }  // namespace
 
-void stream_job(std::shared_ptr<GenerationJob> submitted, httplib::Response& res) {
-  auto state = std::make_shared<StreamState>(std::move(submitted));
+void stream_job(std::shared_ptr<GenerationJob> submitted, httplib::Response& res, StreamShape shape) {
+  auto state = std::make_shared<StreamState>(std::move(submitted), shape);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider("text/event-stream", [state](size_t /*offset*/, httplib::DataSink& sink) -> bool {

@@ -13,7 +13,11 @@ namespace loom::server {
 
 class GenerationJob;
 
+// openai: OpenAI's chunks, the usage chunk when asked, then [DONE]; llama_cpp: llama.cpp's completion
+// events ({"content", "stop"}, /infill), the last with stop true, and no [DONE].
+enum class StreamShape { openai, llama_cpp };
+
 // The job must already be submitted.
-void stream_job(std::shared_ptr<GenerationJob> job, httplib::Response& res);
+void stream_job(std::shared_ptr<GenerationJob> job, httplib::Response& res, StreamShape shape = StreamShape::openai);
 
 }  // namespace loom::server

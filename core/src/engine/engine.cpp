@@ -238,7 +238,7 @@ RequestId Engine::submit(Request request) {
   seq->n_prompt = static_cast<uint32_t>(n_prompt);
   seq->arrival = Clock::now();
   seq->decoder = std::make_unique<StreamingDecoder>(*tokenizer_);
-  seq->stop = std::make_unique<StopMatcher>(request.stop);
+  seq->stop = std::make_unique<StopMatcher>(request.stop, request.min_indent);
   seq->request = std::move(request);
   if (lora) {
     // Counted until the request finishes: unloading the adapter waits for it. The adapter may have

@@ -72,6 +72,9 @@ struct Request {
   uint32_t max_tokens = 256;
   SamplingOptions sampling;
   std::vector<std::string> stop;  // stop strings
+  // llama.cpp's n_indent (code completion at a cursor): a line after the first with less leading
+  // whitespace than this ends generation before it. 0 = off.
+  uint32_t min_indent = 0;
   bool ignore_eos = false;
   uint32_t n_logprobs = 0;        // 0 = none; else the chosen token's logprob plus this many alternatives
   bool want_logprobs = false;

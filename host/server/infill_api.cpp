@@ -1,0 +1,74 @@
+#include "server/infill_api.h"
+
+#include <chrono>
+
+#include "server/connection_stream.h"
+#include "server/http_util.h"
+#include "server/managed_server.h"
+#include "server/openai_parse.h"
+#include "server/sse_stream.h"
+
+namespace loom::server {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr auto kClientCheckInterval = std::chrono::milliseconds(100);
+
+// llama.cpp's stop_type: "limit" when n_predict ran out, else "eos" (an end of generation or a stop string).
+const char* stop_type(const ChoiceProgress& choice) { return choice.finish == FinishReason::length ? "limit" : "eos"; }
+
+json final_fields(GenerationJob& job, const ChoiceProgress& choice) {
+  return {{"stop", true},
+          {"model", job.state().model_name},
+          {"tokens_predicted", choice.n_completion},
+          {"tokens_evaluated", choice.n_prompt},
+          {"tokens_cached", choice.n_cached},
+          {"stop_type", stop_type(choice)},
+          {"truncated", false}};
+}
+
+}  // namespace
+
+json llama_completion_chunk(GenerationJob& job, const ChoiceEvent& event) {
+  const ChoiceProgress& choice = job.choices()[event.choice];
+  json chunk = {{"index", event.choice}, {"content", event.event.text}, {"tokens", event.event.tokens}, {"stop", false}};
+  if (event.event.finish != FinishReason::none) chunk.update(final_fields(job, choice));
+  return chunk;
+}
+
+void add_infill_route(httplib::Server& http, ModelRegistry& models) {
+  http.Post("/infill", guarded([&models](const httplib::Request& req, httplib::Response& res) {
+              ActiveGuard active(models.server());
+              GenerationParams params = parse_infill_request(parse_json_body(req.body));
+              if (params.n != 1) throw invalid_param("n", "/infill answers one completion per request");
+              ModelLease model = models.acquire(params.model);
+              auto job = std::make_shared<GenerationJob>(std::move(model), std::move(params));
+              job->submit();
+              if (job->params().stream) {
+                stream_job(std::move(job), res, StreamShape::llama_cpp);
+                return;
+              }
+              const int client = current_client_socket();
+              while (!job->all_finished()) {
+                job->poll(kClientCheckInterval);
+                if (client >= 0 && !job->all_finished() && peer_has_closed(client)) {
+                  job->cancel_unfinished(CancelReason::client_disconnected);
+                  throw ApiError(499, "the client closed the connection before the answer was ready", std::nullopt,
+                                 "invalid_request_error", "client_closed_request");
+                }
+              }
+              const ChoiceProgress& choice = job->choices().front();
+              if (choice.finish == FinishReason::cancelled || choice.finish == FinishReason::error)
+                throw ApiError(choice.finish == FinishReason::cancelled ? 503 : 500,
+                               choice.finish == FinishReason::cancelled ? "the request was cancelled: the server is shutting down"
+                                                                        : "generation failed: " + choice.error,
+                               std::nullopt, "server_error");
+              json body = {{"index", 0}, {"content", choice.text}, {"tokens", json::array()}};
+              body.update(final_fields(*job, choice));
+              send_json(res, 200, body);
+            }));
+}
+
+}  // namespace loom::server
