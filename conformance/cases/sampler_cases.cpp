@@ -194,6 +194,7 @@ std::vector<Case> sampler_cases() {
   cases.push_back({"sampler.top_p.ties_at_boundary", LOOM_PLUGIN_KIND_SAMPLER, top_p_ties_at_boundary});
   cases.push_back({"sampler.min_p.exact_support", LOOM_PLUGIN_KIND_SAMPLER, min_p_exact_support});
   for (Case& c : sampler_edge_cases()) cases.push_back(std::move(c));
+  for (Case& c : sampler_tuned_cases()) cases.push_back(std::move(c));
   return cases;
 }
 

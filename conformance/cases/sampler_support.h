@@ -66,7 +66,11 @@ void require_chi_square_fit(const std::vector<uint64_t>& counts, const std::vect
 // Upper 0.001 quantile of chi-square with `df` degrees of freedom.
 double chi_square_critical_0001(int df);
 
-// Cases defined in sampler_edge_cases.cpp.
+// Cases defined in sampler_edge_cases.cpp and sampler_tuned_cases.cpp (ABI 1.17's stages).
 std::vector<Case> sampler_edge_cases();
 
 }  // namespace loom::conformance::sampler_support
+
+namespace loom::conformance {
+std::vector<Case> sampler_tuned_cases();
+}  // namespace loom::conformance

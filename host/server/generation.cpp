@@ -176,6 +176,7 @@ Request GenerationJob::make_request(size_t choice) {
   if (params_.presence_penalty) s.presence_penalty = static_cast<float>(*params_.presence_penalty);
   if (params_.frequency_penalty) s.frequency_penalty = static_cast<float>(*params_.frequency_penalty);
   if (params_.repetition_penalty) s.repetition_penalty = static_cast<float>(*params_.repetition_penalty);
+  apply_tuned_sampling(params_.tuned, state_.engine.tokenizer(), r.sampling);
   // Choices of one call differ but stay reproducible: seed + choice index.
   if (params_.seed) {
     r.sampling.seed = static_cast<uint64_t>(*params_.seed) + choice;

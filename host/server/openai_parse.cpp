@@ -139,10 +139,7 @@ void parse_common(const json& body, GenerationParams& p) {
     p.include_usage = get_bool(*opts, "include_usage").value_or(false);
   }
   p.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
-  if (const json* bias = field(body, "logit_bias")) {
-    if (!bias->is_object()) throw wrong_type("logit_bias", "an object", *bias);
-    if (!bias->empty()) throw invalid_param("logit_bias", "'logit_bias' is not supported by this server");
-  }
+  p.tuned = parse_tuned_sampling(body);
   // tools / tool_choice: parse_tool_request (chat), on the body in key order.
   // response_format / structured_outputs / guided_*: parse_structured_output, on the body in key order.
 }

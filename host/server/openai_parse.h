@@ -13,6 +13,7 @@
 #include "chat/chat_template.h"
 #include "server/fill_in_middle.h"
 #include "server/structured_output_parse.h"
+#include "server/tuned_sampling.h"
 #include "server/tool_calls.h"
 
 namespace loom::server {
@@ -43,6 +44,7 @@ struct GenerationParams {
   std::optional<double> temperature, top_p, min_p, presence_penalty, frequency_penalty, repetition_penalty;
   std::optional<int64_t> top_k, seed;
   std::vector<std::string> stop;
+  TunedSampling tuned;   // logit_bias, top_n_sigma, XTC, DRY, Mirostat
   int64_t n_indent = 0;  // llama.cpp's: a later line indented less than this ends the completion
   int64_t n = 1;
   bool stream = false;

@@ -47,7 +47,7 @@ extern "C" {
  * ALiBi of text encoders); 1.15 added LOOM_DTYPE_F8_E4M3_B32 (dtype.h: FP8 weights with a float
  * scale per block of 32, the FP8 checkpoints' layers); 1.16 added LOOM_OP_LORA (backend.h: low-rank
  * adapters applied at run time, several in one batch). */
-#define LOOM_ABI_MINOR 16
+#define LOOM_ABI_MINOR 17
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"
 

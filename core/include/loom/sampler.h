@@ -29,11 +29,19 @@ typedef int32_t loom_sampler_stage;
 #define LOOM_SAMPLER_STAGE_MIN_P 5
 #define LOOM_SAMPLER_STAGE_TYPICAL_P 6
 #define LOOM_SAMPLER_STAGE_TEMPERATURE 7
+/* (ABI 1.17) A plugin of 1.16 or earlier rejects these ids; the host puts them in a chain only when
+ * the plugin's own default chain holds them. */
+#define LOOM_SAMPLER_STAGE_TOP_N_SIGMA 8 /* keeps logits >= max - top_n_sigma * their standard deviation */
+#define LOOM_SAMPLER_STAGE_XTC 9         /* exclude top choices: with probability xtc_probability, drops
+                                          * every token of probability >= xtc_threshold but the least likely */
+#define LOOM_SAMPLER_STAGE_DRY 10        /* "don't repeat yourself": penalises the token that would extend a
+                                          * repeat of the history, multiplier * base^(length - allowed_length) */
 
 #define LOOM_SAMPLER_MAX_STAGES 16
 
 /* Neutral values disable a stage: top_k <= 0, top_p >= 1, min_p <= 0, typical_p >= 1,
- * penalties 1 / 0 / 0. temperature <= 0 means greedy (argmax). */
+ * penalties 1 / 0 / 0, top_n_sigma <= 0, xtc_probability 0, dry_multiplier 0.
+ * temperature <= 0 means greedy (argmax). */
 typedef struct loom_sampling_params {
   uint32_t struct_size;
   uint32_t n_stages; /* 0 = the plugin's default order */
@@ -57,6 +65,25 @@ typedef struct loom_sampling_params {
    * (for the draw, out_probs and top logprobs alike). The host sets it only for plugins of 1.3 or
    * later (struct_size tells); for older ones it writes -inf into the logits itself. */
   const uint32_t *allowed_tokens;
+  /* (ABI 1.17) The samplers llama.cpp users tune. A host of 1.16 or earlier passes a struct_size that
+   * ends before them, and they read as off. Neutral values switch each off. */
+  float top_n_sigma;                 /* <= 0: off */
+  float xtc_probability;             /* 0: off */
+  float xtc_threshold;               /* > 0.5: off (at most one token can reach it) */
+  float dry_multiplier;              /* 0: off */
+  float dry_base;                    /* > 1 */
+  int32_t dry_allowed_length;        /* repeats up to this long go unpenalised */
+  int32_t dry_penalty_last_n;        /* history DRY looks back over; -1 = all, 0 = off */
+  uint32_t n_dry_breakers;
+  const int32_t *dry_breaker_tokens; /* [n_dry_breakers] borrowed: tokens no repeat runs through (the host
+                                      * maps breaker strings such as "\n" to the tokens that contain them) */
+  /* Mirostat (Basu et al.): 1 or 2 replaces the chain's cuts (top-k/p, min-p, typical-p, top-n-sigma,
+   * XTC, penalties, DRY) by Mirostat's own, targeting a surprise of mirostat_tau bits with learning
+   * rate mirostat_eta; its running target lives in the sequence state. Bias and temperature still
+   * apply, as in llama.cpp. 0: off. */
+  int32_t mirostat;
+  float mirostat_tau;
+  float mirostat_eta;
 } loom_sampling_params;
 
 typedef struct loom_sample_row {

@@ -239,7 +239,7 @@ KeySpec backend_options_key() {
 
 std::vector<KeySpec> build_schema() {
   const std::vector<std::string> stages = {"penalties", "logit_bias", "top_k", "top_p", "min_p", "typical_p",
-                                           "temperature"};
+                                           "temperature", "top_n_sigma", "xtc", "dry"};
   return {
       string_key("model", "path", LOOM_FIELD(model, path)),
       integer_key("model", "n_ctx", LOOM_FIELD(model, n_ctx), 0, 1 << 20),

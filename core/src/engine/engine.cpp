@@ -226,6 +226,11 @@ RequestId Engine::submit(Request request) {
       reject("unknown adapter '" + request.lora + "' (" + (names.empty() ? std::string("this engine serves none") : "adapters: " + names) + ")");
     }
   }
+  if (request.sampling.logit_bias_tokens.size() != request.sampling.logit_bias_values.size())
+    reject("logit bias: " + std::to_string(request.sampling.logit_bias_tokens.size()) + " tokens but " +
+           std::to_string(request.sampling.logit_bias_values.size()) + " values");
+  request.sampling.bind();
+  if (!request.sampling.speculation_exact()) request.speculative = false;
   try {
     sampler_->validate(request.sampling.params);
   } catch (const Error& e) {
@@ -240,6 +245,7 @@ RequestId Engine::submit(Request request) {
   seq->decoder = std::make_unique<StreamingDecoder>(*tokenizer_);
   seq->stop = std::make_unique<StopMatcher>(request.stop, request.min_indent);
   seq->request = std::move(request);
+  seq->request.sampling.bind();
   if (lora) {
     // Counted until the request finishes: unloading the adapter waits for it. The adapter may have
     // been unloaded since the lookup: refuse rather than run on an emptied slot.

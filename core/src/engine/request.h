@@ -26,6 +26,24 @@ const char* finish_reason_name(FinishReason reason);  // OpenAI's words: "stop",
 struct SamplingOptions {
   loom_sampling_params params{};  // filled from the sampler plugin's defaults, then overridden
   std::optional<uint64_t> seed;   // none = a fresh random seed per request
+  // What params borrows: the engine points params at these when the request is submitted.
+  std::vector<int32_t> logit_bias_tokens;
+  std::vector<float> logit_bias_values;
+  std::vector<int32_t> dry_breaker_tokens;
+
+  // Points params' borrowed arrays at the vectors above (call again after the request moves).
+  void bind() {
+    params.n_logit_bias = static_cast<uint32_t>(logit_bias_tokens.size());
+    params.logit_bias_tokens = logit_bias_tokens.empty() ? nullptr : logit_bias_tokens.data();
+    params.logit_bias_values = logit_bias_values.empty() ? nullptr : logit_bias_values.data();
+    params.n_dry_breakers = static_cast<uint32_t>(dry_breaker_tokens.size());
+    params.dry_breaker_tokens = dry_breaker_tokens.empty() ? nullptr : dry_breaker_tokens.data();
+  }
+  // Mirostat keeps a running target and XTC draws whether to apply per step: neither can be replayed
+  // for drafted positions, so requests using them run without speculative decoding.
+  bool speculation_exact() const {
+    return params.mirostat == 0 && !(params.xtc_probability > 0.0f && params.xtc_threshold <= 0.5f);
+  }
 };
 
 struct TokenLogprob {

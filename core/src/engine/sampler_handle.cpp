@@ -13,7 +13,8 @@ loom_sampler_stage SamplerHandle::stage_from_name(const std::string& name) {
       {"penalties", LOOM_SAMPLER_STAGE_PENALTIES}, {"logit_bias", LOOM_SAMPLER_STAGE_LOGIT_BIAS},
       {"top_k", LOOM_SAMPLER_STAGE_TOP_K},         {"top_p", LOOM_SAMPLER_STAGE_TOP_P},
       {"min_p", LOOM_SAMPLER_STAGE_MIN_P},         {"typical_p", LOOM_SAMPLER_STAGE_TYPICAL_P},
-      {"temperature", LOOM_SAMPLER_STAGE_TEMPERATURE}};
+      {"temperature", LOOM_SAMPLER_STAGE_TEMPERATURE}, {"top_n_sigma", LOOM_SAMPLER_STAGE_TOP_N_SIGMA},
+      {"xtc", LOOM_SAMPLER_STAGE_XTC},             {"dry", LOOM_SAMPLER_STAGE_DRY}};
   for (const auto& [stage_name, id] : stages) {
     if (name == stage_name) return id;
   }

@@ -64,6 +64,7 @@ struct Scratch {
   std::vector<Candidate> top;         // [n_top_logprobs] selection heap
   std::vector<Candidate> heap;        // [top_k] selection heap
   std::vector<float> masked_logits;   // [n_vocab] the row's logits with disallowed tokens at -inf
+  std::vector<double> probs;          // Mirostat: the sorted set's probabilities
 
   void reserve_vocab(uint32_t n_vocab) {
     if (candidates.size() < n_vocab) candidates.resize(n_vocab);

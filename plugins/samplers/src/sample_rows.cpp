@@ -114,6 +114,32 @@ bool pick_greedy_from_logits(loom_sample_row& row, uint32_t n_vocab, bool is_dra
   return true;
 }
 
+// Mirostat replaces the chain: the bias and the temperature of the chain apply, in its order, then
+// Mirostat's truncation for the sequence's running target, the draw, and the target's update.
+void sample_mirostat(loom_sample_row& row, uint32_t n_vocab, bool is_draw, const loom_sampling_params& params,
+                     const SamplerExtras& extras, const loom_sampling_params& chain_owner, Scratch& scratch) {
+  CandidateSet set = scan_logits(row.logits, n_vocab, scratch);
+  for (uint32_t s = 0; s < chain_owner.n_stages; ++s) {
+    const loom_sampler_stage stage = chain_owner.stages[s];
+    if (stage == LOOM_SAMPLER_STAGE_LOGIT_BIAS) apply_logit_bias(set, params, n_vocab, scratch);
+    // Temperature 0 is greedy as everywhere; Mirostat then has one token left to keep.
+    if (stage == LOOM_SAMPLER_STAGE_TEMPERATURE) apply_temperature(set, params.temperature);
+    if (set.n == 0) fail_invalid(std::string("every token was masked after stage ") + stage_name(stage));
+  }
+  float mu = 2.0f * extras.mirostat_tau;
+  if (row.state != nullptr && row.state->mirostat_started) mu = row.state->mirostat_mu;
+  mirostat_truncate(set, extras, mu, n_vocab, scratch);
+  const Pick pick = pick_token(set, is_draw ? &row.state->rng : nullptr, row.out_probs, n_vocab);
+  row.token = pick.token;
+  row.logprob = is_draw ? pick.logprob : 0.0f;
+  if (is_draw) {
+    row.state->mirostat_mu = mirostat_update(mu, extras, pick.logprob);
+    row.state->mirostat_started = true;
+  }
+  if (params.n_top_logprobs > 0 && (row.top_tokens != nullptr || row.top_logprobs != nullptr))
+    report_top_logprobs(row.logits, n_vocab, params.n_top_logprobs, row.top_tokens, row.top_logprobs, scratch);
+}
+
 void sample_row(loom_sampler& sampler, loom_sample_row& row, uint32_t n_vocab, Scratch& scratch) {
   if (row.struct_size < sizeof(loom_sample_row))
     fail_invalid("struct_size = " + std::to_string(row.struct_size) + " is smaller than ABI 1.0's " +
@@ -154,8 +180,11 @@ void sample_row(loom_sampler& sampler, loom_sample_row& row, uint32_t n_vocab, S
   // (262k tokens for Gemma 3). Earlier stages (penalties, bias, typical-p) and any cut that one of
   // them follows still run, since a cut there decides what the later stage sees.
   const auto is_cut = [](loom_sampler_stage st) {
-    return st == LOOM_SAMPLER_STAGE_TOP_K || st == LOOM_SAMPLER_STAGE_TOP_P || st == LOOM_SAMPLER_STAGE_MIN_P;
+    return st == LOOM_SAMPLER_STAGE_TOP_K || st == LOOM_SAMPLER_STAGE_TOP_P || st == LOOM_SAMPLER_STAGE_MIN_P ||
+           st == LOOM_SAMPLER_STAGE_TOP_N_SIGMA;
   };
+  const SamplerExtras extras = extras_of(params);
+  if (extras.mirostat != 0) return sample_mirostat(row, n_vocab, is_draw, params, extras, chain_owner, scratch);
   // Stages whose parameters make them no-ops (the defaults: penalties 1/0/0, no bias, typical-p 1)
   // return before touching the set, so they may sit in that trailing run too.
   const auto is_no_op = [&](loom_sampler_stage st) {
@@ -166,6 +195,9 @@ void sample_row(loom_sampler& sampler, loom_sample_row& row, uint32_t n_vocab, S
                params.penalty_last_n == 0 || row.n_history == 0;
       case LOOM_SAMPLER_STAGE_LOGIT_BIAS: return params.n_logit_bias == 0;
       case LOOM_SAMPLER_STAGE_TYPICAL_P: return params.typical_p >= 1.0f;
+      case LOOM_SAMPLER_STAGE_TOP_N_SIGMA: return extras.top_n_sigma <= 0.0f;
+      case LOOM_SAMPLER_STAGE_XTC: return extras.xtc_probability <= 0.0f || extras.xtc_threshold > 0.5f;
+      case LOOM_SAMPLER_STAGE_DRY: return extras.dry_multiplier <= 0.0f || extras.dry_penalty_last_n == 0 || row.n_history < 2;
       default: return false;
     }
   };
@@ -193,6 +225,11 @@ void sample_row(loom_sampler& sampler, loom_sample_row& row, uint32_t n_vocab, S
       case LOOM_SAMPLER_STAGE_MIN_P: apply_min_p(set, params.min_p); break;
       case LOOM_SAMPLER_STAGE_TYPICAL_P: apply_typical_p(set, params.typical_p, scratch); break;
       case LOOM_SAMPLER_STAGE_TEMPERATURE: apply_temperature(set, params.temperature); break;
+      case LOOM_SAMPLER_STAGE_TOP_N_SIGMA: apply_top_n_sigma(set, extras.top_n_sigma); break;
+      case LOOM_SAMPLER_STAGE_XTC:
+        apply_xtc(set, extras.xtc_probability, extras.xtc_threshold, is_draw ? &row.state->rng : nullptr);
+        break;
+      case LOOM_SAMPLER_STAGE_DRY: apply_dry(set, extras, row.history, row.n_history, n_vocab, scratch); break;
       default: fail_invalid("unknown stage id " + std::to_string(chain_owner.stages[s]));
     }
     if (set.n == 0)

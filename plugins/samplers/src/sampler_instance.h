@@ -27,6 +27,9 @@ struct loom_sampler {
 struct loom_sampler_state {
   explicit loom_sampler_state(uint64_t seed) : rng(seed) {}
   loom::samplers::Rng rng;
+  // Mirostat's running target surprise (bits), 2 * tau until the first draw.
+  bool mirostat_started = false;
+  float mirostat_mu = 0.0f;
 };
 
 namespace loom::samplers {

@@ -20,8 +20,12 @@ constexpr StageName k_stage_names[] = {
     {LOOM_SAMPLER_STAGE_PENALTIES, "penalties"}, {LOOM_SAMPLER_STAGE_LOGIT_BIAS, "logit_bias"},
     {LOOM_SAMPLER_STAGE_TOP_K, "top_k"},         {LOOM_SAMPLER_STAGE_TOP_P, "top_p"},
     {LOOM_SAMPLER_STAGE_MIN_P, "min_p"},         {LOOM_SAMPLER_STAGE_TYPICAL_P, "typical_p"},
-    {LOOM_SAMPLER_STAGE_TEMPERATURE, "temperature"},
+    {LOOM_SAMPLER_STAGE_TEMPERATURE, "temperature"}, {LOOM_SAMPLER_STAGE_TOP_N_SIGMA, "top_n_sigma"},
+    {LOOM_SAMPLER_STAGE_XTC, "xtc"},             {LOOM_SAMPLER_STAGE_DRY, "dry"},
 };
+
+constexpr const char* kStageList = "\"penalties\", \"logit_bias\", \"dry\", \"top_n_sigma\", \"top_k\", \"top_p\", \"min_p\", "
+                                   "\"typical_p\", \"xtc\", \"temperature\"";
 
 std::string format_value(double value) {
   std::ostringstream out;
@@ -64,17 +68,36 @@ std::optional<loom_sampler_stage> stage_from_name(const std::string& name) {
   return std::nullopt;
 }
 
+SamplerExtras extras_of(const loom_sampling_params& p) {
+  SamplerExtras x;
+  if (p.struct_size < offsetof(loom_sampling_params, mirostat_eta) + sizeof(p.mirostat_eta)) return x;
+  x.top_n_sigma = p.top_n_sigma;
+  x.xtc_probability = p.xtc_probability;
+  x.xtc_threshold = p.xtc_threshold;
+  x.dry_multiplier = p.dry_multiplier;
+  x.dry_base = p.dry_base;
+  x.dry_allowed_length = p.dry_allowed_length;
+  x.dry_penalty_last_n = p.dry_penalty_last_n;
+  x.n_dry_breakers = p.n_dry_breakers;
+  x.dry_breaker_tokens = p.dry_breaker_tokens;
+  x.mirostat = p.mirostat;
+  x.mirostat_tau = p.mirostat_tau;
+  x.mirostat_eta = p.mirostat_eta;
+  return x;
+}
+
 SamplerConfig builtin_config() {
   SamplerConfig config;
   loom_sampling_params& p = config.defaults;
   std::memset(&p, 0, sizeof(p));
   p.struct_size = sizeof(loom_sampling_params);
-  // Penalties before any cut so they can demote a repeated favourite; temperature last so the cuts
-  // (top-k/top-p/min-p) see the model's own distribution and a temperature change only reshapes
-  // what survived, as in llama.cpp.
-  const loom_sampler_stage chain[] = {LOOM_SAMPLER_STAGE_PENALTIES, LOOM_SAMPLER_STAGE_TOP_K,
-                                      LOOM_SAMPLER_STAGE_TOP_P, LOOM_SAMPLER_STAGE_MIN_P,
-                                      LOOM_SAMPLER_STAGE_TEMPERATURE};
+  // llama.cpp's order: bias, penalties and DRY before any cut so they can demote a repeated
+  // favourite; top-n-sigma, top-k, top-p, min-p, then XTC on what is left; temperature last so the
+  // cuts see the model's own distribution and a temperature change only reshapes what survived.
+  // Stages with neutral values (bias, DRY, top-n-sigma, XTC by default) cost nothing.
+  const loom_sampler_stage chain[] = {LOOM_SAMPLER_STAGE_LOGIT_BIAS,  LOOM_SAMPLER_STAGE_PENALTIES, LOOM_SAMPLER_STAGE_DRY,
+                                      LOOM_SAMPLER_STAGE_TOP_N_SIGMA, LOOM_SAMPLER_STAGE_TOP_K,     LOOM_SAMPLER_STAGE_TOP_P,
+                                      LOOM_SAMPLER_STAGE_MIN_P,       LOOM_SAMPLER_STAGE_XTC,       LOOM_SAMPLER_STAGE_TEMPERATURE};
   p.n_stages = sizeof(chain) / sizeof(chain[0]);
   for (uint32_t i = 0; i < p.n_stages; ++i) p.stages[i] = chain[i];
   p.temperature = 0.8f;
@@ -86,6 +109,17 @@ SamplerConfig builtin_config() {
   p.frequency_penalty = 0.0f;
   p.presence_penalty = 0.0f;
   p.penalty_last_n = 64;
+  const SamplerExtras off;
+  p.top_n_sigma = off.top_n_sigma;
+  p.xtc_probability = off.xtc_probability;
+  p.xtc_threshold = off.xtc_threshold;
+  p.dry_multiplier = off.dry_multiplier;
+  p.dry_base = off.dry_base;
+  p.dry_allowed_length = off.dry_allowed_length;
+  p.dry_penalty_last_n = off.dry_penalty_last_n;
+  p.mirostat = off.mirostat;
+  p.mirostat_tau = off.mirostat_tau;
+  p.mirostat_eta = off.mirostat_eta;
   return config;
 }
 
@@ -99,8 +133,8 @@ void validate_params(const loom_sampling_params& p, const std::string& what) {
   for (uint32_t i = 0; i < p.n_stages; ++i)
     if (stage_name(p.stages[i]) == nullptr)
       fail_invalid(what + ": stages[" + std::to_string(i) + "] = " + std::to_string(p.stages[i]) +
-                   " is not a known stage id; expected 1..7 (penalties, logit_bias, top_k, top_p, min_p, "
-                   "typical_p, temperature)");
+                   " is not a known stage id; expected 1..10 (penalties, logit_bias, top_k, top_p, min_p, "
+                   "typical_p, temperature, top_n_sigma, xtc, dry)");
   // `!(x >= lo)` instead of `x < lo` so NaN is rejected too.
   if (!(p.temperature >= 0.0f) || std::isinf(p.temperature))
     out_of_range(what, "temperature", p.temperature, ">= 0 and finite (0 = greedy)");
@@ -129,6 +163,26 @@ void validate_params(const loom_sampling_params& p, const std::string& what) {
       fail_invalid(what + ": logit_bias_tokens[" + std::to_string(i) + "] = " +
                    std::to_string(p.logit_bias_tokens[i]) + " is negative; expected a token id in [0, n_vocab)");
   }
+  const SamplerExtras x = extras_of(p);
+  if (!std::isfinite(x.top_n_sigma)) out_of_range(what, "top_n_sigma", x.top_n_sigma, "a finite number (<= 0 = disabled)");
+  if (!(x.xtc_probability >= 0.0f && x.xtc_probability <= 1.0f))
+    out_of_range(what, "xtc_probability", x.xtc_probability, "[0, 1] (0 = disabled)");
+  if (!(x.xtc_threshold >= 0.0f && x.xtc_threshold <= 1.0f))
+    out_of_range(what, "xtc_threshold", x.xtc_threshold, "[0, 1] (above 0.5 = disabled)");
+  if (!(x.dry_multiplier >= 0.0f) || std::isinf(x.dry_multiplier))
+    out_of_range(what, "dry_multiplier", x.dry_multiplier, ">= 0 and finite (0 = disabled)");
+  if (x.dry_multiplier > 0.0f && (!(x.dry_base > 1.0f) || std::isinf(x.dry_base)))
+    out_of_range(what, "dry_base", x.dry_base, "> 1 and finite");
+  if (x.dry_allowed_length < 0) out_of_range(what, "dry_allowed_length", x.dry_allowed_length, ">= 0");
+  if (x.dry_penalty_last_n < -1)
+    out_of_range(what, "dry_penalty_last_n", x.dry_penalty_last_n, ">= -1 (-1 = the whole history, 0 = disabled)");
+  if (x.n_dry_breakers > 0 && x.dry_breaker_tokens == nullptr)
+    fail_invalid(what + ": n_dry_breakers = " + std::to_string(x.n_dry_breakers) + " but dry_breaker_tokens is NULL");
+  if (x.mirostat < 0 || x.mirostat > 2) out_of_range(what, "mirostat", x.mirostat, "0 (off), 1 or 2");
+  if (x.mirostat != 0 && (!(x.mirostat_tau >= 0.0f) || std::isinf(x.mirostat_tau)))
+    out_of_range(what, "mirostat_tau", x.mirostat_tau, ">= 0 and finite (bits)");
+  if (x.mirostat != 0 && (!(x.mirostat_eta >= 0.0f) || std::isinf(x.mirostat_eta)))
+    out_of_range(what, "mirostat_eta", x.mirostat_eta, ">= 0 and finite");
 }
 
 SamplerConfig parse_config(const char* config_json) {
@@ -152,9 +206,7 @@ SamplerConfig parse_config(const char* config_json) {
       for (const json& item : value) {
         const auto stage = item.is_string() ? stage_from_name(item.get<std::string>()) : std::nullopt;
         if (!stage)
-          fail_invalid("config: \"chain\" entry " + item.dump() +
-                       " is not a stage; expected one of \"penalties\", \"logit_bias\", \"top_k\", \"top_p\", "
-                       "\"min_p\", \"typical_p\", \"temperature\"");
+          fail_invalid("config: \"chain\" entry " + item.dump() + " is not a stage; expected one of " + kStageList);
         p.stages[p.n_stages++] = *stage;
       }
     } else if (key == "temperature") {
@@ -175,6 +227,26 @@ SamplerConfig parse_config(const char* config_json) {
       p.presence_penalty = json_float(value, "presence_penalty");
     } else if (key == "penalty_last_n") {
       p.penalty_last_n = json_int(value, "penalty_last_n", -1, INT32_MAX);
+    } else if (key == "top_n_sigma") {
+      p.top_n_sigma = json_float(value, "top_n_sigma");
+    } else if (key == "xtc_probability") {
+      p.xtc_probability = json_float(value, "xtc_probability");
+    } else if (key == "xtc_threshold") {
+      p.xtc_threshold = json_float(value, "xtc_threshold");
+    } else if (key == "dry_multiplier") {
+      p.dry_multiplier = json_float(value, "dry_multiplier");
+    } else if (key == "dry_base") {
+      p.dry_base = json_float(value, "dry_base");
+    } else if (key == "dry_allowed_length") {
+      p.dry_allowed_length = json_int(value, "dry_allowed_length", 0, INT32_MAX);
+    } else if (key == "dry_penalty_last_n") {
+      p.dry_penalty_last_n = json_int(value, "dry_penalty_last_n", -1, INT32_MAX);
+    } else if (key == "mirostat") {
+      p.mirostat = json_int(value, "mirostat", 0, 2);
+    } else if (key == "mirostat_tau") {
+      p.mirostat_tau = json_float(value, "mirostat_tau");
+    } else if (key == "mirostat_eta") {
+      p.mirostat_eta = json_float(value, "mirostat_eta");
     } else if (key == "seed") {
       if (!value.is_number_unsigned() && !(value.is_number_integer() && value.get<int64_t>() >= 0))
         fail_invalid("config: \"seed\" must be a non-negative integer");
@@ -182,7 +254,9 @@ SamplerConfig parse_config(const char* config_json) {
     } else {
       fail_invalid("config: unknown key \"" + key +
                    "\"; expected chain, temperature, top_k, top_p, min_p, typical_p, repetition_penalty, "
-                   "frequency_penalty, presence_penalty, penalty_last_n, seed");
+                   "frequency_penalty, presence_penalty, penalty_last_n, top_n_sigma, xtc_probability, xtc_threshold, "
+                   "dry_multiplier, dry_base, dry_allowed_length, dry_penalty_last_n, mirostat, mirostat_tau, "
+                   "mirostat_eta, seed");
     }
   }
   validate_params(p, "config");

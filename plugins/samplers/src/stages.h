@@ -7,6 +7,7 @@
 #include "candidates.h"
 #include "loom/sampler.h"
 #include "rng.h"
+#include "sampler_params.h"
 
 namespace loom::samplers {
 
@@ -27,6 +28,24 @@ void apply_min_p(CandidateSet& set, float min_p);
 void apply_typical_p(CandidateSet& set, float typical_p, Scratch& scratch);
 // Divides logits by the temperature; temperature <= 0 keeps only the argmax (greedy).
 void apply_temperature(CandidateSet& set, float temperature);
+// Keeps the logits >= max - n_sigma * (their standard deviation) (Tang et al., "Top-nσ"); n_sigma <= 0
+// leaves the set as it is.
+void apply_top_n_sigma(CandidateSet& set, float n_sigma);
+// Exclude Top Choices: with the given probability (one uniform drawn from `rng` per call), drops every
+// token whose probability is at least `threshold` except the least likely of them, when there are two
+// or more. Without a stream it applies only at probability 1.
+void apply_xtc(CandidateSet& set, float probability, float threshold, Rng* rng);
+// DRY: the token that would extend a repeat of the history (its last dry_penalty_last_n tokens) by one
+// gets multiplier * base^(length - allowed_length) subtracted when the repeat is at least
+// allowed_length long; breaker tokens end a repeat.
+void apply_dry(CandidateSet& set, const SamplerExtras& x, const int32_t* history, uint32_t n_history, uint32_t n_vocab,
+               Scratch& scratch);
+// Mirostat's truncation for the running target `mu` (bits): v2 keeps the tokens of surprise <= mu
+// (at least one), v1 the top k of its Zipf estimate. The set ends sorted.
+void mirostat_truncate(CandidateSet& set, const SamplerExtras& x, float mu, uint32_t n_vocab, Scratch& scratch);
+// The target after a draw of log-probability `logprob` (natural log, in the truncated set).
+float mirostat_update(float mu, const SamplerExtras& x, float logprob);
+
 // Greedy straight from the raw logits: the first index of the largest, as apply_temperature(set, 0)
 // picks on the scanned set. Returns -1 when some logit is NaN or +inf, or every logit is -inf, so the
 // caller takes the full path, which names the offending logit.

@@ -1,0 +1,23 @@
+#include <cmath>
+
+#include "stages.h"
+
+namespace loom::samplers {
+
+void apply_top_n_sigma(CandidateSet& set, float n_sigma) {
+  if (n_sigma <= 0.0f || set.n <= 1) return;
+  // Mean and standard deviation of the logits still in the set (Tang et al., "Top-nσ"), in double.
+  double sum = 0.0;
+  for (uint32_t i = 0; i < set.n; ++i) sum += set.data[i].logit;
+  const double mean = sum / set.n;
+  double squares = 0.0;
+  for (uint32_t i = 0; i < set.n; ++i) squares += (set.data[i].logit - mean) * (set.data[i].logit - mean);
+  const double threshold = static_cast<double>(set.max_logit()) - n_sigma * std::sqrt(squares / set.n);
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < set.n; ++i)
+    if (static_cast<double>(set.data[i].logit) >= threshold) set.data[kept++] = set.data[i];
+  if (kept != set.n) set.is_identity = false;
+  set.n = kept;
+}
+
+}  // namespace loom::samplers
