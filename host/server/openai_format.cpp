@@ -27,6 +27,12 @@ std::string finish_name(FinishReason reason) {
 
 std::string piece(const Tokenizer& tok, int32_t id) { return tok.token_to_piece(id, true); }
 
+// How a logprobs entry names its token: its text, or vLLM's "token_id:N" with
+// return_tokens_as_token_ids (for tokens whose text is not valid UTF-8 on its own, and for tests).
+std::string token_name(const Tokenizer& tok, int32_t id, bool as_ids) {
+  return as_ids ? "token_id:" + std::to_string(id) : piece(tok, id);
+}
+
 json bytes_of(const std::string& s) {
   json out = json::array();
   for (unsigned char c : s) out.push_back(static_cast<int>(c));
@@ -34,14 +40,14 @@ json bytes_of(const std::string& s) {
 }
 
 // Legacy completions logprobs: parallel arrays.
-json completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& lps, size_t& text_offset) {
+json completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& lps, size_t& text_offset, bool as_ids) {
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
   for (const auto& lp : lps) {
     const std::string p = piece(tok, lp.token);
-    tokens.push_back(p);
+    tokens.push_back(token_name(tok, lp.token, as_ids));
     token_logprobs.push_back(lp.logprob);
     json alternatives = json::object();
-    for (const auto& [id, value] : lp.top) alternatives[piece(tok, id)] = value;
+    for (const auto& [id, value] : lp.top) alternatives[token_name(tok, id, as_ids)] = value;
     top.push_back(alternatives);
     offsets.push_back(text_offset);
     text_offset += p.size();
@@ -50,16 +56,16 @@ json completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& 
 }
 
 // Chat logprobs: {"content": [{token, logprob, bytes, top_logprobs: [...]}], "refusal": null}.
-json chat_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& lps) {
+json chat_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& lps, bool as_ids) {
   json content = json::array();
   for (const auto& lp : lps) {
     const std::string p = piece(tok, lp.token);
     json top = json::array();
     for (const auto& [id, value] : lp.top) {
       const std::string alt = piece(tok, id);
-      top.push_back({{"token", alt}, {"logprob", value}, {"bytes", bytes_of(alt)}});
+      top.push_back({{"token", token_name(tok, id, as_ids)}, {"logprob", value}, {"bytes", bytes_of(alt)}});
     }
-    content.push_back({{"token", p}, {"logprob", lp.logprob}, {"bytes", bytes_of(p)}, {"top_logprobs", top}});
+    content.push_back({{"token", token_name(tok, lp.token, as_ids)}, {"logprob", lp.logprob}, {"bytes", bytes_of(p)}, {"top_logprobs", top}});
   }
   return {{"content", content}, {"refusal", nullptr}};
 }
@@ -149,7 +155,7 @@ json completion_response(GenerationJob& job) {
     const std::string& prefix = job.prompts()[cs[i].prompt_index].text;
     size_t offset = prefix.size();
     json choice = {{"index", i}, {"text", prefix + cs[i].text}, {"logprobs", nullptr}, {"finish_reason", finish_value(cs[i].finish)}};
-    if (job.params().logprobs) choice["logprobs"] = completion_logprobs(tok, cs[i].logprobs, offset);
+    if (job.params().logprobs) choice["logprobs"] = completion_logprobs(tok, cs[i].logprobs, offset, job.params().tokens_as_ids);
     choices.push_back(choice);
   }
   return {{"id", job.id()},          {"object", "text_completion"}, {"created", job.created()},
@@ -176,7 +182,7 @@ json chat_response(GenerationJob& job) {
         choice["finish_reason"] = finish_for(cs[i].finish, reply);
       }
     }
-    if (job.params().logprobs) choice["logprobs"] = chat_logprobs(tok, cs[i].logprobs);
+    if (job.params().logprobs) choice["logprobs"] = chat_logprobs(tok, cs[i].logprobs, job.params().tokens_as_ids);
     choices.push_back(choice);
   }
   return {{"id", job.id()},          {"object", "chat.completion"}, {"created", job.created()},
@@ -190,7 +196,7 @@ std::vector<json> stream_chunks(GenerationJob& job, const ChoiceEvent& ce) {
   const RequestEvent& e = ce.event;
   const bool chat = job.params().endpoint == Endpoint::chat;
   const bool has_logprobs = job.params().logprobs && !e.logprobs.empty();
-  auto logprobs = [&] { return has_logprobs ? chat_logprobs(tok, e.logprobs) : json(nullptr); };
+  auto logprobs = [&] { return has_logprobs ? chat_logprobs(tok, e.logprobs, job.params().tokens_as_ids) : json(nullptr); };
   std::vector<json> out;
   if (e.finish == FinishReason::cancelled || e.finish == FinishReason::error) return out;  // the caller reports it
   if (chat) {
@@ -249,7 +255,7 @@ std::vector<json> stream_chunks(GenerationJob& job, const ChoiceEvent& ce) {
   } else if (!e.text.empty() || has_logprobs || e.finish != FinishReason::none) {
     json chunk = chunk_base(job, "text_completion");
     json choice = {{"index", ce.choice}, {"text", e.text}, {"logprobs", nullptr}, {"finish_reason", finish_value(e.finish)}};
-    if (job.params().logprobs) choice["logprobs"] = completion_logprobs(tok, e.logprobs, c.text_offset);
+    if (job.params().logprobs) choice["logprobs"] = completion_logprobs(tok, e.logprobs, c.text_offset, job.params().tokens_as_ids);
     chunk["choices"].push_back(choice);
     out.push_back(chunk);
   }

@@ -140,6 +140,7 @@ void parse_common(const json& body, GenerationParams& p) {
   }
   p.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
   p.tuned = parse_tuned_sampling(body);
+  p.tokens_as_ids = get_bool(body, "return_tokens_as_token_ids").value_or(false);
   // tools / tool_choice: parse_tool_request (chat), on the body in key order.
   // response_format / structured_outputs / guided_*: parse_structured_output, on the body in key order.
 }

@@ -51,6 +51,7 @@ struct GenerationParams {
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;       // report the chosen tokens' logprobs
   int64_t top_logprobs = 0;    // alternatives per token
+  bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids: logprobs name tokens "token_id:N"
   bool echo = false;           // completions: prepend the prompt to the text
   bool ignore_eos = false;     // vLLM extension: keep generating past end-of-generation tokens
   // Fill-in-the-middle: completions' `suffix` (each prompt is a prefix) or llama.cpp's /infill.
