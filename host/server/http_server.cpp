@@ -19,6 +19,8 @@
 #include "tokenizer/tokenizer.h"
 #include "server/engine_state.h"
 #include "server/web_assets.h"
+#include "server/whole_answer.h"
+#include "server/anthropic_api.h"
 
 namespace loom::server {
 
@@ -33,15 +35,13 @@ std::string route_label(const std::string& path) {
   for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/completions/render",
                             "/v1/chat/completions/render", "/v1/models", "/props", "/health", "/tokenize", "/detokenize", "/metrics",
                             "/get_load", "/get_server_info", "/", "/engine", "/v1/engine/state", "/assets/loom.css",
-                            "/assets/loom.js", "/v1/load_lora_adapter", "/v1/unload_lora_adapter", "/infill"}) {
+                            "/assets/loom.js", "/v1/load_lora_adapter", "/v1/unload_lora_adapter", "/infill",
+                            "/v1/messages", "/v1/messages/count_tokens"}) {
     if (path == known) return known;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
 }
-
-// How often a non-streaming request checks that its client is still connected.
-constexpr auto kClientCheckInterval = std::chrono::milliseconds(100);
 
 // The names a request's "model" may use: the served name first, then the configured aliases.
 std::vector<std::string> served_names(const ServerState& state) {
@@ -52,35 +52,12 @@ std::vector<std::string> served_names(const ServerState& state) {
   return names;
 }
 
-// A completion or chat request's parameters, as both generation and /render read them.
-GenerationParams generation_params(const std::string& raw_body, Endpoint endpoint) {
-  const json body = parse_json_body(raw_body);
-  GenerationParams params = endpoint == Endpoint::chat ? parse_chat_request(body) : parse_completion_request(body);
-  const auto ordered = nlohmann::ordered_json::parse(raw_body);
-  params.structured = parse_structured_output(ordered);
-  if (endpoint == Endpoint::chat) {
-    params.tools = parse_tool_request(ordered);
-    params.chat_context = template_context(ordered, params.tools);
-    // vLLM's chat_template_kwargs: extra template variables such as enable_thinking.
-    if (auto kwargs = ordered.find("chat_template_kwargs"); kwargs != ordered.end() && !kwargs->is_null()) {
-      if (!kwargs->is_object()) throw invalid_param("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-      for (const auto& [key, value] : kwargs->items()) {
-        if (key == "messages" || key == "tools") continue;  // the request's own
-        params.chat_context[key] = value;
-      }
-    }
-  } else if (ordered.contains("tools") && !ordered["tools"].is_null()) {
-    throw invalid_param("tools", "'tools' belongs to /v1/chat/completions");
-  }
-  return params;
-}
-
 // A request's "model" picks one of the served models (absent: the first), loaded if it is not in
 // memory; a wrong name is a 404 listing the names, as OpenAI and vLLM answer, so a client never gets
 // another model's output by mistake.
 void handle_generation(ModelRegistry& models, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
   ActiveGuard active(models.server());
-  GenerationParams params = generation_params(req.body, endpoint);
+  GenerationParams params = parse_generation_request(req.body, endpoint);
   ModelLease model = models.acquire(params.model);
   auto job = std::make_shared<GenerationJob>(std::move(model), std::move(params));
   job->submit();
@@ -88,24 +65,7 @@ void handle_generation(ModelRegistry& models, const httplib::Request& req, httpl
     stream_job(std::move(job), res);
     return;
   }
-  // Nothing is written until the answer is whole, so a vanished client is noticed by watching its
-  // socket: its requests are cancelled at once, as a stream's are when a write fails.
-  const int client = current_client_socket();
-  while (!job->all_finished()) {
-    job->poll(kClientCheckInterval);
-    if (client >= 0 && !job->all_finished() && peer_has_closed(client)) {
-      job->cancel_unfinished(CancelReason::client_disconnected);
-      throw ApiError(499, "the client closed the connection before the answer was ready", std::nullopt,
-                     "invalid_request_error", "client_closed_request");
-    }
-  }
-  if (const ChoiceProgress* failed = job->failed_choice()) {
-    if (failed->finish == FinishReason::cancelled) {
-      throw ApiError(503, "the request was cancelled: the server is shutting down", std::nullopt, "server_error",
-                     "shutting_down");
-    }
-    throw ApiError(500, "generation failed: " + failed->error, std::nullopt, "server_error");
-  }
+  wait_for_whole_answer(*job);
   send_json(res, 200, endpoint == Endpoint::chat ? chat_response(*job) : completion_response(*job));
 }
 
@@ -211,7 +171,7 @@ json props(const ServerState& state) {
 // generation would run them. vllm-router's kv_aware policy asks every candidate worker for them
 // and matches the ids against the blocks each worker published. A request's "model" may be absent.
 void handle_render(ModelRegistry& models, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
-  GenerationParams params = generation_params(req.body, endpoint);
+  GenerationParams params = parse_generation_request(req.body, endpoint);
   ModelLease model = models.acquire(params.model);
   GenerationJob job(std::move(model), std::move(params));
   const auto& prompts = job.render();
@@ -230,7 +190,7 @@ void handle_tokenize(ModelRegistry& models, const httplib::Request& req, httplib
   const json body = parse_json_body(req.body);
   ModelLease model = models.acquire(requested_model(body));
   if (body.is_object() && !body.contains("content") && (body.contains("prompt") || body.contains("messages"))) {
-    GenerationParams params = generation_params(req.body, body.contains("messages") ? Endpoint::chat : Endpoint::completions);
+    GenerationParams params = parse_generation_request(req.body, body.contains("messages") ? Endpoint::chat : Endpoint::completions);
     const int64_t n_ctx = model->engine.info().n_ctx;
     GenerationJob job(std::move(model), std::move(params));
     const auto& tokens = job.render().front().tokens;
@@ -306,11 +266,16 @@ void HttpServer::install_routes() {
     }
     const std::string expected = "Bearer " + state.settings.api_key;
     if (req.get_header_value("Authorization") == expected) return httplib::Server::HandlerResponse::Unhandled;
+    // Anthropic's clients send the key as x-api-key.
+    if (req.get_header_value("x-api-key") == state.settings.api_key) return httplib::Server::HandlerResponse::Unhandled;
     res.set_header("WWW-Authenticate", "Bearer");
     // The body was not read; do not let it be parsed as the next request on this connection.
     res.set_header("Connection", "close");
-    send_error(res, ApiError(401, req.has_header("Authorization") ? "incorrect API key" : "missing API key: send 'Authorization: Bearer <key>'",
-                             std::nullopt, "invalid_request_error", "invalid_api_key"));
+    const bool sent = req.has_header("Authorization") || req.has_header("x-api-key");
+    const ApiError refusal(401, sent ? "incorrect API key" : "missing API key: send 'Authorization: Bearer <key>' (or x-api-key)",
+                           std::nullopt, "invalid_request_error", "invalid_api_key");
+    if (req.path.rfind("/v1/messages", 0) == 0) send_anthropic_error(res, refusal);
+    else send_error(res, refusal);
     return httplib::Server::HandlerResponse::Handled;
   });
   // Failures httplib answers itself (unknown route, 413, malformed HTTP) get a JSON body too.
@@ -432,6 +397,7 @@ void HttpServer::install_routes() {
              }));
   add_lora_routes(*http_, models);
   add_infill_route(*http_, models);
+  add_anthropic_routes(*http_, models);
 }
 
 }  // namespace loom::server

@@ -2,9 +2,8 @@
 
 #include <chrono>
 
-#include "server/connection_stream.h"
 #include "server/http_util.h"
-#include "server/managed_server.h"
+#include "server/whole_answer.h"
 #include "server/openai_parse.h"
 #include "server/sse_stream.h"
 
@@ -13,8 +12,6 @@ namespace loom::server {
 namespace {
 
 using nlohmann::json;
-
-constexpr auto kClientCheckInterval = std::chrono::milliseconds(100);
 
 // llama.cpp's stop_type: "limit" when n_predict ran out, else "eos" (an end of generation or a stop string).
 const char* stop_type(const ChoiceProgress& choice) { return choice.finish == FinishReason::length ? "limit" : "eos"; }
@@ -47,24 +44,11 @@ void add_infill_route(httplib::Server& http, ModelRegistry& models) {
               auto job = std::make_shared<GenerationJob>(std::move(model), std::move(params));
               job->submit();
               if (job->params().stream) {
-                stream_job(std::move(job), res, StreamShape::llama_cpp);
+                stream_job(std::move(job), res, llama_cpp_stream_format());
                 return;
               }
-              const int client = current_client_socket();
-              while (!job->all_finished()) {
-                job->poll(kClientCheckInterval);
-                if (client >= 0 && !job->all_finished() && peer_has_closed(client)) {
-                  job->cancel_unfinished(CancelReason::client_disconnected);
-                  throw ApiError(499, "the client closed the connection before the answer was ready", std::nullopt,
-                                 "invalid_request_error", "client_closed_request");
-                }
-              }
+              wait_for_whole_answer(*job);
               const ChoiceProgress& choice = job->choices().front();
-              if (choice.finish == FinishReason::cancelled || choice.finish == FinishReason::error)
-                throw ApiError(choice.finish == FinishReason::cancelled ? 503 : 500,
-                               choice.finish == FinishReason::cancelled ? "the request was cancelled: the server is shutting down"
-                                                                        : "generation failed: " + choice.error,
-                               std::nullopt, "server_error");
               json body = {{"index", 0}, {"content", choice.text}, {"tokens", json::array()}};
               body.update(final_fields(*job, choice));
               send_json(res, 200, body);

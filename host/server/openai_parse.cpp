@@ -359,4 +359,26 @@ std::vector<int64_t> parse_detokenize_request(const nlohmann::json& body) {
   return ids;
 }
 
+GenerationParams parse_generation_request(const std::string& raw_body, Endpoint endpoint) {
+  const json body = parse_json_body(raw_body);
+  GenerationParams params = endpoint == Endpoint::chat ? parse_chat_request(body) : parse_completion_request(body);
+  const auto ordered = nlohmann::ordered_json::parse(raw_body);
+  params.structured = parse_structured_output(ordered);
+  if (endpoint == Endpoint::chat) {
+    params.tools = parse_tool_request(ordered);
+    params.chat_context = template_context(ordered, params.tools);
+    // vLLM's chat_template_kwargs: extra template variables such as enable_thinking.
+    if (auto kwargs = ordered.find("chat_template_kwargs"); kwargs != ordered.end() && !kwargs->is_null()) {
+      if (!kwargs->is_object()) throw invalid_param("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+      for (const auto& [key, value] : kwargs->items()) {
+        if (key == "messages" || key == "tools") continue;  // the request's own
+        params.chat_context[key] = value;
+      }
+    }
+  } else if (ordered.contains("tools") && !ordered["tools"].is_null()) {
+    throw invalid_param("tools", "'tools' belongs to /v1/chat/completions");
+  }
+  return params;
+}
+
 }  // namespace loom::server

@@ -66,6 +66,10 @@ struct GenerationParams {
 // The body as a JSON object; ApiError 400 for malformed JSON or a non-object.
 nlohmann::json parse_json_body(const std::string& body);
 
+// A completion or chat request's body as generation and /render read it: the parameters, structured
+// output, tools and the chat template's context (chat_template_kwargs included).
+GenerationParams parse_generation_request(const std::string& raw_body, Endpoint endpoint);
+
 GenerationParams parse_completion_request(const nlohmann::json& body);
 GenerationParams parse_chat_request(const nlohmann::json& body);
 // llama.cpp's POST /infill: input_prefix, input_suffix, input_extra [{filename, text}], prompt, and the

@@ -21,8 +21,6 @@ using namespace std::chrono_literals;
 constexpr auto kHeartbeat = 1s;
 constexpr auto kPollInterval = 100ms;
 
-std::string sse_data(const std::string& payload) { return "data: " + payload + "\n\n"; }
-
 // Owned by the content provider: destroyed (and the job's unfinished requests cancelled) when httplib
 // is done with the response, whether it ended well or the client vanished.
 struct StreamState {
@@ -33,9 +31,11 @@ struct StreamState {
   std::string error_message;
   bool cancelled = false;
 
-  StreamShape shape = StreamShape::openai;
+  std::unique_ptr<StreamFormat> format;
+  bool started = false;
 
-  StreamState(std::shared_ptr<GenerationJob> j, StreamShape s) : job(std::move(j)), active(job->state().server), shape(s) {}
+  StreamState(std::shared_ptr<GenerationJob> j, std::unique_ptr<StreamFormat> f)
+      : job(std::move(j)), active(job->state().server), format(std::move(f)) {}
 };
 
 bool write(httplib::DataSink& sink, StreamState& s, const std::string& data) {
@@ -48,6 +48,10 @@ bool write(httplib::DataSink& sink, StreamState& s, const std::string& data) {
 bool stream_step(const std::shared_ptr<StreamState>& state, httplib::DataSink& sink) {
   GenerationJob& job = *state->job;
   std::string out;
+  if (!state->started) {
+    out += state->format->start(job);
+    state->started = true;
+  }
   for (const ChoiceEvent& ce : job.poll(kPollInterval)) {
     if (ce.event.finish == FinishReason::cancelled || ce.event.finish == FinishReason::error) {
       if (!state->failed) {
@@ -59,24 +63,18 @@ bool stream_step(const std::shared_ptr<StreamState>& state, httplib::DataSink& s
       }
       continue;
     }
-    if (state->shape == StreamShape::llama_cpp) {
-      out += sse_data(dump_json(llama_completion_chunk(job, ce)));
-      continue;
-    }
-    for (const auto& chunk : stream_chunks(job, ce)) out += sse_data(dump_json(chunk));
+    out += state->format->event(job, ce);
   }
   if (job.all_finished()) {
     if (state->failed) {
-      // OpenAI's SDKs raise an APIError for an event with an "error" member.
       const ApiError error = state->cancelled
                                  ? ApiError(503, "the request was cancelled: the server is shutting down", std::nullopt,
                                             "server_error", "shutting_down")
                                  : ApiError(500, "generation failed: " + state->error_message, std::nullopt, "server_error");
-      out += sse_data(dump_json(error.body()));
-    } else if (job.params().include_usage && state->shape == StreamShape::openai) {
-      out += sse_data(dump_json(usage_chunk(job)));
+      out += state->format->failure(job, error);
+    } else {
+      out += state->format->finish(job);
     }
-    if (state->shape == StreamShape::openai) out += sse_data("[DONE]");
     if (!write(sink, *state, out)) return false;
     sink.done();
     return true;
@@ -87,10 +85,38 @@ bool stream_step(const std::shared_ptr<StreamState>& state, httplib::DataSink& s
   return true;
 }
 
+class OpenAiFormat : public StreamFormat {
+ public:
+  std::string event(GenerationJob& job, const ChoiceEvent& ce) override {
+    std::string out;
+    for (const auto& chunk : stream_chunks(job, ce)) out += sse_data(dump_json(chunk));
+    return out;
+  }
+  std::string finish(GenerationJob& job) override {
+    std::string out;
+    if (job.params().include_usage) out += sse_data(dump_json(usage_chunk(job)));
+    return out + sse_data("[DONE]");
+  }
+  // OpenAI's SDKs raise an APIError for an event with an "error" member.
+  std::string failure(GenerationJob&, const ApiError& error) override { return sse_data(dump_json(error.body())) + sse_data("[DONE]"); }
+};
+
+class LlamaCppFormat : public StreamFormat {
+ public:
+  std::string event(GenerationJob& job, const ChoiceEvent& ce) override { return sse_data(dump_json(llama_completion_chunk(job, ce))); }
+  std::string finish(GenerationJob&) override { return ""; }
+  std::string failure(GenerationJob&, const ApiError& error) override { return sse_data(dump_json(error.body())); }
+};
+
 }  // namespace
 
-void stream_job(std::shared_ptr<GenerationJob> submitted, httplib::Response& res, StreamShape shape) {
-  auto state = std::make_shared<StreamState>(std::move(submitted), shape);
+std::string sse_data(const std::string& payload) { return "data: " + payload + "\n\n"; }
+
+std::unique_ptr<StreamFormat> openai_stream_format() { return std::make_unique<OpenAiFormat>(); }
+std::unique_ptr<StreamFormat> llama_cpp_stream_format() { return std::make_unique<LlamaCppFormat>(); }
+
+void stream_job(std::shared_ptr<GenerationJob> submitted, httplib::Response& res, std::unique_ptr<StreamFormat> format) {
+  auto state = std::make_shared<StreamState>(std::move(submitted), std::move(format));
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider("text/event-stream", [state](size_t /*offset*/, httplib::DataSink& sink) -> bool {
