@@ -151,6 +151,30 @@ void dry_distribution(CaseContext& ctx) {
   require_close(h.final_distribution(params, logits, history), softmax(as_double(logits)), k_prob_tolerance, "dry window 4");
 }
 
+// A repeat long enough for base^n to overflow, times a large multiplier, must still leave finite
+// logits: a later stage (top-n-sigma's mean) would otherwise turn them into NaN and fail the row.
+void dry_huge_penalty_stays_finite(CaseContext& ctx) {
+  require_1_17(ctx);
+  Harness h(ctx);
+  std::vector<int32_t> history;
+  for (int round = 0; round < 2; ++round)
+    for (int32_t t = 0; t < 40; ++t) history.push_back(t);  // the second round repeats the first: 39 + 1 long
+  history.push_back(0);
+  loom_sampling_params params = h.neutral({LOOM_SAMPLER_STAGE_DRY, LOOM_SAMPLER_STAGE_TOP_N_SIGMA});
+  params.dry_multiplier = 1000.0f;
+  params.dry_base = 16.0f;
+  params.dry_allowed_length = 0;
+  params.dry_penalty_last_n = -1;
+  params.top_n_sigma = 1.0f;
+  const std::vector<float> logits = make_logits(k_vocab, 38);
+  std::vector<float> probs;
+  int32_t token = -1;
+  float logprob = 0.0f;
+  require(h.sample_one(params, h.new_state(9), logits, history, &token, &logprob, &probs) == LOOM_STATUS_OK,
+          "an overflowing DRY penalty failed the row: " + h.last_error());
+  require(probs[1] == 0.0f, "the token that extends the repeat kept probability " + std::to_string(probs[1]));
+}
+
 // The first draw of a fresh state: v2 keeps the tokens of surprise <= 2 * tau bits.
 void mirostat_first_draw(CaseContext& ctx) {
   require_1_17(ctx);
@@ -216,6 +240,7 @@ std::vector<Case> sampler_tuned_cases() {
       {"sampler.tuned.xtc_always", LOOM_PLUGIN_KIND_SAMPLER, xtc_always},
       {"sampler.tuned.xtc_mixture", LOOM_PLUGIN_KIND_SAMPLER, xtc_mixture},
       {"sampler.tuned.dry", LOOM_PLUGIN_KIND_SAMPLER, dry_distribution},
+      {"sampler.tuned.dry_huge_penalty_stays_finite", LOOM_PLUGIN_KIND_SAMPLER, dry_huge_penalty_stays_finite},
       {"sampler.tuned.mirostat_first_draw", LOOM_PLUGIN_KIND_SAMPLER, mirostat_first_draw},
       {"sampler.tuned.mirostat_targets_tau", LOOM_PLUGIN_KIND_SAMPLER, mirostat_targets_tau},
       {"sampler.tuned.older_host_struct", LOOM_PLUGIN_KIND_SAMPLER, older_host_struct},

@@ -118,7 +118,11 @@ ordered_json chat_request(const json& body, bool need_max_tokens) {
       throw bad("max_tokens", "Field required (an integer >= 1)");
     chat["max_tokens"] = body["max_tokens"];
   }
-  for (const char* key : {"temperature", "top_p", "top_k", "stream"}) {
+  // Anthropic's sampling fields, and the extensions llama.cpp and vLLM users send the same way.
+  for (const char* key : {"temperature", "top_p", "top_k", "stream", "min_p", "seed", "ignore_eos", "repetition_penalty",
+                          "presence_penalty", "frequency_penalty", "logit_bias", "top_n_sigma", "xtc_probability", "xtc_threshold",
+                          "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers", "mirostat",
+                          "mirostat_tau", "mirostat_eta"}) {
     if (body.contains(key)) chat[key] = body[key];
   }
   if (body.contains("stop_sequences")) chat["stop"] = body["stop_sequences"];
@@ -224,9 +228,11 @@ class AnthropicFormat : public StreamFormat {
               out += close();
               out += open(Block::tool, {{"type", "tool_use"}, {"id", call["id"]}, {"name", call["function"]["name"]}, {"input", json::object()}});
             }
+            // The calls arrive whole at the end: their input is sent as one piece of valid JSON, so the
+            // client's partial-JSON reader never sees a malformed one.
             const json arguments = call.contains("function") ? call["function"].value("arguments", json("")) : json("");
             if (arguments.is_string() && !arguments.get<std::string>().empty())
-              out += block_delta({{"type", "input_json_delta"}, {"partial_json", arguments}});
+              out += block_delta({{"type", "input_json_delta"}, {"partial_json", tool_input(arguments).dump()}});
           }
         }
         if (!choice["finish_reason"].is_null()) stop_reason_ = stop_reason(choice["finish_reason"]);
@@ -302,6 +308,8 @@ httplib::Server::Handler anthropic_guarded(Fn fn) {
       fn(req, res);
     } catch (const ApiError& e) {
       send_anthropic_error(res, e);
+    } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+      send_anthropic_error(res, ApiError(400, std::string("a field has the wrong type: ") + e.what()));
     } catch (const Error& e) {
       send_anthropic_error(res, ApiError(400, e.what()));
     } catch (const std::exception& e) {
@@ -313,6 +321,7 @@ httplib::Server::Handler anthropic_guarded(Fn fn) {
 GenerationParams params_of(const httplib::Request& req, bool need_max_tokens) {
   const json body = parse_json_body(req.body);
   GenerationParams params = parse_generation_request(chat_request(body, need_max_tokens).dump(), Endpoint::chat);
+  params.max_tokens_is_cap = true;
   if (params.n != 1) throw bad("n", "the Messages API answers one message per request");
   return params;
 }

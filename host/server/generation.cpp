@@ -145,7 +145,7 @@ void GenerationJob::prepare_prompts() {
                                      " tokens (at least one more is needed to generate)");
     }
     // As OpenAI and vLLM do: a request that cannot be honoured in full is refused, not cut short.
-    if (params_.max_tokens && n_prompt + *params_.max_tokens > n_ctx) {
+    if (params_.max_tokens && !params_.max_tokens_is_cap && n_prompt + *params_.max_tokens > n_ctx) {
       throw invalid_param("max_tokens", "this model's maximum context length is " + std::to_string(n_ctx) +
                                             " tokens, but the prompt has " + std::to_string(n_prompt) +
                                             " tokens and max_tokens asks for " + std::to_string(*params_.max_tokens) +

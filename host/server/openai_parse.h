@@ -41,6 +41,9 @@ struct GenerationParams {
   std::vector<chat::ChatMessage> messages;    // chat
   std::vector<ImageInput> images;             // chat: image parts, in order
   std::optional<int64_t> max_tokens;          // none = the endpoint's default
+  // Anthropic's max_tokens is a ceiling agents set high whatever the prompt (llama-server's reading):
+  // past the context it is cut to what is left instead of refused.
+  bool max_tokens_is_cap = false;
   std::optional<double> temperature, top_p, min_p, presence_penalty, frequency_penalty, repetition_penalty;
   std::optional<int64_t> top_k, seed;
   std::vector<std::string> stop;

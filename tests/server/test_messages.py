@@ -5,8 +5,9 @@ On a synthetic llama (greedy):
   - messages.create answers with a text block, a stop reason and usage; messages.stream's events
     (message_start, content_block_start/delta/stop, message_delta, message_stop) add up to the same
     message; count_tokens counts what /v1/chat/completions/render renders for the same chat;
-  - system prompts, image-free content blocks and stop_sequences are read; errors come in
-    Anthropic's shape (missing max_tokens, an unknown model as a 404, a bad block type);
+  - system prompts, image-free content blocks and stop_sequences are read; a max_tokens past the
+    context is a ceiling, not a refusal; errors come in Anthropic's shape (missing max_tokens, an
+    unknown model as a 404, a bad block type, a field of the wrong type);
   - with an API key, the client's x-api-key is accepted and a wrong one is an authentication error.
 On the default chat model (Qwen2.5-Coder 0.5B Instruct; skipped when it is not installed), a tool
 round trip: a forced tool_use block with its input parsed, streamed and whole alike, then the
@@ -104,6 +105,16 @@ class MessagesOnASyntheticModel(unittest.TestCase):
         cut = self.client.messages.create(**self.ask(max_tokens=24, stop_sequences=[text[2:4]]))
         self.assertEqual(cut.content[0].text if cut.content else "", text[:text.index(text[2:4])])
 
+    def test_max_tokens_past_the_context_is_a_ceiling(self):
+        # Agents send a large max_tokens whatever the prompt: it is cut to the context, not refused.
+        # (The client refuses a whole answer of that size without a timeout: the body goes raw.)
+        status, whole = self.server.json("POST", "/v1/messages", {"model": "m", "max_tokens": 100000, "temperature": 0,
+                                                                  "ignore_eos": True, "messages": [{"role": "user", "content": "hello"}]})
+        self.assertEqual(status, 200, whole)
+        self.assertEqual(whole["stop_reason"], "max_tokens")
+        usage = whole["usage"]
+        self.assertEqual(usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["output_tokens"], 512)
+
     def test_errors_come_in_anthropic_shape(self):
         with self.assertRaises(anthropic.NotFoundError) as caught:
             self.client.messages.create(**self.ask(model="claude-nope"))
@@ -116,6 +127,9 @@ class MessagesOnASyntheticModel(unittest.TestCase):
             {"role": "user", "content": [{"type": "video", "url": "x"}]}]})
         self.assertEqual(status, 400, out)
         self.assertIn("messages.0.content.0.type", out["error"]["message"])
+        status, out = self.server.json("POST", "/v1/messages", {"model": "m", "max_tokens": 4, "messages": [
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "y", "is_error": "yes"}]}]})
+        self.assertEqual((status, out["error"]["type"]), (400, "invalid_request_error"), out)
 
 
 class MessagesWithAnApiKey(unittest.TestCase):

@@ -65,6 +65,7 @@ struct Scratch {
   std::vector<Candidate> heap;        // [top_k] selection heap
   std::vector<float> masked_logits;   // [n_vocab] the row's logits with disallowed tokens at -inf
   std::vector<double> probs;          // Mirostat: the sorted set's probabilities
+  std::vector<uint8_t> breaker_mask;  // [n_vocab] DRY's breaker tokens, all zero between uses
 
   void reserve_vocab(uint32_t n_vocab) {
     if (candidates.size() < n_vocab) candidates.resize(n_vocab);
