@@ -21,6 +21,7 @@
 #include "server/web_assets.h"
 #include "server/whole_answer.h"
 #include "server/anthropic_api.h"
+#include "server/responses_api.h"
 
 namespace loom::server {
 
@@ -36,7 +37,7 @@ std::string route_label(const std::string& path) {
                             "/v1/chat/completions/render", "/v1/models", "/props", "/health", "/tokenize", "/detokenize", "/metrics",
                             "/get_load", "/get_server_info", "/", "/engine", "/v1/engine/state", "/assets/loom.css",
                             "/assets/loom.js", "/v1/load_lora_adapter", "/v1/unload_lora_adapter", "/infill",
-                            "/v1/messages", "/v1/messages/count_tokens"}) {
+                            "/v1/messages", "/v1/messages/count_tokens", "/v1/responses"}) {
     if (path == known) return known;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
@@ -398,6 +399,7 @@ void HttpServer::install_routes() {
   add_lora_routes(*http_, models);
   add_infill_route(*http_, models);
   add_anthropic_routes(*http_, models);
+  add_responses_routes(*http_, models);
 }
 
 }  // namespace loom::server
