@@ -14,6 +14,7 @@ std::vector<Case> backend_moe_cases();        // backend_moe_cases.cpp
 std::vector<Case> backend_recurrent_cases();  // backend_recurrent_cases.cpp
 std::vector<Case> backend_encoder_cases();    // backend_encoder_cases.cpp
 std::vector<Case> backend_lora_cases();       // backend_lora_cases.cpp
+std::vector<Case> backend_invariance_cases();  // backend_invariance_cases.cpp
 
 namespace {
 
@@ -482,6 +483,7 @@ std::vector<Case> backend_cases() {
   for (auto& c : backend_recurrent_cases()) out.push_back(std::move(c));
   for (auto& c : backend_encoder_cases()) out.push_back(std::move(c));
   for (auto& c : backend_lora_cases()) out.push_back(std::move(c));
+  for (auto& c : backend_invariance_cases()) out.push_back(std::move(c));
   return out;
 }
 

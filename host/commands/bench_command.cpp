@@ -42,6 +42,7 @@ struct BenchOptions {
   std::string image;  // --image: the vision encoder's figures instead (bench_image.h)
   bool embeddings = false;  // --embeddings: a text encoder's tokens/s instead (bench_embeddings.h)
   int64_t lora_rank = 0;    // --lora-rank R: adapters against the base model instead
+  bool deterministic = false;  // --deterministic: [engine] deterministic against the usual kernels instead
 };
 
 // Multiply-adds of one token's matmuls: every 2-D weight once, except an embedding table that is
@@ -186,6 +187,61 @@ int run_lora_bench(Config config, const std::filesystem::path& model_path, int64
   return 0;
 }
 
+// --deterministic: what [engine] deterministic costs. The model in two engines, the usual one and one
+// in deterministic mode (batch-invariant kernels), measured alternately: prefill of n_prompt tokens,
+// batch-1 decode and decode at the largest batch, the median of `rounds` each.
+int run_deterministic_bench(Config config, const std::filesystem::path& model_path, int rounds, int n_prompt, int n_gen, int batch,
+                            const std::string& json_path) {
+  // Every sequence of the batch at once, also where sliding-window layers keep a ring per sequence.
+  if (config.kv.window_seqs == 0) config.kv.window_seqs = batch;
+  config.engine.deterministic = false;
+  Engine usual(config, model_path);
+  config.engine.deterministic = true;
+  Engine deterministic(config, model_path);
+  struct Figures {
+    std::vector<double> pp, tg, batched;
+  } figures[2];
+  Engine* engines[2] = {&usual, &deterministic};
+  for (Engine* e : engines) run_requests(*e, 1, 8, 2, 1);  // warm-up
+  for (int round = 0; round < rounds; ++round) {
+    std::cerr << "round " << round + 1 << " of " << rounds << ": pp" << n_prompt << ", tg" << n_gen << " and batch " << batch
+              << ", usual and deterministic...\n";
+    for (int m = 0; m < 2; ++m) {
+      Engine& engine = *engines[m];
+      const RunResult pp = run_requests(engine, 1, n_prompt, 2, 10 + uint32_t(round));
+      figures[m].pp.push_back(n_prompt / pp.prefill_seconds);
+      const RunResult tg = run_requests(engine, 1, 16, n_gen, 20 + uint32_t(round));
+      figures[m].tg.push_back((n_gen - 1) / tg.decode_seconds);
+      const RunResult b = run_requests(engine, batch, 16, n_gen, 100 + uint32_t(round));
+      figures[m].batched.push_back(static_cast<double>(b.generated - static_cast<uint64_t>(batch)) / b.decode_seconds);
+    }
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  nlohmann::json report = {{"model", model_path.string()}, {"backend", deterministic.info().backend_name},
+                           {"device", deterministic.info().device_name}, {"rounds", rounds}};
+  std::cout << std::fixed << std::setprecision(2);
+  std::cout << "model      " << model_path.filename().string() << " on " << deterministic.info().device_name
+            << ": [engine] deterministic against the usual kernels, alternating, median of " << rounds << " rounds\n";
+  const auto line = [&](const std::string& label, const std::string& key, const std::vector<double>& u, const std::vector<double>& d) {
+    const double mu = median(u), md = median(d);
+    std::cout << std::left << std::setw(11) << label << std::right << md << " tokens/s deterministic vs " << mu << " = " << md / mu
+              << "x\n";
+    report[key] = {{"usual_tokens_per_s", mu}, {"deterministic_tokens_per_s", md}, {"ratio", md / mu}};
+  };
+  line("pp" + std::to_string(n_prompt), "pp", figures[0].pp, figures[1].pp);
+  line("tg" + std::to_string(n_gen), "tg", figures[0].tg, figures[1].tg);
+  line("batch " + std::to_string(batch), "batched_decode", figures[0].batched, figures[1].batched);
+  report["batched_decode"]["batch"] = batch;
+  if (!json_path.empty()) {
+    std::ofstream(json_path) << report.dump(2) << "\n";
+    std::cout << "wrote " << json_path << "\n";
+  }
+  return 0;
+}
+
 struct DecodeRound {
   double tokens_per_s;
   double bandwidth;  // bytes/s, mean of the probes before and after the round
@@ -247,7 +303,8 @@ int run_bench(const CommandArgs& args) {
                    "                  [--config FILE]\n"
                    "       loom bench --image FILE [--mmproj F] [--model F] [--rounds N] [--json FILE]\n"
                    "       loom bench --embeddings [--model F] [--rounds N] [--json FILE]\n"
-                   "       loom bench --lora-rank R [--model F] [--batch 16] [--rounds N] [--tg N] [--json FILE]\n\n"
+                   "       loom bench --lora-rank R [--model F] [--batch 16] [--rounds N] [--tg N] [--json FILE]\n"
+                   "       loom bench --deterministic [--model F] [--pp N] [--tg N] [--batch 16] [--rounds N] [--json FILE]\n\n"
                    "Prefill (pp) and decode (tg) tokens/s through the engine, decode throughput per batch size,\n"
                    "the fraction of the measured memory bandwidth decode achieves, and the fast kernels' prefill\n"
                    "speed against the backend's reference kernels (--reference-tokens 0 skips it), and the cost of a\n"
@@ -263,7 +320,10 @@ int run_bench(const CommandArgs& args) {
                    "compares llama-server --embedding through the same client).\n\n"
                    "With --lora-rank R, four synthetic rank-R adapters on every projection of the model, resident together:\n"
                    "decode through one adapter at batch 1 and over the four at the largest --batch, each against the base\n"
-                   "model in the same engine, alternating (median of --rounds).\n";
+                   "model in the same engine, alternating (median of --rounds).\n\n"
+                   "With --deterministic, the cost of [engine] deterministic (batch-invariant kernels): prefill, batch-1\n"
+                   "decode and decode at the largest --batch in deterministic mode against the usual kernels, in two\n"
+                   "engines measured alternately (median of --rounds).\n";
       return 0;
     } else if (a == "--model" || a == "-m") {
       o.model = value();
@@ -289,6 +349,8 @@ int run_bench(const CommandArgs& args) {
       o.embeddings = true;
     } else if (a == "--lora-rank") {
       o.lora_rank = std::stoll(value());
+    } else if (a == "--deterministic") {
+      o.deterministic = true;
     } else if (a == "--batch") {
       o.batches.clear();
       std::string list = value();
@@ -327,6 +389,7 @@ int run_bench(const CommandArgs& args) {
   const std::filesystem::path model_path =
       !o.model.empty() ? std::filesystem::path(o.model)
                        : (!config.model.path.empty() ? std::filesystem::path(config.model.path) : default_model_path());
+  if (o.deterministic) return run_deterministic_bench(config, model_path, o.rounds, o.n_prompt, o.n_gen, max_batch, o.json_path);
   const int threads = static_cast<int>(config.backend.threads > 0 ? config.backend.threads
                                                                    : std::thread::hardware_concurrency());
 

@@ -119,10 +119,10 @@ ordered_json chat_request(const json& body, bool need_max_tokens) {
     chat["max_tokens"] = body["max_tokens"];
   }
   // Anthropic's sampling fields, and the extensions llama.cpp and vLLM users send the same way.
-  for (const char* key : {"temperature", "top_p", "top_k", "stream", "min_p", "seed", "ignore_eos", "repetition_penalty",
-                          "presence_penalty", "frequency_penalty", "logit_bias", "top_n_sigma", "xtc_probability", "xtc_threshold",
-                          "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers", "mirostat",
-                          "mirostat_tau", "mirostat_eta"}) {
+  for (const char* key : {"temperature", "top_p", "stream"}) {
+    if (body.contains(key)) chat[key] = body[key];
+  }
+  for (const std::string& key : extension_fields()) {
     if (body.contains(key)) chat[key] = body[key];
   }
   if (body.contains("stop_sequences")) chat["stop"] = body["stop_sequences"];

@@ -35,6 +35,8 @@ httplib::Server::Handler guarded(Fn fn) {
       fn(req, res);
     } catch (const ApiError& e) {
       send_error(res, e);
+    } catch (const nlohmann::json::exception& e) {  // a field of the wrong type, read by a translation layer
+      send_error(res, ApiError(400, std::string("a field has the wrong type: ") + e.what()));
     } catch (const Error& e) {
       send_error(res, ApiError(400, e.what()));
     } catch (const std::exception& e) {

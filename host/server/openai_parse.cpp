@@ -359,6 +359,15 @@ std::vector<int64_t> parse_detokenize_request(const nlohmann::json& body) {
   return ids;
 }
 
+const std::vector<std::string>& extension_fields() {
+  static const std::vector<std::string> fields = {
+      "top_k", "min_p", "seed", "ignore_eos", "repetition_penalty", "presence_penalty", "frequency_penalty", "logit_bias",
+      "top_n_sigma", "xtc_probability", "xtc_threshold", "dry_multiplier", "dry_base", "dry_allowed_length",
+      "dry_penalty_last_n", "dry_sequence_breakers", "mirostat", "mirostat_tau", "mirostat_eta", "structured_outputs",
+      "guided_json", "guided_json_object", "guided_regex", "guided_choice", "guided_grammar", "chat_template_kwargs"};
+  return fields;
+}
+
 GenerationParams parse_generation_request(const std::string& raw_body, Endpoint endpoint) {
   const json body = parse_json_body(raw_body);
   GenerationParams params = endpoint == Endpoint::chat ? parse_chat_request(body) : parse_completion_request(body);

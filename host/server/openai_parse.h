@@ -66,6 +66,11 @@ struct GenerationParams {
   nlohmann::ordered_json chat_context;         // chat: the template's messages (and tools), as sent
 };
 
+// The request fields beyond OpenAI's own that llama.cpp's and vLLM's users send (sampling stages,
+// guided decoding, template switches): the Anthropic and Responses translations pass them to the
+// chat request they build, unchanged.
+const std::vector<std::string>& extension_fields();
+
 // The body as a JSON object; ApiError 400 for malformed JSON or a non-object.
 nlohmann::json parse_json_body(const std::string& body);
 

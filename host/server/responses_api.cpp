@@ -145,7 +145,10 @@ Translated chat_request(const json& body) {
   chat["messages"] = messages;
   if (body.contains("model")) chat["model"] = body["model"];
   if (body.contains("max_output_tokens") && !body["max_output_tokens"].is_null()) chat["max_tokens"] = body["max_output_tokens"];
-  for (const char* key : {"temperature", "top_p", "stream", "parallel_tool_calls", "top_k", "min_p", "seed"}) {
+  for (const char* key : {"temperature", "top_p", "stream", "parallel_tool_calls"}) {
+    if (body.contains(key)) chat[key] = body[key];
+  }
+  for (const std::string& key : extension_fields()) {
     if (body.contains(key)) chat[key] = body[key];
   }
   if (body.contains("tools")) {
@@ -246,8 +249,9 @@ std::string sse_event(const std::string& type, json data, uint64_t& sequence) {
   return "event: " + type + "\n" + sse_data(dump_json(data));
 }
 
-// The reply streamed as Responses events: text deltas as they come (one message item), and each
-// reasoning and function-call item whole at the end (the chat stream sends calls at the end).
+// The reply streamed as Responses events: reasoning and text deltas as they come (one reasoning item,
+// one message item), and each function-call item whole at the end (the chat stream sends calls at
+// the end).
 class ResponsesFormat : public StreamFormat {
  public:
   ResponsesFormat(json request, std::string id, ordered_json conversation)
@@ -263,7 +267,19 @@ class ResponsesFormat : public StreamFormat {
     for (const json& chunk : stream_chunks(job, ce)) {
       for (const json& choice : chunk["choices"]) {
         const json& delta = choice["delta"];
-        if (delta.contains("reasoning_content") && delta["reasoning_content"].is_string()) reasoning_ += delta["reasoning_content"].get<std::string>();
+        if (delta.contains("reasoning_content") && delta["reasoning_content"].is_string() &&
+            !delta["reasoning_content"].get<std::string>().empty()) {
+          if (reasoning_index_ < 0) {
+            reasoning_index_ = next_index_++;
+            reasoning_id_ = item_id("rs_", job.id(), size_t(reasoning_index_));
+            out += sse_event("response.output_item.added", {{"output_index", reasoning_index_},
+                                                            {"item", {{"type", "reasoning"}, {"id", reasoning_id_}, {"summary", json::array()},
+                                                                      {"content", json::array()}}}}, seq_);
+          }
+          reasoning_ += delta["reasoning_content"].get<std::string>();
+          out += sse_event("response.reasoning_text.delta", {{"item_id", reasoning_id_}, {"output_index", reasoning_index_}, {"content_index", 0},
+                                                             {"delta", delta["reasoning_content"]}}, seq_);
+        }
         if (delta.contains("content") && delta["content"].is_string() && !delta["content"].get<std::string>().empty()) {
           if (message_index_ < 0) {
             message_index_ = next_index_++;
@@ -290,6 +306,14 @@ class ResponsesFormat : public StreamFormat {
   std::string finish(GenerationJob& job) override {
     std::string out;
     json output = json::array();
+    if (reasoning_index_ >= 0) {  // the reasoning ends where the answer starts, but its item closes here, first
+      out += sse_event("response.reasoning_text.done", {{"item_id", reasoning_id_}, {"output_index", reasoning_index_}, {"content_index", 0},
+                                                        {"text", reasoning_}}, seq_);
+      const json item = {{"type", "reasoning"}, {"id", reasoning_id_}, {"summary", json::array()},
+                         {"content", {{{"type", "reasoning_text"}, {"text", reasoning_}}}}};
+      out += sse_event("response.output_item.done", {{"output_index", reasoning_index_}, {"item", item}}, seq_);
+      output.push_back(item);
+    }
     if (message_index_ >= 0) {
       const json part = {{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}};
       out += sse_event("response.output_text.done", {{"item_id", message_id_}, {"output_index", message_index_}, {"content_index", 0},
@@ -337,8 +361,8 @@ class ResponsesFormat : public StreamFormat {
   std::string id_;
   ordered_json conversation_;
   uint64_t seq_ = 0;
-  int next_index_ = 0, message_index_ = -1;
-  std::string message_id_, text_, reasoning_;
+  int next_index_ = 0, message_index_ = -1, reasoning_index_ = -1;
+  std::string message_id_, text_, reasoning_id_, reasoning_;
   std::vector<json> calls_;
   json finish_ = "stop";
 };

@@ -74,6 +74,27 @@ max_body_bytes = 65536
     return path
 
 
+# A template whose generation prompt opens <think> (DeepSeek-R1's way), with Qwen 3's enable_thinking
+# switch: a reply forced by a regex to "REASONING</think>\n\nANSWER" comes back as reasoning and answer.
+THINKING_TEMPLATE = """{%- for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+<think>
+{% if enable_thinking is defined and enable_thinking is false %}</think>
+
+{% endif %}{% endif %}"""
+
+
+def write_thinking_config(name, extra=""):
+    """write_config() with THINKING_TEMPLATE as the model's chat template."""
+    path = write_config(name, extra)
+    with open(path) as f:
+        text = f.read().replace("[server]", "[model]\nchat_template = '''" + THINKING_TEMPLATE + "'''\n\n[server]")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def parse_metrics(text):
     """Prometheus text as {sample: value}. Engine figures carry a model="NAME" label; each is also
     listed without it (summed over models), so a one-model test reads them by their plain name."""

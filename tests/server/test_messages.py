@@ -17,6 +17,7 @@ usage: test_messages.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [
 """
 import json
 import os
+import re
 import sys
 import unittest
 
@@ -130,6 +131,37 @@ class MessagesOnASyntheticModel(unittest.TestCase):
         status, out = self.server.json("POST", "/v1/messages", {"model": "m", "max_tokens": 4, "messages": [
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "y", "is_error": "yes"}]}]})
         self.assertEqual((status, out["error"]["type"]), (400, "invalid_request_error"), out)
+
+
+class ThinkingBlocks(unittest.TestCase):
+    """A thinking template (server_harness.THINKING_TEMPLATE) and a reply forced by guided_regex: the
+    reasoning comes back as a thinking block before the text, whole and streamed alike."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = server_harness.synth(os.path.join(server_harness.TMP.name, "messages-think.gguf"), 512)
+        cls.server = LoomServer(server_harness.write_thinking_config("messages-think.toml"), cls.model, ["--model-name", "m"])
+        cls.client = anthropic.Anthropic(base_url=cls.server.base, api_key="none", max_retries=0)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.terminate()
+
+    def test_thinking_whole_and_streamed(self):
+        kw = dict(model="m", max_tokens=40, thinking={"type": "enabled", "budget_tokens": 1024},
+                  messages=[{"role": "user", "content": "Is 2 even?"}],
+                  extra_body={"guided_regex": re.escape("Two is even.</think>\n\nYes")})
+        whole = self.client.messages.create(**kw)
+        self.assertEqual([(b.type, getattr(b, "thinking", None) or getattr(b, "text", None)) for b in whole.content],
+                         [("thinking", "Two is even."), ("text", "Yes")])
+        final, events = streamed(self.client, **kw)
+        self.assertIn("content_block_delta", events)
+        self.assertEqual([(b.type, getattr(b, "thinking", None) or getattr(b, "text", None)) for b in final.content],
+                         [("thinking", "Two is even."), ("text", "Yes")])
+        # Thinking disabled: the template closes <think> itself and the reply is all text.
+        off = self.client.messages.create(model="m", max_tokens=5, thinking={"type": "disabled"},
+                                          messages=[{"role": "user", "content": "x"}], extra_body={"guided_regex": "Yes"})
+        self.assertEqual([b.type for b in off.content], ["text"])
 
 
 class MessagesWithAnApiKey(unittest.TestCase):

@@ -11,6 +11,7 @@ usage: test_responses.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins 
 """
 import json
 import os
+import re
 import sys
 import unittest
 
@@ -67,6 +68,46 @@ class ResponsesOnASyntheticModel(unittest.TestCase):
         self.assertGreater(second.usage.input_tokens, alone.usage.input_tokens + first.usage.output_tokens - 1)
         with self.assertRaises(openai.NotFoundError):
             self.client.responses.create(model="m", input="x", previous_response_id="resp_nope", max_output_tokens=4)
+
+
+class ReasoningItems(unittest.TestCase):
+    """A thinking template (server_harness.THINKING_TEMPLATE) and a reply forced by guided_regex: the
+    reasoning comes back as a reasoning item before the message, whole and streamed alike."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = server_harness.synth(os.path.join(server_harness.TMP.name, "responses-think.gguf"), 512)
+        cls.server = LoomServer(server_harness.write_thinking_config("responses-think.toml"), cls.model, ["--model-name", "m"])
+        cls.client = openai.OpenAI(base_url=cls.server.base + "/v1", api_key="none", max_retries=0)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.terminate()
+
+    def test_reasoning_whole_and_streamed(self):
+        kw = dict(model="m", input="Is 2 even?", max_output_tokens=40, reasoning={"effort": "medium"},
+                  extra_body={"guided_regex": re.escape("Two is even.</think>\n\nYes")})
+        whole = self.client.responses.create(**kw)
+        self.assertEqual([item.type for item in whole.output], ["reasoning", "message"])
+        self.assertEqual(whole.output[0].content[0].text, "Two is even.")
+        self.assertEqual(whole.output_text, "Yes")
+        with self.client.responses.stream(**kw) as stream:
+            reasoning = "".join(event.delta for event in stream if event.type == "response.reasoning_text.delta")
+            final = stream.get_final_response()
+        self.assertEqual(reasoning, "Two is even.")
+        self.assertEqual([item.type for item in final.output], ["reasoning", "message"])
+        self.assertEqual(final.output[0].content[0].text, "Two is even.")
+        self.assertEqual(final.output_text, "Yes")
+        # effort "none" switches thinking off in the template: the whole reply is the answer.
+        off = self.client.responses.create(model="m", input="x", max_output_tokens=5, reasoning={"effort": "none"},
+                                           extra_body={"guided_regex": "Yes"})
+        self.assertEqual([item.type for item in off.output], ["message"])
+        self.assertEqual(off.output_text, "Yes")
+
+    def test_a_field_of_the_wrong_type_is_a_400(self):
+        status, body = self.server.json("POST", "/v1/responses", {"model": "m", "input": "x", "previous_response_id": 7})
+        self.assertEqual(status, 400, body)
+        self.assertIn("wrong type", body["error"]["message"])
 
 
 class FunctionRoundTripOnTheChatModel(unittest.TestCase):

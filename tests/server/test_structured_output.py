@@ -305,26 +305,12 @@ class ToolCalls(unittest.TestCase):
         self.assertEqual((status, out["error"]["param"]), (400, "tool_choice"))
 
 
-THINKING_TEMPLATE = """{%- for m in messages %}<|im_start|>{{ m.role }}
-{{ m.content }}<|im_end|>
-{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
-<think>
-{% if enable_thinking is defined and enable_thinking is false %}</think>
-
-{% endif %}{% endif %}"""
-
-
 class Reasoning(unittest.TestCase):
     """A template whose generation prompt opens <think> (DeepSeek-R1's way): the reply's reasoning
     comes back as reasoning_content, streamed and not (the text is forced by a regex)."""
 
     def test_reasoning_content(self):
-        config = write_config("think.toml", 'model_name = "tiny"')
-        with open(config) as f:
-            text = f.read().replace("[server]", "[model]\nchat_template = '''" + THINKING_TEMPLATE + "'''\n\n[server]")
-        with open(config, "w") as f:
-            f.write(text)
-        server = LoomServer(config, MODEL)
+        server = LoomServer(server_harness.write_thinking_config("think.toml", 'model_name = "tiny"'), MODEL)
         try:
             client = openai.OpenAI(base_url=server.base + "/v1", api_key="x", max_retries=0, timeout=60)
             reply = "Two is even.</think>\n\nYes"

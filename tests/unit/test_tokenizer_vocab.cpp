@@ -158,3 +158,26 @@ TEST_CASE("vocab suites: WordPiece adds [CLS] and [SEP] and decodes its words", 
   CHECK(std::vector<int32_t>(framed.begin() + 1, framed.end() - 1) == plain);
   CHECK(tokenizer->decode(plain) == "hello , world !");
 }
+
+// As llama.cpp does, a code model's fill-in-the-middle pad token ends any generation (StarCoder's
+// <fim_pad>); the prefix and middle markers and the other control tokens do not.
+TEST_CASE("vocab suites: a code model's FIM pad token ends generation", "[tokenizer][vocab]") {
+  const auto suites = find_suites();
+  const auto starcoder = suites.find("starcoder");
+  if (starcoder == suites.end()) {
+    WARN("no ggml-vocab-starcoder suite (../shared/testdata): skipping");
+    return;
+  }
+  const auto file = loom::gguf::GgufFile::open(starcoder->second);
+  const auto tokenizer = loom::Tokenizer::from_gguf(file);
+  for (const char* ending : {"<fim_pad>", "<|endoftext|>"}) {
+    INFO(ending);
+    REQUIRE(tokenizer->find_token(ending) >= 0);
+    CHECK(tokenizer->is_end_of_generation(tokenizer->find_token(ending)));
+  }
+  for (const char* marker : {"<fim_prefix>", "<fim_middle>", "<issue_start>"}) {
+    INFO(marker);
+    REQUIRE(tokenizer->find_token(marker) >= 0);
+    CHECK_FALSE(tokenizer->is_end_of_generation(tokenizer->find_token(marker)));
+  }
+}

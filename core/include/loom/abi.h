@@ -46,8 +46,11 @@ extern "C" {
  * loom_encoder_attention_params.window and .alibi_max_bias (backend.h: the symmetric sliding window and
  * ALiBi of text encoders); 1.15 added LOOM_DTYPE_F8_E4M3_B32 (dtype.h: FP8 weights with a float
  * scale per block of 32, the FP8 checkpoints' layers); 1.16 added LOOM_OP_LORA (backend.h: low-rank
- * adapters applied at run time, several in one batch). */
-#define LOOM_ABI_MINOR 17
+ * adapters applied at run time, several in one batch); 1.17 added the samplers users tune (sampler.h:
+ * top-n-sigma, XTC, DRY, Mirostat); 1.18 added loom_backend_caps.batch_invariant and the create config
+ * key "batch_invariant" (backend.h: results that do not depend on the batch, for deterministic
+ * serving). */
+#define LOOM_ABI_MINOR 18
 
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_query"
 

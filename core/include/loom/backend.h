@@ -336,6 +336,11 @@ typedef struct loom_backend_caps {
   loom_dtype kv_dtypes[8];
   uint32_t max_head_dim;
   uint32_t max_block_size;          /* largest paged-attention block size */
+  /* (ABI 1.18) 1 when this instance was created with config "batch_invariant": true and honours it:
+   * every op's result for one row (a token) is bit-identical whatever other rows share the call, so a
+   * sequence computes the same bits alone or in any batch. 0 otherwise, and for a table from before
+   * 1.18 (its shorter struct leaves the field as the host zeroed it). */
+  uint32_t batch_invariant;
 } loom_backend_caps;
 
 typedef int32_t loom_buffer_usage;
@@ -346,6 +351,8 @@ typedef int32_t loom_buffer_usage;
 /* ---------------------------------------------------------------------------------------------
  * The function table. Append-only; NULL = unimplemented.
  * `config_json` for create is an object, e.g. {"device": 0, "threads": 2}; unknown keys are ignored.
+ * (ABI 1.18) "batch_invariant": true asks for batch-invariant results (loom_backend_caps.batch_invariant
+ * tells the host whether the instance gives them; a backend that cannot may still create it).
  * ------------------------------------------------------------------------------------------- */
 typedef struct loom_backend_i {
   uint32_t struct_size;

@@ -248,6 +248,7 @@ std::string backend_config_json(const Config& config, int64_t threads_override) 
   json["device"] = config.backend.device;
   const int64_t threads = threads_override > 0 ? threads_override : config.backend.threads;
   if (threads > 0) json["threads"] = threads;
+  if (config.engine.deterministic) json["batch_invariant"] = true;  // ABI 1.18; the engine checks caps
   return json.dump();
 }
 

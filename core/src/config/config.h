@@ -100,6 +100,14 @@ struct SchedulerSettings {
   std::string policy = "fcfs";  // fcfs | priority
 };
 
+struct EngineSettings {
+  // Batch-invariant serving (docs/deterministic.md): a request's tokens depend only on its prompt,
+  // its sampling settings and its seed, never on the other requests it is batched with. Needs a
+  // backend that reports batch-invariant results (caps.batch_invariant, ABI 1.18); costs batched
+  // speed (`loom bench --deterministic` measures it).
+  bool deterministic = false;
+};
+
 struct SamplerSettings {
   std::string plugin = "samplers";
   std::vector<std::string> chain;  // empty = plugin default
@@ -180,6 +188,7 @@ struct Config {
   BackendSettings backend;
   KvSettings kv;
   SchedulerSettings scheduler;
+  EngineSettings engine;
   SamplerSettings sampler;
   DrafterSettings drafter;
   QuantSettings quant;

@@ -273,6 +273,8 @@ std::vector<KeySpec> build_schema() {
       integer_key("scheduler", "prefill_tokens_while_decoding", LOOM_FIELD(scheduler, prefill_tokens_while_decoding), 0, 1 << 20),
       string_key("scheduler", "policy", LOOM_FIELD(scheduler, policy), {"fcfs", "priority"}),
 
+      bool_key("engine", "deterministic", LOOM_FIELD(engine, deterministic)),
+
       string_key("sampler", "plugin", LOOM_FIELD(sampler, plugin)),
       string_list_key("sampler", "chain", LOOM_FIELD(sampler, chain), stages),
       number_key("sampler", "temperature", LOOM_FIELD(sampler, temperature), 0.0, 100.0),

@@ -14,6 +14,22 @@
 #include "vision/vision_encoder.h"
 
 namespace loom {
+namespace {
+
+// [engine] deterministic holds only where every op gives a token the same bits in any batch: the
+// backend says so (ABI 1.18), and the model has no recurrent layers, whose chunked prefill sums a
+// prompt in an order that depends on where the scheduler cut it.
+void check_deterministic_mode(const Config& config, const Backend& backend, const ModelInfo& info) {
+  if (!config.engine.deterministic) return;
+  if (!backend.caps().batch_invariant)
+    throw Error("[engine] deterministic: backend '" + backend.name() + "' (" + backend.caps().device_name +
+                ") does not give batch-invariant results (caps.batch_invariant, ABI 1.18); the cpu backend's fast kernels do");
+  if (info.is_hybrid())
+    throw Error("[engine] deterministic: '" + info.arch_name +
+                "' has recurrent layers, whose prefill chunks sum in an order that depends on the batch; serve it without deterministic mode");
+}
+
+}  // namespace
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
@@ -38,6 +54,7 @@ Engine::Engine(const Config& config, const std::filesystem::path& model_path, Lo
   };
   backend_ = Backend::create(remember(find_backend_plugin(config, config.backend.name)), backend_config_json(config));
   model_ = Model::load(*gguf_, *backend_, ModelOptions{config.model.n_ctx, std::move(on_load_progress)});
+  check_deterministic_mode(config, *backend_, model_->info());
   // The backend holds its own copy of every weight now: the file's pages need not stay resident.
   gguf_->release_tensor_pages();
   load_loras(config);  // engine_lora.cpp

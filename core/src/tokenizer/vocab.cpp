@@ -110,6 +110,16 @@ Vocab::Vocab(VocabData vocab_data) : data(std::move(vocab_data)) {
       eog_ids.push_back(id);
     }
   }
+  // As llama.cpp does, the fill-in-the-middle pad, repository and file-separator tokens end any
+  // generation too (whatever their type): a code model that writes one has finished the file it was
+  // completing. Their texts are llama.cpp's (fim_tokens.cpp finds the same ones).
+  static constexpr std::string_view fim_end_texts[] = {
+      "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>",
+  };
+  for (std::string_view text : fim_end_texts) {
+    const int32_t id = find(text);
+    if (id >= 0 && std::find(eog_ids.begin(), eog_ids.end(), id) == eog_ids.end()) eog_ids.push_back(id);
+  }
   if (harmony) {
     const int32_t end = find("<|end|>");
     if (end != data.eos_id) std::erase(eog_ids, end);

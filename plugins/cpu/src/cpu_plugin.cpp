@@ -122,6 +122,7 @@ loom_status create(const loom_host_services* host, const char* config_json, loom
     auto backend = std::make_unique<loom_backend>();
     backend->host = host;
     backend->reference = json_bool(config, "reference").value_or(false);
+    const bool batch_invariant = json_bool(config, "batch_invariant").value_or(false);
     if (OpProfile::enabled_by_environment()) backend->profile = std::make_unique<OpProfile>();
     const long long hw = std::max(1u, std::thread::hardware_concurrency());
     const long long threads = json_int(config, "threads").value_or(hw);
@@ -144,8 +145,9 @@ loom_status create(const loom_host_services* host, const char* config_json, loom
     if (backend->reference) {
       name << "CPU reference (plain loops, 1 thread)";
     } else {
-      backend->fast = std::make_unique<FastOps>(int(threads), simd_level);
-      name << "CPU (" << backend->fast->isa_name() << ", " << backend->fast->n_threads() << " threads)";
+      backend->fast = std::make_unique<FastOps>(int(threads), simd_level, batch_invariant);
+      name << "CPU (" << backend->fast->isa_name() << ", " << backend->fast->n_threads() << " threads"
+           << (batch_invariant ? ", batch-invariant" : "") << ")";
     }
     backend->device_name = name.str();
     *out = backend.release();
@@ -196,6 +198,8 @@ loom_status get_caps(loom_backend_t* backend, loom_backend_caps* out) {
     std::copy(std::begin(kv), std::end(kv), caps.kv_dtypes);
     caps.max_head_dim = 1024;
     caps.max_block_size = 4096;
+    // The reference loops are not held to it (nothing tests them for it), so only the fast layer says so.
+    caps.batch_invariant = backend->fast && backend->fast->batch_invariant() ? 1 : 0;
     // Copy only what the caller's struct holds (it may be an older, smaller version).
     const uint32_t size = std::min<uint32_t>(out->struct_size, sizeof(caps));
     if (size < sizeof(uint32_t)) invalid("get_caps: out->struct_size is too small");

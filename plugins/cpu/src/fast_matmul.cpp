@@ -63,6 +63,9 @@ bool joins_decode_group(const OpArgs* const* members, int n_members, const OpArg
 }
 
 void fast_matmul_decode_group(const OpArgs* const* ops, int n_ops, ThreadPool& pool, const Kernels& k) {
+  // Batch invariance: one row takes the tile kernels, as it would in any batch (the group's members
+  // are independent, so they still share one pass).
+  if (k.tiles_only) return fast_matmul_batched(ops, n_ops, pool, k);
   // Activation rows: one per distinct quantizer (q and k of the same type share theirs).
   std::vector<DecodeJob> jobs;
   std::vector<size_t> act_offsets;
@@ -113,7 +116,7 @@ void fast_matmul_decode_group(const OpArgs* const* ops, int n_ops, ThreadPool& p
 
 void fast_matmul(const OpArgs& a, ThreadPool& pool, const Kernels& k) {
   const OpArgs* one = &a;
-  if (is_decode_matmul(a)) return fast_matmul_decode_group(&one, 1, pool, k);
+  if (is_decode_matmul(a) && !k.tiles_only) return fast_matmul_decode_group(&one, 1, pool, k);
   fast_matmul_batched(&one, 1, pool, k);
 }
 

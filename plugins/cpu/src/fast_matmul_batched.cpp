@@ -11,6 +11,7 @@
 // - float GEMM (Kernels::float_gemm) from gemm_min_tokens rows, for tables whose FMA units outrun
 //   their int8 dot products;
 // - integer tiles: one weight row x up to kMaxTile tokens.
+// A batch-invariant table (Kernels::tiles_only) takes the tiles for every matmul, one row included.
 #include <algorithm>
 #include <atomic>
 #include <functional>
@@ -316,6 +317,9 @@ bool float_gemm_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slo
   return true;
 }
 
+// Rows ahead that a streaming tile pass asks for (as the decode kernels' rows_dot does).
+constexpr int64_t kPrefetchRows = 4;
+
 // Integer tiles: each weight block is unpacked once per tile of kMaxTile tokens, and the chunk (sized
 // to stay in L2) is re-read from cache, not memory, for the next tile.
 void tile_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, BatchedMatmul& job) {
@@ -340,10 +344,15 @@ void tile_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, Bat
   job.compute = [=](int64_t chunk) {
     const int64_t r0 = chunk * rows, r1 = std::min(n_out, r0 + rows);
     float out[kMaxTile];
+    // One tile's pass streams the rows from memory, as decode does: ask for them a few rows ahead
+    // (the hardware prefetcher stops at 4 KiB pages; see rows_dot).
+    const bool stream_rows = n_tok <= kMaxTile;
     for (int64_t t0 = 0; t0 < n_tok; t0 += kMaxTile) {
       const int n_x = int(std::min<int64_t>(kMaxTile, n_tok - t0));
       const uint8_t* xt = act + size_t(t0) * stride;
       for (int64_t r = r0; r < r1; r++) {
+        if (stream_rows && r + kPrefetchRows < r1)
+          for (uint64_t off = 0; off < w_row_bytes; off += 64) __builtin_prefetch(w.at(r + kPrefetchRows) + off, 0, 3);
         plan.dot.tile(n_in, w.at(r), xt, stride, n_x, out);
         for (int j = 0; j < n_x; j++) dst.frow(t0 + j)[r] = out[j];
       }
@@ -353,6 +362,10 @@ void tile_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, Bat
 
 BatchedMatmul make_job(const OpArgs& a, int n_threads, const Kernels& k, size_t slot, const Pass& pass) {
   BatchedMatmul job;
+  if (k.tiles_only) {  // batch invariance (Kernels::tiles_only)
+    tile_job(a, n_threads, k, slot, job);
+    return job;
+  }
   if (!row_job(a, n_threads, k, slot, job) && !panel_job(a, n_threads, k, slot, job) &&
       !float_gemm_job(a, n_threads, k, slot, pass, job))
     tile_job(a, n_threads, k, slot, job);

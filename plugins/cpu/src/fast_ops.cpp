@@ -285,13 +285,20 @@ TaskRunner on_pool(ThreadPool& pool) {
 
 }  // namespace
 
-FastOps::FastOps(int n_threads, const std::string& simd)
-    : pool_(std::make_unique<ThreadPool>(n_threads)), kernels_(select_kernels(simd)) {}
+FastOps::FastOps(int n_threads, const std::string& simd, bool batch_invariant)
+    : pool_(std::make_unique<ThreadPool>(n_threads)), kernels_(select_kernels(simd)) {
+  if (batch_invariant) {
+    invariant_table_ = std::make_unique<Kernels>(*kernels_);
+    invariant_table_->tiles_only = true;
+    kernels_ = invariant_table_.get();
+  }
+}
 
 FastOps::~FastOps() = default;
 
 int FastOps::n_threads() const { return pool_->size(); }
 const char* FastOps::isa_name() const { return kernels_->name; }
+bool FastOps::batch_invariant() const { return kernels_->tiles_only; }
 
 int FastOps::run_group(const OpArgs* const* ops, int n) {
   if (ops[0]->type == LOOM_OP_MOE_MATMUL) {

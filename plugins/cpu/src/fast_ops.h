@@ -17,7 +17,8 @@ class FastOps {
  public:
   // n_threads >= 1. simd: "auto" (the best kernels this CPU runs), or exactly "avx512", "avx2" or
   // "scalar" (to test each); std::invalid_argument for an unknown or unavailable level.
-  FastOps(int n_threads, const std::string& simd);
+  // batch_invariant: a token's results do not depend on the other tokens of its ops (Kernels::tiles_only).
+  FastOps(int n_threads, const std::string& simd, bool batch_invariant = false);
   ~FastOps();
   FastOps(const FastOps&) = delete;
   FastOps& operator=(const FastOps&) = delete;
@@ -32,6 +33,7 @@ class FastOps {
 
   int n_threads() const;
   const char* isa_name() const;  // "avx512", "avx2" or "scalar"
+  bool batch_invariant() const;
   MoeCounters moe_counters() {
     std::lock_guard<std::mutex> lock(mutex_);
     return moe_counters_;
@@ -39,6 +41,7 @@ class FastOps {
 
  private:
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Kernels> invariant_table_;  // the chosen table with tiles_only set, when asked for
   const Kernels* kernels_;
   std::mutex mutex_;
   MoeCounters moe_counters_;  // guarded by mutex_

@@ -179,6 +179,11 @@ struct Kernels {
   // FP8 weights (LOOM_DTYPE_F8_E4M3_B32) on float activation rows; {nullptr, nullptr}: rows decode
   // to floats through the reference decoder instead (kernels_dequant.cpp).
   WeightKernels f8_e4m3_b32{nullptr, nullptr};
+  // Batch invariance (the backend's "batch_invariant" config, ABI 1.18): every matmul, one row or
+  // many, takes the `tile` kernels, whose arithmetic per activation row is the same whatever the
+  // tile's width (each row keeps its own sums, in block order). The decode kernels (`rows`), panels
+  // and GEMMs each sum in an order of their own, so a token's bits would depend on its batch.
+  bool tiles_only = false;
 };
 
 const Kernels& scalar_kernels();
