@@ -336,7 +336,9 @@ GrammarSpec forced_tool_call_grammar(const ToolRequest& request) {
   }
   json items = variants.size() == 1 ? variants[0] : json{{"anyOf", variants}};
   json schema = {{"type", "array"}, {"items", items}, {"minItems", 1}};
-  if (!request.parallel) schema["maxItems"] = 1;
+  // A named function is called once (vLLM's reading, and what OpenAI's and Anthropic's forced choice
+  // returns): a small model told to call it otherwise repeats the call until the tokens run out.
+  if (!request.parallel || request.choice == ToolChoice::named) schema["maxItems"] = 1;
   return GrammarSpec{GrammarSpec::Kind::json_schema, schema.dump(), {}};
 }
 

@@ -50,6 +50,17 @@ def synth(path, ctx, layers=2, kv_heads=2):
     return path
 
 
+def installed_model(record):
+    """The path scripts/setup.sh recorded in ~/.cache/loom/RECORD ("default-model.txt": Gemma 3 270M,
+    "chat-model.txt": Qwen2.5-Coder 0.5B Instruct), or None when it is not installed."""
+    path = os.path.expanduser(os.path.join("~/.cache/loom", record))
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        model = f.read().strip()
+    return model if os.path.isfile(model) else None
+
+
 def write_config(name, extra="", kv_memory="4MiB"):
     """A loom.toml in the scratch folder; `extra` is appended to its [server] section."""
     path = os.path.join(TMP.name, name)

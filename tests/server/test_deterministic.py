@@ -16,15 +16,6 @@ N_REQUESTS = 16
 MAX_TOKENS = 24
 
 
-def default_model():
-    record = os.path.expanduser("~/.cache/loom/default-model.txt")
-    if not os.path.exists(record):
-        return None
-    with open(record) as f:
-        path = f.read().strip()
-    return path if os.path.isfile(path) else None
-
-
 def deterministic_config(name):
     path = server_harness.write_config(name, kv_memory="128MiB")
     with open(path) as f:
@@ -102,7 +93,7 @@ class DeterministicOnTheDefaultModel(unittest.TestCase):
 
 if __name__ == "__main__":
     args, rest = server_harness.configure_from_argv()
-    DeterministicOnTheDefaultModel.model = default_model()
+    DeterministicOnTheDefaultModel.model = server_harness.installed_model("default-model.txt")
     if DeterministicOnTheDefaultModel.model is None:
         print("skipped: the default model is not installed (scripts/setup.sh installs it)")
         sys.exit(77)

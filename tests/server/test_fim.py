@@ -42,19 +42,10 @@ BODIES = [
 ]
 
 
-def chat_model():
-    record = os.path.expanduser("~/.cache/loom/chat-model.txt")
-    if not os.path.exists(record):
-        return None
-    with open(record) as f:
-        path = f.read().strip()
-    return path if os.path.isfile(path) else None
-
-
 class FimOnTheChatModel(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.path = chat_model()
+        cls.path = server_harness.installed_model("chat-model.txt")
         if cls.path is None:
             raise unittest.SkipTest("the chat model is not installed (scripts/setup.sh)")
         cls.server = LoomServer(server_harness.write_config("fim.toml", kv_memory="64MiB"), cls.path, ["--model-name", "coder"])

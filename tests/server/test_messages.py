@@ -38,15 +38,6 @@ WEATHER = {"name": "get_weather", "description": "The current weather in a city"
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
 
 
-def chat_model():
-    record = os.path.expanduser("~/.cache/loom/chat-model.txt")
-    if not os.path.exists(record):
-        return None
-    with open(record) as f:
-        path = f.read().strip()
-    return path if os.path.isfile(path) else None
-
-
 def streamed(client, **kw):
     events = []
     with client.messages.stream(**kw) as stream:
@@ -180,13 +171,18 @@ class MessagesWithAnApiKey(unittest.TestCase):
             server.terminate()
 
 
-class ToolRoundTripOnTheChatModel(unittest.TestCase):
+class ToolRoundTrip:
+    """On an installed model (RECORD, see server_harness.installed_model): a forced tool call, whole and
+    streamed alike, and its result answered as /v1/chat/completions answers the same conversation."""
+    RECORD = None
+
     @classmethod
     def setUpClass(cls):
-        path = chat_model()
+        path = server_harness.installed_model(cls.RECORD)
         if path is None:
-            raise unittest.SkipTest("the chat model is not installed (scripts/setup.sh)")
-        cls.server = LoomServer(server_harness.write_config("messages-chat.toml", kv_memory="64MiB"), path, ["--model-name", "coder"])
+            raise unittest.SkipTest(f"{cls.RECORD} names no installed model (scripts/setup.sh)")
+        cls.server = LoomServer(server_harness.write_config("messages-" + cls.RECORD + ".toml", kv_memory="64MiB"), path,
+                                ["--model-name", "coder"])
         cls.client = anthropic.Anthropic(base_url=cls.server.base, api_key="none", max_retries=0)
 
     @classmethod
@@ -214,7 +210,7 @@ class ToolRoundTripOnTheChatModel(unittest.TestCase):
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": calls[0].id, "content": "Sunny, 24 degrees Celsius"}]},
         ])
         text = "".join(b.text for b in answer.content if b.type == "text")
-        print(f"tool round trip: {calls[0].input} -> {text!r}")
+        print(f"{self.RECORD}: tool round trip: {calls[0].input} -> {text!r}")
         self.assertTrue(text.strip(), answer.content)
         # The same conversation through /v1/chat/completions gets the same reply: the blocks were read
         # as the chat messages they stand for.
@@ -230,6 +226,15 @@ class ToolRoundTripOnTheChatModel(unittest.TestCase):
         self.assertEqual(text, chat["choices"][0]["message"]["content"] or "")
         self.assertEqual(answer.stop_reason, {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}[
             chat["choices"][0]["finish_reason"]])
+
+
+
+class ToolRoundTripOnTheChatModel(ToolRoundTrip, unittest.TestCase):  # Qwen2.5-Coder 0.5B Instruct
+    RECORD = "chat-model.txt"
+
+
+class ToolRoundTripOnTheDefaultModel(ToolRoundTrip, unittest.TestCase):  # Gemma 3 270M: a second family
+    RECORD = "default-model.txt"
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Issue 40: OpenAI's Responses API through the official `openai` client (work in progress).
+"""Issue 40: OpenAI's Responses API through the official `openai` client.
 
 On a synthetic llama: responses.create answers with a message item and usage; responses.stream's
 events add up to the same text; previous_response_id continues a stored conversation (the rendered
-prompt grows by the earlier turn) and an unknown one is a 404. On the default chat model (skipped
-when it is not installed): a forced function call, its function_call_output sent back with
-previous_response_id, answered with text.
+prompt grows by the earlier turn) and an unknown one is a 404. On the two installed models,
+Qwen2.5-Coder and Gemma 3 (each skipped when not installed): create and stream agree, and a forced
+function call, its function_call_output sent back with previous_response_id, is answered.
 Skips (77) without the `openai` package.
 usage: test_responses.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 """
@@ -27,15 +27,6 @@ import server_harness  # noqa: E402
 from server_harness import LoomServer  # noqa: E402
 
 ARGS, UNITTEST_ARGS = server_harness.configure_from_argv()
-
-
-def chat_model():
-    record = os.path.expanduser("~/.cache/loom/chat-model.txt")
-    if not os.path.exists(record):
-        return None
-    with open(record) as f:
-        path = f.read().strip()
-    return path if os.path.isfile(path) else None
 
 
 class ResponsesOnASyntheticModel(unittest.TestCase):
@@ -110,27 +101,62 @@ class ReasoningItems(unittest.TestCase):
         self.assertIn("wrong type", body["error"]["message"])
 
 
-class FunctionRoundTripOnTheChatModel(unittest.TestCase):
-    def test_a_function_call_and_its_output(self):
-        path = chat_model()
+class RealModel:
+    """On an installed model (RECORD, see server_harness.installed_model): responses.create and
+    responses.stream agree, and a forced function call answered through previous_response_id."""
+    RECORD = None
+
+    @classmethod
+    def setUpClass(cls):
+        path = server_harness.installed_model(cls.RECORD)
         if path is None:
-            self.skipTest("the chat model is not installed (scripts/setup.sh)")
-        server = LoomServer(server_harness.write_config("responses-chat.toml", kv_memory="64MiB"), path, ["--model-name", "coder"])
-        try:
-            client = openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
-            tools = [{"type": "function", "name": "get_weather", "description": "The current weather in a city",
-                      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
-            first = client.responses.create(model="coder", input="What is the weather in Paris?", tools=tools,
-                                            tool_choice={"type": "function", "name": "get_weather"}, max_output_tokens=64, temperature=0)
-            calls = [item for item in first.output if item.type == "function_call"]
-            self.assertEqual(len(calls), 1, first.output)
-            self.assertEqual(json.loads(calls[0].arguments).get("city"), "Paris")
-            second = client.responses.create(model="coder", previous_response_id=first.id, tools=tools, max_output_tokens=48, temperature=0,
-                                             input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "Sunny, 24 C"}])
-            print(f"function round trip: {calls[0].arguments} -> {second.output_text!r}")
-            self.assertTrue(second.output_text.strip() or any(i.type == "function_call" for i in second.output))
-        finally:
-            server.terminate()
+            raise unittest.SkipTest(f"{cls.RECORD} names no installed model (scripts/setup.sh)")
+        cls.server = LoomServer(server_harness.write_config("responses-" + cls.RECORD + ".toml", kv_memory="64MiB"), path,
+                                ["--model-name", "real"])
+        cls.client = openai.OpenAI(base_url=cls.server.base + "/v1", api_key="none", max_retries=0)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.terminate()
+
+    def test_create_and_stream_agree(self):
+        kw = dict(model="real", input="Name three colours.", instructions="Answer briefly.", max_output_tokens=24, temperature=0)
+        whole = self.client.responses.create(**kw)
+        with self.client.responses.stream(**kw) as stream:
+            deltas = "".join(event.delta for event in stream if event.type == "response.output_text.delta")
+            final = stream.get_final_response()
+        self.assertTrue(whole.output_text)
+        self.assertEqual(deltas, whole.output_text)
+        self.assertEqual(final.output_text, whole.output_text)
+        self.assertEqual(final.usage.output_tokens, whole.usage.output_tokens)
+
+    def test_a_function_call_and_its_output(self):
+        tools = [{"type": "function", "name": "get_weather", "description": "The current weather in a city",
+                  "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
+        ask = dict(model="real", input="What is the weather in Paris?", tools=tools,
+                   tool_choice={"type": "function", "name": "get_weather"}, max_output_tokens=64, temperature=0)
+        first = self.client.responses.create(**ask)
+        calls = [item for item in first.output if item.type == "function_call"]
+        self.assertEqual(len(calls), 1, first.output)
+        self.assertEqual(calls[0].name, "get_weather")
+        self.assertIsInstance(json.loads(calls[0].arguments).get("city"), str)
+        with self.client.responses.stream(**ask) as stream:
+            final = stream.get_final_response()
+        self.assertEqual([(i.name, i.arguments) for i in final.output if i.type == "function_call"],
+                         [(calls[0].name, calls[0].arguments)])
+        second = self.client.responses.create(model="real", previous_response_id=first.id, tools=tools, max_output_tokens=48, temperature=0,
+                                              input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "Sunny, 24 C"}])
+        print(f"{self.RECORD}: function round trip: {calls[0].arguments} -> {second.output_text!r}")
+        self.assertTrue(second.output_text.strip() or any(i.type == "function_call" for i in second.output))
+        self.assertGreater(second.usage.input_tokens, first.usage.input_tokens)
+
+
+class OnTheChatModel(RealModel, unittest.TestCase):  # Qwen2.5-Coder 0.5B Instruct (Hermes-style tool calls)
+    RECORD = "chat-model.txt"
+
+
+class OnTheDefaultModel(RealModel, unittest.TestCase):  # Gemma 3 270M: a second family, a template without tools
+    RECORD = "default-model.txt"
 
 
 if __name__ == "__main__":

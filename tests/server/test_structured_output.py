@@ -223,6 +223,10 @@ class ToolCalls(unittest.TestCase):
             calls = out.choices[0].message.tool_calls
             self.assertEqual(len(calls), 1)
             self.assertEqual(calls[0].function.name, "get_time")
+        # A named function is called once even with parallel calls allowed (vLLM's reading).
+        for seed in range(3):
+            calls = self.ask(tool_choice={"type": "function", "function": {"name": "get_time"}}, seed=seed).choices[0].message.tool_calls
+            self.assertEqual([c.function.name for c in calls], ["get_time"])
 
     def test_streamed_calls(self):
         stream = self.ask(tool_choice="required", parallel_tool_calls=False, stream=True, seed=7)
