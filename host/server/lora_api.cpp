@@ -41,6 +41,7 @@ void add_lora_routes(httplib::Server& http, ModelRegistry& models) {
                 scale = body["scale"].get<double>();
               }
               state.engine.load_lora(name, path, static_cast<float>(scale));  // loom::Error: a 400 naming the problem
+              models.remember_adapter({name, path, static_cast<float>(scale)});
               res.set_content("Success: LoRA adapter '" + name + "' added successfully.", "text/plain; charset=utf-8");
             }));
   http.Post("/v1/unload_lora_adapter", guarded([&models](const httplib::Request& req, httplib::Response& res) {
@@ -52,6 +53,7 @@ void add_lora_routes(httplib::Server& http, ModelRegistry& models) {
               if (!state.engine.find_lora(name))
                 throw ApiError(404, "no adapter named '" + name + "' is loaded", "lora_name", "invalid_request_error", "model_not_found");
               state.engine.unload_lora(name);
+              models.forget_adapter(name);
               res.set_content("Success: LoRA adapter '" + name + "' removed successfully.", "text/plain; charset=utf-8");
             }));
 }

@@ -91,11 +91,25 @@ ModelRegistry::Slot* ModelRegistry::find(const std::string& requested) {
   for (Slot& slot : slots_) {
     if (slot.answers_to(requested)) return &slot;
   }
-  // A run-time adapter names its base model's slot (the adapter is applied per request).
+  // A run-time adapter names its base model's slot (the adapter is applied per request), loaded or not.
   for (Slot& slot : slots_) {
     if (slot.status == ModelStatus::loaded && slot.loaded->engine->find_lora(requested)) return &slot;
+    for (const RuntimeAdapter& adapter : slot.adapters)
+      if (adapter.name == requested) return &slot;
   }
   return nullptr;
+}
+
+void ModelRegistry::remember_adapter(RuntimeAdapter adapter) {
+  std::lock_guard lock(mutex_);
+  std::vector<RuntimeAdapter>& adapters = slots_.front().adapters;
+  std::erase_if(adapters, [&](const RuntimeAdapter& a) { return a.name == adapter.name; });
+  adapters.push_back(std::move(adapter));
+}
+
+void ModelRegistry::forget_adapter(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(slots_.front().adapters, [&](const RuntimeAdapter& a) { return a.name == name; });
 }
 
 std::vector<std::string> ModelRegistry::names() {
@@ -106,8 +120,11 @@ std::vector<std::string> ModelRegistry::names() {
     all.insert(all.end(), slot.settings.aliases.begin(), slot.settings.aliases.end());
   }
   for (const Slot& slot : slots_) {
-    if (slot.status != ModelStatus::loaded) continue;
-    for (const auto& lora : slot.loaded->engine->loras()) all.push_back(lora.name);
+    if (slot.status == ModelStatus::loaded) {
+      for (const auto& lora : slot.loaded->engine->loras()) all.push_back(lora.name);
+    } else {
+      for (const RuntimeAdapter& adapter : slot.adapters) all.push_back(adapter.name);
+    }
   }
   return all;
 }
@@ -255,12 +272,21 @@ bool ModelRegistry::make_room(Slot& slot, std::unique_lock<std::mutex>& lock, Cl
 void ModelRegistry::load(Slot& slot, std::unique_lock<std::mutex>& lock) {
   slot.status = ModelStatus::loading;
   changed_.notify_all();
+  const std::vector<RuntimeAdapter> adapters = slot.adapters;
   lock.unlock();
   const auto start = Clock::now();
   std::unique_ptr<LoadedModel> model;
   std::string error;
   try {
     model = loader_(slot.settings);
+    for (const RuntimeAdapter& adapter : adapters) {
+      try {
+        model->engine->load_lora(adapter.name, adapter.path, adapter.scale);
+      } catch (const std::exception& e) {  // its file went away: the model serves without it
+        std::fprintf(stderr, "loom serve: adapter '%s' of model '%s' not loaded again: %s\n", adapter.name.c_str(),
+                     slot.settings.name.c_str(), e.what());
+      }
+    }
   } catch (const std::exception& e) {
     error = e.what();
   } catch (...) {

@@ -95,6 +95,16 @@ class ModelRegistry {
 
   ServerWide& server() { return server_; }
 
+  // Adapters loaded at run time (/v1/load_lora_adapter) into the first model: remembered, so a model
+  // unloaded under the budget (or when idle) gets them again when it loads, and a request naming one
+  // loads its model as a request naming the model does.
+  struct RuntimeAdapter {
+    std::string name, path;
+    float scale = 1.0f;
+  };
+  void remember_adapter(RuntimeAdapter adapter);
+  void forget_adapter(const std::string& name);
+
  private:
   struct Slot {
     ModelEntrySettings settings;
@@ -106,6 +116,7 @@ class ModelRegistry {
     uint64_t loads = 0, load_failures = 0, unloads_budget = 0, unloads_idle = 0;
     double last_load_seconds = 0.0;
     std::string last_error;
+    std::vector<RuntimeAdapter> adapters;  // the first slot's run-time adapters, in load order
     bool answers_to(const std::string& name) const;
     uint64_t bytes() const { return loaded ? loaded->resident_bytes : estimated_bytes; }
   };

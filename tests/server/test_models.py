@@ -17,6 +17,7 @@ Skips (77) without the `openai` package.
 usage: test_models.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 """
 import concurrent.futures
+import json
 import os
 import re
 import subprocess
@@ -158,14 +159,15 @@ class BusyAndIdleTest(unittest.TestCase):
         try:
             long_reply = {}
             body = {"model": "slow", "prompt": "hello", "max_tokens": 4000, "temperature": 0, "ignore_eos": True}
-            worker = threading.Thread(target=lambda: long_reply.update(r=server.request("POST", "/v1/completions", body)))
+            # A generous timeout: 4000 tokens take a minute or more on a loaded 2-core machine.
+            worker = threading.Thread(target=lambda: long_reply.update(r=server.request("POST", "/v1/completions", body, timeout=600)))
             worker.start()
             deadline = time.time() + 30
             while series(server.metrics(), "loom_num_requests_running", "slow") != 1 and time.time() < deadline:
                 time.sleep(0.01)
             status, headers, data = server.request("POST", "/v1/completions", {"model": "other", "prompt": "hi", "max_tokens": 4})
             still_running = worker.is_alive()
-            worker.join(120)
+            worker.join(600)
             self.assertTrue(still_running, "the long request ended before the other model was asked for")
             self.assertEqual(status, 503, data)
             self.assertGreaterEqual(int(headers["Retry-After"]), 1)
@@ -176,6 +178,46 @@ class BusyAndIdleTest(unittest.TestCase):
             m = server.metrics()
             self.assertEqual(series(m, "loom_model_unloads_total", "slow", reason="budget"), 1.0)
             self.assertEqual(series(m, "loom_model_loaded", "slow"), 0.0)
+        finally:
+            server.terminate()
+
+    def test_run_time_adapters_come_back_with_their_model(self):
+        tmp = server_harness.TMP.name
+        base = server_harness.synth(os.path.join(tmp, "adapted.gguf"), 512, layers=2)
+        other = server_harness.synth(os.path.join(tmp, "evicting.gguf"), 512, layers=3, kv_heads=4)
+        adapter = os.path.join(tmp, "runtime-adapter.gguf")
+        done = server_harness.run_loom("gguf", "synth-lora", "--model", base, "--rank", "8", "--seed", "9", "-o", adapter)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        budget = os.path.getsize(other) + (6 << 20)  # one model at a time
+        config = models_config("adapters.toml", {"base": (base, "preload = true"), "other": (other, "")},
+                               f"memory_budget = {budget}\nmodel_swap_wait = 30\nenable_lora_loading = true")
+        with open(config, "a") as f:
+            f.write("\n[model]\nmax_loras = 2\nmax_lora_rank = 16\n")
+        server = LoomServer(config, None)
+
+        def complete(model):
+            status, _, data = server.request("POST", "/v1/completions", {"model": model, "prompt": "hello world", "max_tokens": 12,
+                                                                        "temperature": 0})
+            self.assertEqual(status, 200, data)
+            return json.loads(data)["choices"][0]["text"]
+
+        try:
+            status, _, data = server.request("POST", "/v1/load_lora_adapter", {"lora_name": "ad", "lora_path": adapter})
+            self.assertEqual(status, 200, data)
+            through_adapter, plain = complete("ad"), complete("base")
+            self.assertNotEqual(through_adapter, plain)  # the adapter changes the answer
+            complete("other")  # the budget holds one model: "base" is unloaded
+            self.assertEqual(series(server.metrics(), "loom_model_loaded", "base"), 0.0)
+            status, _, data = server.request("POST", "/v1/completions", {"model": "nope", "prompt": "x"})
+            self.assertEqual(status, 404, data)
+            self.assertIn("'ad'", json.loads(data)["error"]["message"])  # the unloaded model's adapter is still served
+            self.assertEqual(complete("ad"), through_adapter)  # naming the adapter loads its model, adapter and all
+            self.assertEqual(series(server.metrics(), "loom_model_loads_total", "base"), 2.0)
+            status, _, data = server.request("POST", "/v1/unload_lora_adapter", {"lora_name": "ad"})
+            self.assertEqual(status, 200, data)
+            complete("other")
+            status, _, data = server.request("POST", "/v1/completions", {"model": "ad", "prompt": "x", "max_tokens": 2})
+            self.assertEqual(status, 404, data)  # unloaded adapters are forgotten
         finally:
             server.terminate()
 
