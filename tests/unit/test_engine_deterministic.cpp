@@ -108,6 +108,11 @@ TEST_CASE("deterministic mode is refused where it cannot hold", "[engine]") {
     REQUIRE_THROWS_WITH(loom::Engine(config, quantized_model()),
                         Catch::Contains("[engine] deterministic") && Catch::Contains("batch-invariant"));
   }
+  SECTION("a drafter, whose drafts per step follow the batch's token budget") {
+    loom::Config config = deterministic_config(64);
+    config.drafter.kind = "ngram";
+    REQUIRE_THROWS_WITH(loom::Engine(config, quantized_model()), Catch::Contains("[drafter] kind = 'ngram'"));
+  }
   SECTION("a model with recurrent layers") {
     loom::Config config = deterministic_config(64);
     loom::gguf::SynthSpec spec;

@@ -17,13 +17,19 @@ namespace loom {
 namespace {
 
 // [engine] deterministic holds only where every op gives a token the same bits in any batch: the
-// backend says so (ABI 1.18), and the model has no recurrent layers, whose chunked prefill sums a
-// prompt in an order that depends on where the scheduler cut it.
+// backend says so (ABI 1.18), no drafter, and the model has no recurrent layers, whose chunked
+// prefill sums a prompt in an order that depends on where the scheduler cut it.
 void check_deterministic_mode(const Config& config, const Backend& backend, const ModelInfo& info) {
   if (!config.engine.deterministic) return;
   if (!backend.caps().batch_invariant)
     throw Error("[engine] deterministic: backend '" + backend.name() + "' (" + backend.caps().device_name +
                 ") does not give batch-invariant results (caps.batch_invariant, ABI 1.18); the cpu backend's fast kernels do");
+  // The drafts a step verifies are cut to the token budget the batch leaves, and the rejection
+  // sampler's draws follow the drafts: the output distribution stays exact, the seeded path does not.
+  if (config.drafter.kind != "none")
+    throw Error("[engine] deterministic: [drafter] kind = '" + config.drafter.kind +
+                "' drafts as many tokens as each step's budget leaves, so a seeded request's draws depend on its batch; "
+                "set [drafter] kind = \"none\"");
   if (info.is_hybrid())
     throw Error("[engine] deterministic: '" + info.arch_name +
                 "' has recurrent layers, whose prefill chunks sum in an order that depends on the batch; serve it without deterministic mode");
