@@ -50,6 +50,17 @@ def synth(path, ctx, layers=2, kv_heads=2):
     return path
 
 
+_SHARED_SYNTH = {}
+
+
+def shared_synth(ctx=512):
+    """One synthetic llama (synth()) per test process and context, written on first use: classes that
+    only need some model serve the same file."""
+    if ctx not in _SHARED_SYNTH:
+        _SHARED_SYNTH[ctx] = synth(os.path.join(TMP.name, f"shared-{ctx}.gguf"), ctx)
+    return _SHARED_SYNTH[ctx]
+
+
 def installed_model(record):
     """The path scripts/setup.sh recorded in ~/.cache/loom/RECORD ("default-model.txt": Gemma 3 270M,
     "chat-model.txt": Qwen2.5-Coder 0.5B Instruct), or None when it is not installed."""

@@ -49,7 +49,7 @@ def streamed(client, **kw):
 class MessagesOnASyntheticModel(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.model = server_harness.synth(os.path.join(server_harness.TMP.name, "messages.gguf"), 512)
+        cls.model = server_harness.shared_synth()
         cls.server = LoomServer(server_harness.write_config("messages.toml"), cls.model, ["--model-name", "m"])
         cls.client = anthropic.Anthropic(base_url=cls.server.base, api_key="none", max_retries=0)
 
@@ -130,7 +130,7 @@ class ThinkingBlocks(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.model = server_harness.synth(os.path.join(server_harness.TMP.name, "messages-think.gguf"), 512)
+        cls.model = server_harness.shared_synth()
         cls.server = LoomServer(server_harness.write_thinking_config("messages-think.toml"), cls.model, ["--model-name", "m"])
         cls.client = anthropic.Anthropic(base_url=cls.server.base, api_key="none", max_retries=0)
 

@@ -32,7 +32,7 @@ ARGS, UNITTEST_ARGS = server_harness.configure_from_argv()
 class ResponsesOnASyntheticModel(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.model = server_harness.synth(os.path.join(server_harness.TMP.name, "responses.gguf"), 512)
+        cls.model = server_harness.shared_synth()
         cls.server = LoomServer(server_harness.write_config("responses.toml"), cls.model, ["--model-name", "m"])
         cls.client = openai.OpenAI(base_url=cls.server.base + "/v1", api_key="none", max_retries=0)
 
@@ -67,7 +67,7 @@ class ReasoningItems(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.model = server_harness.synth(os.path.join(server_harness.TMP.name, "responses-think.gguf"), 512)
+        cls.model = server_harness.shared_synth()
         cls.server = LoomServer(server_harness.write_thinking_config("responses-think.toml"), cls.model, ["--model-name", "m"])
         cls.client = openai.OpenAI(base_url=cls.server.base + "/v1", api_key="none", max_retries=0)
 

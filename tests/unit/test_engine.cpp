@@ -28,16 +28,7 @@ std::filesystem::path synthetic_model(const std::string& arch = "llama") {
   auto& path = paths[arch];
   if (path.empty()) {
     auto dir = loom::test::scratch_dir("engine-model-" + arch);
-    loom::gguf::SynthSpec spec;
-    spec.arch = arch;
-    spec.n_layers = 2;
-    spec.dim = 64;
-    spec.n_heads = 4;
-    spec.n_kv_heads = 2;
-    spec.ff_dim = 128;
-    spec.n_vocab = 512;
-    spec.n_ctx = 512;
-    spec.seed = 7;
+    loom::gguf::SynthSpec spec = engine_spec(arch);
     if (arch != "llama" && arch != "qwen35") spec.expert_ff_dim = 64;
     if (arch == "gpt-oss") spec.sliding_window = 16;  // short enough that the prompts cross it
     path = dir / (arch + "-tiny.gguf");

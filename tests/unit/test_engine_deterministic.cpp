@@ -22,16 +22,9 @@ std::filesystem::path quantized_model(const std::string& arch = "llama") {
   static std::map<std::string, std::filesystem::path> paths;
   auto& path = paths[arch];
   if (path.empty()) {
-    loom::gguf::SynthSpec spec;
-    spec.arch = arch;
-    spec.n_layers = 2;
+    loom::gguf::SynthSpec spec = engine_spec(arch, 11);
     spec.dim = 128;
-    spec.n_heads = 4;
-    spec.n_kv_heads = 2;
     spec.ff_dim = 256;
-    spec.n_vocab = 512;
-    spec.n_ctx = 512;
-    spec.seed = 11;
     spec.weight_type = LOOM_DTYPE_Q4_0;
     path = scratch_dir("deterministic-" + arch) / (arch + "-q4_0.gguf");
     loom::gguf::write_synthetic_model(spec, path);
@@ -115,17 +108,8 @@ TEST_CASE("deterministic mode is refused where it cannot hold", "[engine]") {
   }
   SECTION("a model with recurrent layers") {
     loom::Config config = deterministic_config(64);
-    loom::gguf::SynthSpec spec;
-    spec.arch = "qwen35";
-    spec.n_layers = 2;
-    spec.dim = 64;
-    spec.n_heads = 4;
-    spec.n_kv_heads = 2;
-    spec.ff_dim = 128;
-    spec.n_vocab = 512;
-    spec.n_ctx = 512;
     const auto path = scratch_dir("deterministic-hybrid") / "qwen35-tiny.gguf";
-    loom::gguf::write_synthetic_model(spec, path);
+    loom::gguf::write_synthetic_model(engine_spec("qwen35"), path);
     REQUIRE_THROWS_WITH(loom::Engine(config, path), Catch::Contains("recurrent layers"));
   }
 }

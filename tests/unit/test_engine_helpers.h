@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "gguf/synth_model.h"
 #include "test_paths.h"
 
 namespace loom::test {
@@ -23,6 +24,22 @@ inline loom::Config engine_config(int64_t kv_bytes = 8ll << 20, int64_t max_batc
   config.scheduler.max_batched_tokens = max_batched;
   config.scheduler.max_num_seqs = 16;
   return config;
+}
+
+// The [engine] tests' synthetic model of `arch`: 2 layers, 64 wide, 4 query heads over 2 KV heads, a
+// 512-token vocabulary and context. Callers adjust what their case needs.
+inline loom::gguf::SynthSpec engine_spec(const std::string& arch = "llama", uint64_t seed = 7) {
+  loom::gguf::SynthSpec spec;
+  spec.arch = arch;
+  spec.n_layers = 2;
+  spec.dim = 64;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 2;
+  spec.ff_dim = 128;
+  spec.n_vocab = 512;
+  spec.n_ctx = 512;
+  spec.seed = seed;
+  return spec;
 }
 
 inline std::vector<int32_t> prompt_of(uint32_t seed, size_t length) {

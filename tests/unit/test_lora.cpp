@@ -35,16 +35,7 @@ const Fixture& fixture() {
   static Fixture f = [] {
     Fixture out;
     const auto dir = scratch_dir("lora");
-    loom::gguf::SynthSpec spec;
-    spec.arch = "llama";
-    spec.n_layers = 2;
-    spec.dim = 64;
-    spec.n_heads = 4;
-    spec.n_kv_heads = 2;
-    spec.ff_dim = 128;
-    spec.n_vocab = 512;
-    spec.n_ctx = 512;
-    spec.seed = 7;
+    const loom::gguf::SynthSpec spec = loom::test::engine_spec();
     out.model = dir / "llama.gguf";
     loom::gguf::write_synthetic_model(spec, out.model);
     const std::vector<std::pair<int64_t, std::string>> kinds = {{4, "q,k,v,o,gate,up,down"}, {8, "q,v"}, {16, "o,down"}, {8, "k,gate,up"}};

@@ -24,16 +24,7 @@ std::filesystem::path model_with_seed(uint64_t seed) {
   auto it = paths.find(seed);
   if (it != paths.end()) return it->second;
   auto dir = loom::test::scratch_dir("speculative-model-" + std::to_string(seed));
-  loom::gguf::SynthSpec spec;
-  spec.arch = "llama";
-  spec.n_layers = 2;
-  spec.dim = 64;
-  spec.n_heads = 4;
-  spec.n_kv_heads = 2;
-  spec.ff_dim = 128;
-  spec.n_vocab = 512;
-  spec.n_ctx = 512;
-  spec.seed = seed;
+  const loom::gguf::SynthSpec spec = loom::test::engine_spec("llama", seed);
   auto file = dir / "llama-tiny.gguf";
   loom::gguf::write_synthetic_model(spec, file);
   paths[seed] = file;
