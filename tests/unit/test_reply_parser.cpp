@@ -1,0 +1,111 @@
+// The incremental reply parsers (host/server/reply_events.h): whatever pieces the reply arrives in,
+// the events add up to the text and calls the whole-reply parser finds, and a call's arguments go out
+// while the model is still writing them.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "server/reply_parser_hermes.h"
+#include "server/tool_calls.h"
+
+namespace {
+
+using loom::server::ReplyEvent;
+
+struct Assembled {
+  std::string text;
+  std::vector<std::pair<std::string, std::string>> calls;  // name, arguments
+  std::vector<ReplyEvent> events;
+};
+
+// The reply fed in pieces of the given sizes (cycled), then finished.
+Assembled run(const std::string& reply, const std::vector<size_t>& sizes) {
+  auto parser = loom::server::hermes_reply_parser();
+  Assembled a;
+  for (size_t pos = 0, k = 0; pos < reply.size(); ++k) {
+    const size_t n = std::min(sizes[k % sizes.size()], reply.size() - pos);
+    parser->feed(std::string_view(reply).substr(pos, n), a.events);
+    pos += n;
+  }
+  parser->finish(a.events);
+  for (const ReplyEvent& e : a.events) {
+    if (e.kind == ReplyEvent::Kind::text) a.text += e.text;
+    if (e.kind == ReplyEvent::Kind::call_begin) a.calls.push_back({e.name, ""});
+    if (e.kind == ReplyEvent::Kind::call_arguments) a.calls.at(size_t(e.call)).second += e.text;
+  }
+  return a;
+}
+
+nlohmann::json parsed(const std::string& text) { return nlohmann::json::parse(text, nullptr, false); }
+
+// Every way of cutting the reply gives what the whole-reply parser gives (calls' arguments as JSON).
+void require_like_whole_parser(const std::string& reply) {
+  const loom::server::ParsedReply whole = loom::server::parse_tool_calls(reply, loom::server::ToolCallFormat::hermes);
+  std::mt19937 rng(7);
+  std::vector<std::vector<size_t>> cuts = {{1}, {2}, {3}, {5}, {reply.size()}};
+  for (int i = 0; i < 8; ++i) cuts.push_back({1 + rng() % 9, 1 + rng() % 4, 1 + rng() % 17});
+  for (const auto& sizes : cuts) {
+    INFO("reply " << reply << " in pieces of " << sizes[0] << "...");
+    const Assembled a = run(reply, sizes);
+    REQUIRE(a.calls.size() == whole.calls.size());
+    for (size_t i = 0; i < a.calls.size(); ++i) {
+      CHECK(a.calls[i].first == whole.calls[i].name);
+      CHECK(parsed(a.calls[i].second) == parsed(whole.calls[i].arguments));
+    }
+    // The whole-reply parser trims the text around calls; the stream sends it as written.
+    std::string trimmed = a.text;
+    trimmed.erase(0, trimmed.find_first_not_of(" \n"));
+    trimmed.erase(trimmed.find_last_not_of(" \n") + 1);
+    CHECK(trimmed == whole.content);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("hermes reply parser: text and calls add up to the whole-reply parser's, however the reply is cut", "[server][reply]") {
+  require_like_whole_parser("It is sunny.");
+  require_like_whole_parser("Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": [1, 2], "
+                            "\"note\": \"a \\\"quoted\\\" }, brace\"}}\n</tool_call>");
+  require_like_whole_parser("<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": \"b\", \"arguments\": "
+                            "{\"x\": {\"y\": [true, null, 1.5e3]}}}</tool_call>");
+  // Arguments before the name, and arguments written as a string of JSON.
+  require_like_whole_parser("<tool_call>{\"arguments\": {\"q\": \"x,y:z\"}, \"name\": \"search\"}</tool_call>");
+  require_like_whole_parser("<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"n\\\": 3}\"}</tool_call>");
+  // A tag whose content is no call stays text.
+  require_like_whole_parser("<tool_call>{\"foo\": 1}</tool_call> and more");
+}
+
+TEST_CASE("hermes reply parser: arguments stream while the model writes them", "[server][reply]") {
+  const std::string head = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par";
+  auto parser = loom::server::hermes_reply_parser();
+  std::vector<ReplyEvent> events;
+  for (char c : head) parser->feed(std::string_view(&c, 1), events);
+  // The call has begun and its arguments so far are out, before the object closed.
+  REQUIRE(events.size() >= 2);
+  CHECK(events.front().kind == ReplyEvent::Kind::call_begin);
+  CHECK(events.front().name == "get_weather");
+  std::string arguments;
+  for (const ReplyEvent& e : events) {
+    CHECK(e.kind != ReplyEvent::Kind::call_end);
+    if (e.kind == ReplyEvent::Kind::call_arguments) arguments += e.text;
+  }
+  CHECK(arguments == "{\"city\": \"Par");
+  parser->feed("is\"}}\n</tool_call>", events);
+  parser->finish(events);
+  CHECK(events.back().kind == ReplyEvent::Kind::call_end);
+}
+
+TEST_CASE("hermes reply parser: a possible tag start is held, then sent as text when it is none", "[server][reply]") {
+  auto parser = loom::server::hermes_reply_parser();
+  std::vector<ReplyEvent> events;
+  parser->feed("a < b and x <tool", events);
+  std::string sent;
+  for (const ReplyEvent& e : events) sent += e.text;
+  CHECK(sent == "a < b and x ");
+  parser->feed("box", events);
+  parser->finish(events);
+  sent.clear();
+  for (const ReplyEvent& e : events) sent += e.text;
+  CHECK(sent == "a < b and x <toolbox");
+}
