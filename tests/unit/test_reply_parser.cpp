@@ -3,9 +3,11 @@
 // while the model is still writing them.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "server/reply_parser_call_list.h"
 #include "server/reply_parser_hermes.h"
 #include "server/tool_calls.h"
 
@@ -19,9 +21,11 @@ struct Assembled {
   std::vector<ReplyEvent> events;
 };
 
+using MakeParser = std::function<std::unique_ptr<loom::server::ReplyParser>()>;
+
 // The reply fed in pieces of the given sizes (cycled), then finished.
-Assembled run(const std::string& reply, const std::vector<size_t>& sizes) {
-  auto parser = loom::server::hermes_reply_parser();
+Assembled run(const std::string& reply, const std::vector<size_t>& sizes, const MakeParser& make = loom::server::hermes_reply_parser) {
+  auto parser = make();
   Assembled a;
   for (size_t pos = 0, k = 0; pos < reply.size(); ++k) {
     const size_t n = std::min(sizes[k % sizes.size()], reply.size() - pos);
@@ -40,14 +44,18 @@ Assembled run(const std::string& reply, const std::vector<size_t>& sizes) {
 nlohmann::json parsed(const std::string& text) { return nlohmann::json::parse(text, nullptr, false); }
 
 // Every way of cutting the reply gives what the whole-reply parser gives (calls' arguments as JSON).
-void require_like_whole_parser(const std::string& reply) {
-  const loom::server::ParsedReply whole = loom::server::parse_tool_calls(reply, loom::server::ToolCallFormat::hermes);
+void require_like_whole_parser(const std::string& reply, const MakeParser& make = loom::server::hermes_reply_parser,
+                               const std::function<loom::server::ParsedReply(const std::string&)>& whole_parser =
+                                   [](const std::string& text) {
+                                     return loom::server::parse_tool_calls(text, loom::server::ToolCallFormat::hermes);
+                                   }) {
+  const loom::server::ParsedReply whole = whole_parser(reply);
   std::mt19937 rng(7);
   std::vector<std::vector<size_t>> cuts = {{1}, {2}, {3}, {5}, {reply.size()}};
   for (int i = 0; i < 8; ++i) cuts.push_back({1 + rng() % 9, 1 + rng() % 4, 1 + rng() % 17});
   for (const auto& sizes : cuts) {
     INFO("reply " << reply << " in pieces of " << sizes[0] << "...");
-    const Assembled a = run(reply, sizes);
+    const Assembled a = run(reply, sizes, make);
     REQUIRE(a.calls.size() == whole.calls.size());
     for (size_t i = 0; i < a.calls.size(); ++i) {
       CHECK(a.calls[i].first == whole.calls[i].name);
@@ -108,4 +116,20 @@ TEST_CASE("hermes reply parser: a possible tag start is held, then sent as text 
   sent.clear();
   for (const ReplyEvent& e : events) sent += e.text;
   CHECK(sent == "a < b and x <toolbox");
+}
+
+TEST_CASE("call-list reply parsers (Mistral, forced calls) add up to the whole-reply parsers'", "[server][reply]") {
+  const auto mistral = [] { return loom::server::call_list_reply_parser("[TOOL_CALLS]"); };
+  const auto mistral_whole = [](const std::string& text) {
+    return loom::server::parse_tool_calls(text, loom::server::ToolCallFormat::mistral);
+  };
+  require_like_whole_parser("No tools needed, [TOOL it seems.", mistral, mistral_whole);
+  require_like_whole_parser("[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}, "
+                            "{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\", \"fmt\": [\"h\", \"m\"]}}]",
+                            mistral, mistral_whole);
+  require_like_whole_parser("Checking.[TOOL_CALLS] {\"name\": \"f\", \"arguments\": {}}", mistral, mistral_whole);
+  const auto forced = [] { return loom::server::call_list_reply_parser(""); };
+  require_like_whole_parser("[{\"name\":\"get_weather\",\"parameters\":{\"city\":\"Paris\"}},{\"name\":\"get_weather\","
+                            "\"parameters\":{\"city\":\"Rome, \\\"IT\\\"\"}}]",
+                            forced, loom::server::parse_forced_tool_calls);
 }
