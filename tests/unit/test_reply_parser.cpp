@@ -9,6 +9,7 @@
 
 #include "server/reply_parser_call_list.h"
 #include "server/reply_parser_hermes.h"
+#include "server/reply_parser_reasoning.h"
 #include "server/tool_calls.h"
 
 namespace {
@@ -16,7 +17,7 @@ namespace {
 using loom::server::ReplyEvent;
 
 struct Assembled {
-  std::string text;
+  std::string text, reasoning;
   std::vector<std::pair<std::string, std::string>> calls;  // name, arguments
   std::vector<ReplyEvent> events;
 };
@@ -35,6 +36,7 @@ Assembled run(const std::string& reply, const std::vector<size_t>& sizes, const 
   parser->finish(a.events);
   for (const ReplyEvent& e : a.events) {
     if (e.kind == ReplyEvent::Kind::text) a.text += e.text;
+    if (e.kind == ReplyEvent::Kind::reasoning) a.reasoning += e.text;
     if (e.kind == ReplyEvent::Kind::call_begin) a.calls.push_back({e.name, ""});
     if (e.kind == ReplyEvent::Kind::call_arguments) a.calls.at(size_t(e.call)).second += e.text;
   }
@@ -132,4 +134,29 @@ TEST_CASE("call-list reply parsers (Mistral, forced calls) add up to the whole-r
   require_like_whole_parser("[{\"name\":\"get_weather\",\"parameters\":{\"city\":\"Paris\"}},{\"name\":\"get_weather\","
                             "\"parameters\":{\"city\":\"Rome, \\\"IT\\\"\"}}]",
                             forced, loom::server::parse_forced_tool_calls);
+}
+
+TEST_CASE("the reasoning splitter streams the block as reasoning and the rest through the format's parser", "[server][reply]") {
+  using loom::server::kThinkTags;
+  for (const bool inside : {false, true}) {
+    for (const std::string reply : {"<think>\nLet me think.\n\nDone.\n</think>\n\nThe answer <tool_call>{\"name\": \"f\", "
+                                    "\"arguments\": {\"a\": 1}}</tool_call>",
+                                    "Two is even.</think>\n\nYes", "Just text, no block", "<think>still thinking\n",
+                                    "  \n<think>x</think>y", "<thin", "\n\n"}) {
+      const loom::server::SplitReply split = loom::server::split_reasoning(reply, inside, kThinkTags);
+      const loom::server::ParsedReply whole = loom::server::parse_tool_calls(split.content, loom::server::ToolCallFormat::hermes);
+      const auto make = [&] { return loom::server::reasoning_reply_parser(kThinkTags, inside, loom::server::hermes_reply_parser()); };
+      for (const std::vector<size_t>& sizes : std::vector<std::vector<size_t>>{{1}, {2}, {3}, {7}, {reply.size() + 1}}) {
+        INFO("starts inside: " << inside << ", reply " << reply << ", pieces of " << sizes[0]);
+        const Assembled a = run(reply, sizes, make);
+        CHECK(a.reasoning == split.reasoning);
+        std::string trimmed = a.text;
+        trimmed.erase(0, trimmed.find_first_not_of(" \n"));
+        trimmed.erase(trimmed.find_last_not_of(" \n") + 1);
+        CHECK(trimmed == whole.content);
+        REQUIRE(a.calls.size() == whole.calls.size());
+        for (size_t i = 0; i < a.calls.size(); ++i) CHECK(parsed(a.calls[i].second) == parsed(whole.calls[i].arguments));
+      }
+    }
+  }
 }
