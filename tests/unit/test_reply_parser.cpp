@@ -9,6 +9,7 @@
 
 #include "server/reply_parser_call_list.h"
 #include "server/reply_parser_hermes.h"
+#include "server/reply_parser_llama3.h"
 #include "server/reply_parser_reasoning.h"
 #include "server/tool_calls.h"
 
@@ -159,4 +160,12 @@ TEST_CASE("the reasoning splitter streams the block as reasoning and the rest th
       }
     }
   }
+}
+
+TEST_CASE("the Llama 3 reply parser adds up to the whole-reply parser's", "[server][reply]") {
+  const auto whole = [](const std::string& text) { return loom::server::parse_tool_calls(text, loom::server::ToolCallFormat::llama3); };
+  for (const char* reply : {"The capital of France is Paris.", "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+                            "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {\"x\": [1, {\"y\": \";\"}]}}",
+                            "  \n{\"name\": \"f\", \"parameters\": {\"s\": \"}{\"}}\n"})
+    require_like_whole_parser(reply, loom::server::llama3_reply_parser, whole);
 }
