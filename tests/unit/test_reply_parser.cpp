@@ -8,6 +8,8 @@
 #include <random>
 
 #include "server/reply_parser_call_list.h"
+#include "server/harmony.h"
+#include "server/reply_parser_harmony.h"
 #include "server/reply_parser_hermes.h"
 #include "server/reply_parser_llama3.h"
 #include "server/reply_parser_reasoning.h"
@@ -168,4 +170,28 @@ TEST_CASE("the Llama 3 reply parser adds up to the whole-reply parser's", "[serv
                             "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {\"x\": [1, {\"y\": \";\"}]}}",
                             "  \n{\"name\": \"f\", \"parameters\": {\"s\": \"}{\"}}\n"})
     require_like_whole_parser(reply, loom::server::llama3_reply_parser, whole);
+}
+
+TEST_CASE("the harmony reply parser adds up to parse_harmony, however the reply is cut", "[server][reply]") {
+  for (const std::string reply :
+       {"Plain text, no harmony at all.  ",
+        "<|channel|>analysis<|message|>The user asks for the capital.<|start|>assistant<|channel|>final<|message|> Paris. \n",
+        "<|channel|>analysis<|message|>Need weather.<|start|>assistant<|channel|>commentary to=functions.get_weather "
+        "<|constrain|>json<|message|>{\"city\": \"Oslo\"}",
+        "<|channel|>analysis<|message|>One.<|start|>assistant<|channel|>analysis<|message|>  Two.<|start|>assistant<|channel|>"
+        "commentary<|message|>Let me check.<|start|>assistant<|channel|>final<|message|>Done.",
+        "<|channel|>analysis<|message|>cut off in the middle <|sta"}) {
+    const loom::server::HarmonyReply whole = loom::server::parse_harmony(reply);
+    for (const std::vector<size_t>& sizes : std::vector<std::vector<size_t>>{{1}, {2}, {3}, {5}, {11}, {reply.size()}}) {
+      INFO("reply " << reply << " in pieces of " << sizes[0]);
+      const Assembled a = run(reply, sizes, loom::server::harmony_reply_parser);
+      CHECK(a.reasoning == whole.reasoning);
+      CHECK(a.text == whole.content);
+      REQUIRE(a.calls.size() == whole.calls.size());
+      for (size_t i = 0; i < a.calls.size(); ++i) {
+        CHECK(a.calls[i].first == whole.calls[i].name);
+        CHECK(a.calls[i].second == whole.calls[i].arguments);
+      }
+    }
+  }
 }
