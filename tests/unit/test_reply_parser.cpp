@@ -9,6 +9,7 @@
 
 #include "server/reply_parser_call_list.h"
 #include "server/harmony.h"
+#include "server/reply_parser_gemma4.h"
 #include "server/reply_parser_harmony.h"
 #include "server/reply_parser_hermes.h"
 #include "server/reply_parser_llama3.h"
@@ -194,4 +195,25 @@ TEST_CASE("the harmony reply parser adds up to parse_harmony, however the reply 
       }
     }
   }
+}
+
+TEST_CASE("the Gemma 4 reply parser translates calls to JSON as they are written, like the whole-reply parser", "[server][reply]") {
+  const auto whole = [](const std::string& text) { return loom::server::parse_tool_calls(text, loom::server::ToolCallFormat::gemma4); };
+  const MakeParser gemma4 = loom::server::gemma4_reply_parser;
+  require_like_whole_parser("No call here, <|tool it seems.", gemma4, whole);
+  require_like_whole_parser("Let me check.<|tool_call>call:get_weather{city:<|\"|>Paris, \"France\" \u00e9t\u00e9<|\"|>,days:3,metric:true,"
+                            "extra:null,spots:[<|\"|>a{b}<|\"|>,2.5],filter:{min:-1},none:[]}<tool_call|><|tool_call>call:ping{}<tool_call|>",
+                            gemma4, whole);
+  require_like_whole_parser("<|tool_call>call:search{q:<|\"|>line one\nline <two> \u65e5\u672c<|\"|>}<tool_call|>Done.", gemma4, whole);
+
+  // The name goes out when the arguments open, and a string's text before its closing mark.
+  auto parser = loom::server::gemma4_reply_parser();
+  std::vector<ReplyEvent> events;
+  parser->feed("<|tool_call>call:search{q:<|\"|>cats and", events);
+  REQUIRE(events.size() == 2);
+  CHECK(events[0].kind == ReplyEvent::Kind::call_begin);
+  CHECK(events[0].name == "search");
+  CHECK(events[1].text == "{\"q\":\"cats and");
+  parser->feed(" dogs<|\"|>}<tool_call|>", events);
+  CHECK(events.back().kind == ReplyEvent::Kind::call_end);
 }
