@@ -228,11 +228,10 @@ class AnthropicFormat : public StreamFormat {
               out += close();
               out += open(Block::tool, {{"type", "tool_use"}, {"id", call["id"]}, {"name", call["function"]["name"]}, {"input", json::object()}});
             }
-            // The calls arrive whole at the end: their input is sent as one piece of valid JSON, so the
-            // client's partial-JSON reader never sees a malformed one.
+            // The arguments' pieces as the model writes them: the client joins them into the input.
             const json arguments = call.contains("function") ? call["function"].value("arguments", json("")) : json("");
             if (arguments.is_string() && !arguments.get<std::string>().empty())
-              out += block_delta({{"type", "input_json_delta"}, {"partial_json", tool_input(arguments).dump()}});
+              out += block_delta({{"type", "input_json_delta"}, {"partial_json", arguments}});
           }
         }
         if (!choice["finish_reason"].is_null()) stop_reason_ = stop_reason(choice["finish_reason"]);

@@ -18,6 +18,8 @@
 
 namespace loom::server {
 
+class ReplyStream;
+
 struct PreparedPrompt {
   std::vector<int32_t> tokens;
   std::vector<PromptImage> images;  // chat with image parts: where the encoder's rows go
@@ -32,8 +34,7 @@ struct ChoiceProgress {
   std::vector<TokenLogprob> logprobs;   // accumulated (non-streaming responses)
   size_t text_offset = 0;               // completions logprobs: where the next token's text starts
   bool started = false;                 // streaming: the first chunk (chat: the role) was sent
-  size_t sent_reasoning = 0, sent_content = 0;  // streaming a reasoning model: what went out of each
-  size_t streamed = 0;                  // streaming with tools: the text the events handled so far cover
+  std::shared_ptr<ReplyStream> reply;   // streaming chat: the reply read so far (reply_stream.h)
   FinishReason finish = FinishReason::none;
   std::string error;
   uint32_t n_prompt = 0, n_completion = 0, n_cached = 0;

@@ -68,16 +68,4 @@ HarmonyReply parse_harmony(const std::string& text) {
   return reply;
 }
 
-size_t harmony_safe_length(const std::string& text) {
-  // A marker not yet complete ("<", "<|", "<|mess") is held back until it is.
-  const size_t open = text.rfind('<');
-  if (open == std::string::npos) return text.size();
-  if (text.find("|>", open) != std::string::npos) return text.size();
-  const std::string_view tail = std::string_view(text).substr(open);
-  for (std::string_view marker : {kStart, kChannel, kMessage, std::string_view("<|constrain|>")}) {
-    if (marker.substr(0, std::min(marker.size(), tail.size())) == tail.substr(0, std::min(marker.size(), tail.size()))) return open;
-  }
-  return text.size();
-}
-
 }  // namespace loom::server

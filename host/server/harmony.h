@@ -32,7 +32,4 @@ bool template_is_harmony(const std::string& template_source);
 // reasoning and the content only ever grow as text is appended (streaming sends their new parts).
 HarmonyReply parse_harmony(const std::string& text);
 
-// How much of a growing reply can be parsed without cutting a marker in half.
-size_t harmony_safe_length(const std::string& text);
-
 }  // namespace loom::server

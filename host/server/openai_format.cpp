@@ -1,9 +1,9 @@
 #include "server/openai_format.h"
 
 #include <algorithm>
+#include <optional>
 
-#include "server/harmony.h"
-#include "server/reasoning.h"
+#include "server/reply_stream.h"
 
 #include "tokenizer/tokenizer.h"
 
@@ -94,46 +94,48 @@ json finish_value(FinishReason reason) {
   return finish_name(reason);
 }
 
-// Whether this chat call may answer with tool calls (tools given, tool_choice not "none").
-bool tools_active(const GenerationJob& job) { return job.params().tools && job.params().tools->choice != ToolChoice::none; }
-
-// A reasoning model's reply split at </think> (or into harmony's channels); other replies are all content.
-SplitReply split_reply(const GenerationJob& job, const std::string& text) {
-  if (job.harmony()) {
-    HarmonyReply h = parse_harmony(text);
-    return {std::move(h.reasoning), std::move(h.content), h.closed};
-  }
-  if (!job.reasoning()) return {"", text, true};
-  return split_reasoning(text, job.reasoning_starts_inside(), job.reasoning_tags());
-}
-
-// The reply read for tool calls: forced ones are a JSON list; harmony's are commentary messages to
-// functions.NAME; otherwise the family's own format in the content.
-ParsedReply read_reply(GenerationJob& job, const std::string& text, const SplitReply& split) {
-  const ToolChoice choice = job.params().tools->choice;
-  if (choice == ToolChoice::required || choice == ToolChoice::named) return parse_forced_tool_calls(split.content);
-  if (job.harmony()) {
-    ParsedReply reply{split.content, {}};
-    for (HarmonyCall& call : parse_harmony(text).calls) reply.calls.push_back({new_call_id(), call.name, call.arguments});
-    return reply;
-  }
-  return parse_tool_calls(split.content, tool_call_format(job.state().chat_template.source()));
-}
-
-json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index) {
+json tool_calls_json(const std::vector<ToolCall>& calls) {
   json out = json::array();
-  for (size_t i = 0; i < calls.size(); ++i) {
-    json call = {{"id", calls[i].id}, {"type", "function"}, {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
-    if (with_index) call["index"] = i;
-    out.push_back(std::move(call));
-  }
+  for (const ToolCall& call : calls)
+    out.push_back({{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
   return out;
 }
 
 // A finished choice that called tools ends with "tool_calls", as OpenAI reports it.
-json finish_for(FinishReason reason, const ParsedReply& reply) {
-  if (reason == FinishReason::stop && !reply.calls.empty()) return "tool_calls";
+json finish_for(FinishReason reason, size_t calls) {
+  if (reason == FinishReason::stop && calls > 0) return "tool_calls";
   return finish_value(reason);
+}
+
+// A reply event as a chat chunk's delta. A call starts with its index, id and name (arguments ""), and
+// its arguments follow in pieces under the same index, as OpenAI streams them.
+std::optional<json> delta_of(const ReplyEvent& event, const ReplyStream& reply) {
+  switch (event.kind) {
+    case ReplyEvent::Kind::text: return json{{"content", event.text}};
+    case ReplyEvent::Kind::reasoning: return json{{"reasoning_content", event.text}};
+    case ReplyEvent::Kind::call_begin:
+      return json{{"tool_calls", {{{"index", event.call}, {"id", reply.call_id(event.call)}, {"type", "function"},
+                                   {"function", {{"name", event.name}, {"arguments", ""}}}}}}};
+    case ReplyEvent::Kind::call_arguments: return json{{"tool_calls", {{{"index", event.call}, {"function", {{"arguments", event.text}}}}}}};
+    case ReplyEvent::Kind::call_end: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// Consecutive text (or reasoning, or one call's arguments) from one engine event goes out as one delta.
+bool merge_into(json& previous, const json& next) {
+  for (const char* key : {"content", "reasoning_content"}) {
+    if (previous.size() == 1 && next.size() == 1 && previous.contains(key) && next.contains(key)) {
+      previous[key] = previous[key].get<std::string>() + next[key].get<std::string>();
+      return true;
+    }
+  }
+  if (!previous.contains("tool_calls") || !next.contains("tool_calls")) return false;
+  json& last = previous["tool_calls"][0];
+  const json& piece = next["tool_calls"][0];
+  if (last["index"] != piece["index"] || piece.contains("id")) return false;
+  last["function"]["arguments"] = last["function"]["arguments"].get<std::string>() + piece["function"]["arguments"].get<std::string>();
+  return true;
 }
 
 }  // namespace
@@ -168,19 +170,15 @@ json chat_response(GenerationJob& job) {
   json choices = json::array();
   auto& cs = job.choices();
   for (size_t i = 0; i < cs.size(); ++i) {
-    const SplitReply split = split_reply(job, cs[i].text);
+    const WholeReply reply = read_whole_reply(job, cs[i].text);
     json choice = {{"index", i},
-                   {"message", {{"role", "assistant"}, {"content", split.content}, {"refusal", nullptr}}},
+                   {"message", {{"role", "assistant"}, {"content", reply.content}, {"refusal", nullptr}}},
                    {"logprobs", nullptr},
-                   {"finish_reason", finish_value(cs[i].finish)}};
-    if (job.reasoning()) choice["message"]["reasoning_content"] = split.reasoning.empty() ? json(nullptr) : json(split.reasoning);
-    if (tools_active(job)) {
-      const ParsedReply reply = read_reply(job, cs[i].text, split);
-      if (!reply.calls.empty()) {
-        choice["message"]["content"] = reply.content.empty() ? json(nullptr) : json(reply.content);
-        choice["message"]["tool_calls"] = tool_calls_json(reply.calls, false);
-        choice["finish_reason"] = finish_for(cs[i].finish, reply);
-      }
+                   {"finish_reason", finish_for(cs[i].finish, reply.calls.size())}};
+    if (job.reasoning()) choice["message"]["reasoning_content"] = reply.reasoning.empty() ? json(nullptr) : json(reply.reasoning);
+    if (!reply.calls.empty()) {
+      choice["message"]["content"] = reply.content.empty() ? json(nullptr) : json(reply.content);
+      choice["message"]["tool_calls"] = tool_calls_json(reply.calls);
     }
     if (job.params().logprobs) choice["logprobs"] = chat_logprobs(tok, cs[i].logprobs, job.params().tokens_as_ids);
     choices.push_back(choice);
@@ -204,54 +202,16 @@ std::vector<json> stream_chunks(GenerationJob& job, const ChoiceEvent& ce) {
       out.push_back(chat_chunk(job, ce.choice, {{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}, nullptr, nullptr));
       c.started = true;
     }
-    if (tools_active(job)) {
-      // With tools the reply may turn out to be calls. Its content streams up to where a call may
-      // begin (tool_call_free_length); the calls go out whole at the end as tool_calls deltas. Forced
-      // calls and harmony replies are held to the end.
-      const ToolChoice choice = job.params().tools->choice;
-      const bool held = choice == ToolChoice::required || choice == ToolChoice::named || job.harmony();
-      const ToolCallFormat format = tool_call_format(job.state().chat_template.source());
-      json delta = json::object();
-      ParsedReply reply;
-      if (e.finish == FinishReason::none) {
-        if (held) return out;
-        // Up to this event's text (c.text already holds the whole poll's), so each token gets its chunk.
-        c.streamed = std::min(c.text.size(), c.streamed + e.text.size());
-        const std::string so_far = c.text.substr(0, c.streamed);
-        const size_t safe = job.reasoning() ? reasoning_safe_length(so_far, job.reasoning_tags()) : so_far.size();
-        const SplitReply split = split_reply(job, so_far.substr(0, safe));
-        if (split.reasoning.size() > c.sent_reasoning) delta["reasoning_content"] = split.reasoning.substr(c.sent_reasoning);
-        c.sent_reasoning = std::max(c.sent_reasoning, split.reasoning.size());
-        const size_t free = tool_call_free_length(split.content, format);
-        if (free > c.sent_content) delta["content"] = split.content.substr(c.sent_content, free - c.sent_content);
-        c.sent_content = std::max(c.sent_content, free);
-      } else {
-        const SplitReply split = split_reply(job, c.text);
-        reply = read_reply(job, c.text, split);
-        if (split.reasoning.size() > c.sent_reasoning) delta["reasoning_content"] = split.reasoning.substr(c.sent_reasoning);
-        const std::string rest = content_after(split.content, c.sent_content, reply);
-        if (!rest.empty() || (c.sent_content == 0 && reply.calls.empty())) delta["content"] = rest;
-        if (!reply.calls.empty()) delta["tool_calls"] = tool_calls_json(reply.calls, true);
-      }
-      if (!delta.empty() || has_logprobs) out.push_back(chat_chunk(job, ce.choice, delta, logprobs(), nullptr));
-      if (e.finish != FinishReason::none) out.push_back(chat_chunk(job, ce.choice, json::object(), nullptr, finish_for(e.finish, reply)));
-      return out;
+    if (!c.reply) c.reply = std::make_shared<ReplyStream>(job);
+    const bool ended = e.finish != FinishReason::none;
+    std::vector<json> deltas;
+    for (const ReplyEvent& event : c.reply->read(e.text, ended)) {
+      std::optional<json> delta = delta_of(event, *c.reply);
+      if (delta && (deltas.empty() || !merge_into(deltas.back(), *delta))) deltas.push_back(std::move(*delta));
     }
-    if (job.reasoning()) {
-      // What is safe to send (not a partial </think>), split, and the new part of each side.
-      const size_t safe = job.harmony() ? harmony_safe_length(c.text) : reasoning_safe_length(c.text, job.reasoning_tags());
-      const std::string ready = e.finish == FinishReason::none ? c.text.substr(0, safe) : c.text;
-      const SplitReply split = split_reply(job, ready);
-      json delta = json::object();
-      if (split.reasoning.size() > c.sent_reasoning) delta["reasoning_content"] = split.reasoning.substr(c.sent_reasoning);
-      if (split.content.size() > c.sent_content) delta["content"] = split.content.substr(c.sent_content);
-      c.sent_reasoning = std::max(c.sent_reasoning, split.reasoning.size());
-      c.sent_content = std::max(c.sent_content, split.content.size());
-      if (!delta.empty() || has_logprobs) out.push_back(chat_chunk(job, ce.choice, delta, logprobs(), nullptr));
-    } else if (!e.text.empty() || has_logprobs) {
-      out.push_back(chat_chunk(job, ce.choice, {{"content", e.text}}, logprobs(), nullptr));
-    }
-    if (e.finish != FinishReason::none) out.push_back(chat_chunk(job, ce.choice, json::object(), nullptr, finish_value(e.finish)));
+    if (deltas.empty() && has_logprobs) deltas.push_back({{"content", ""}});  // a token whose text is held still has logprobs
+    for (size_t k = 0; k < deltas.size(); ++k) out.push_back(chat_chunk(job, ce.choice, deltas[k], k == 0 ? logprobs() : json(nullptr), nullptr));
+    if (ended) out.push_back(chat_chunk(job, ce.choice, json::object(), nullptr, finish_for(e.finish, c.reply->calls())));
   } else if (!e.text.empty() || has_logprobs || e.finish != FinishReason::none) {
     json chunk = chunk_base(job, "text_completion");
     json choice = {{"index", ce.choice}, {"text", e.text}, {"logprobs", nullptr}, {"finish_reason", finish_value(e.finish)}};

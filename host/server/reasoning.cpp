@@ -45,14 +45,4 @@ SplitReply split_reasoning(const std::string& text, bool starts_inside, const Re
   return {"", text, true};
 }
 
-size_t reasoning_safe_length(const std::string& text, const ReasoningTags& tags) {
-  const std::string_view kClose = tags.close;
-  if (text.find(kClose) != std::string::npos) return text.size();
-  // Hold back a suffix that could be the start of the closing tag.
-  for (size_t keep = std::min(text.size(), kClose.size() - 1); keep > 0; --keep) {
-    if (text.compare(text.size() - keep, keep, kClose.substr(0, keep)) == 0) return text.size() - keep;
-  }
-  return text.size();
-}
-
 }  // namespace loom::server

@@ -30,8 +30,4 @@ bool prompt_opens_reasoning(const std::string& prompt, const ReasoningTags& tags
 
 SplitReply split_reasoning(const std::string& text, bool starts_inside, const ReasoningTags& tags = kThinkTags);
 
-// How much of a growing reply can be sent without splitting the closing tag: all of it once the
-// tag was seen, else all but a possible partial closing tag at the end.
-size_t reasoning_safe_length(const std::string& text, const ReasoningTags& tags = kThinkTags);
-
 }  // namespace loom::server

@@ -1,10 +1,8 @@
 // A reply as typed events, found while it is generated: text and reasoning as they come, and each
 // tool call as its start (its name), pieces of its arguments (JSON text, in order) and its end. One
 // incremental parser per output format turns generated text into these (issue 40); the API shapes
-// (Chat Completions, Responses, Messages) are thin formatters over them.
-//
-// Work in progress (branch reply-parser): the Hermes format's parser and the call scanner the JSON
-// formats share; the stream formatters do not use them yet.
+// (Chat Completions, Responses, Messages) are thin formatters over them. reply_stream.h picks the
+// parser a request needs; adding a format is one parser file and one line there.
 #pragma once
 
 #include <string>

@@ -1,5 +1,7 @@
 #include "server/responses_api.h"
 
+#include <algorithm>
+
 #include <chrono>
 #include <deque>
 #include <map>
@@ -250,8 +252,8 @@ std::string sse_event(const std::string& type, json data, uint64_t& sequence) {
 }
 
 // The reply streamed as Responses events: reasoning and text deltas as they come (one reasoning item,
-// one message item), and each function-call item whole at the end (the chat stream sends calls at
-// the end).
+// one message item), and each function call as an item whose arguments stream as the model writes
+// them. Every item closes at the end, in the order the items were added.
 class ResponsesFormat : public StreamFormat {
  public:
   ResponsesFormat(json request, std::string id, ordered_json conversation)
@@ -295,7 +297,7 @@ class ResponsesFormat : public StreamFormat {
                                                           {"delta", delta["content"]}, {"logprobs", json::array()}}, seq_);
         }
         if (delta.contains("tool_calls")) {
-          for (const json& call : delta["tool_calls"]) calls_.push_back(call);
+          for (const json& call : delta["tool_calls"]) out += call_delta(job, call);
         }
         if (!choice["finish_reason"].is_null()) finish_ = choice["finish_reason"];
       }
@@ -324,21 +326,16 @@ class ResponsesFormat : public StreamFormat {
       output.push_back(item);
     }
     ordered_json tool_calls = ordered_json::array();
-    for (const json& call : calls_) {
-      const int index = next_index_++;
-      const json item = {{"type", "function_call"}, {"id", item_id("fc_", job.id(), size_t(index))}, {"call_id", call["id"]},
-                         {"name", call["function"]["name"]}, {"arguments", call["function"]["arguments"]}, {"status", "completed"}};
-      json added = item;
-      added["arguments"] = "";
-      added["status"] = "in_progress";
-      out += sse_event("response.output_item.added", {{"output_index", index}, {"item", added}}, seq_);
-      out += sse_event("response.function_call_arguments.delta", {{"item_id", item["id"]}, {"output_index", index}, {"delta", item["arguments"]}}, seq_);
-      out += sse_event("response.function_call_arguments.done", {{"item_id", item["id"]}, {"output_index", index}, {"arguments", item["arguments"]},
-                                                                 {"name", item["name"]}}, seq_);
-      out += sse_event("response.output_item.done", {{"output_index", index}, {"item", item}}, seq_);
+    for (const Call& call : calls_) {
+      const json item = call_item(call, "completed");
+      out += sse_event("response.function_call_arguments.done", {{"item_id", call.item_id}, {"output_index", call.index}, {"arguments", call.arguments},
+                                                                 {"name", call.name}}, seq_);
+      out += sse_event("response.output_item.done", {{"output_index", call.index}, {"item", item}}, seq_);
       output.push_back(item);
-      tool_calls.push_back({{"id", call["id"]}, {"type", "function"}, {"function", call["function"]}});
+      tool_calls.push_back({{"id", call.call_id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
     }
+    // The items in the order they were added (a call may come before the answer's text).
+    std::sort(output.begin(), output.end(), [&](const json& a, const json& b) { return index_of(a) < index_of(b); });
     ordered_json turn = {{"role", "assistant"}, {"content", text_.empty() ? ordered_json(nullptr) : ordered_json(text_)}};
     if (!tool_calls.empty()) turn["tool_calls"] = tool_calls;
     if (request_.value("store", true)) {
@@ -363,7 +360,41 @@ class ResponsesFormat : public StreamFormat {
   uint64_t seq_ = 0;
   int next_index_ = 0, message_index_ = -1, reasoning_index_ = -1;
   std::string message_id_, text_, reasoning_id_, reasoning_;
-  std::vector<json> calls_;
+  struct Call {
+    int index;
+    std::string item_id, call_id, name, arguments;
+  };
+
+  json call_item(const Call& call, const char* status) const {
+    return {{"type", "function_call"}, {"id", call.item_id}, {"call_id", call.call_id}, {"name", call.name},
+            {"arguments", call.arguments}, {"status", status}};
+  }
+
+  // A call's start (the chat delta with its id and name) adds its item; its argument pieces follow as deltas.
+  std::string call_delta(GenerationJob& job, const json& delta) {
+    std::string out;
+    if (delta.contains("id")) {
+      const int index = next_index_++;
+      calls_.push_back({index, item_id("fc_", job.id(), size_t(index)), delta["id"], delta["function"]["name"], ""});
+      out += sse_event("response.output_item.added", {{"output_index", index}, {"item", call_item(calls_.back(), "in_progress")}}, seq_);
+    }
+    const std::string piece = delta.contains("function") ? delta["function"].value("arguments", "") : "";
+    if (piece.empty() || calls_.empty()) return out;
+    Call& call = calls_.back();
+    call.arguments += piece;
+    return out + sse_event("response.function_call_arguments.delta", {{"item_id", call.item_id}, {"output_index", call.index}, {"delta", piece}}, seq_);
+  }
+
+  int index_of(const json& item) const {
+    const std::string id = item["id"];
+    if (id == reasoning_id_) return reasoning_index_;
+    if (id == message_id_) return message_index_;
+    for (const Call& call : calls_)
+      if (call.item_id == id) return call.index;
+    return next_index_;
+  }
+
+  std::vector<Call> calls_;
   json finish_ = "stop";
 };
 

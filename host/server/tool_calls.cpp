@@ -123,36 +123,6 @@ ParsedReply parse_mistral(const std::string& text) {
 
 std::string new_call_id() { return call_id(); }
 
-size_t tool_call_free_length(const std::string& content, ToolCallFormat format) {
-  auto without_trailing_space = [&](size_t n) {
-    while (n > 0 && std::isspace(static_cast<unsigned char>(content[n - 1]))) --n;
-    return n;
-  };
-  if (format == ToolCallFormat::llama3) {
-    const size_t first = content.find_first_not_of(" \t\r\n");
-    if (first == std::string::npos) return 0;
-    const std::string tag = "<|python_tag|>";
-    const size_t n = std::min(tag.size(), content.size() - first);
-    const bool may_call = content[first] == '{' || content.compare(first, n, tag, 0, n) == 0;
-    return may_call ? 0 : without_trailing_space(content.size());
-  }
-  const std::string marker = format == ToolCallFormat::mistral  ? "[TOOL_CALLS]"
-                             : format == ToolCallFormat::gemma4 ? "<|tool_call>"
-                                                                : "<tool_call>";
-  const size_t at = content.find(marker);
-  if (at != std::string::npos) return without_trailing_space(at);
-  for (size_t k = std::min(marker.size() - 1, content.size()); k > 0; --k)
-    if (content.compare(content.size() - k, k, marker, 0, k) == 0) return without_trailing_space(content.size() - k);
-  return without_trailing_space(content.size());
-}
-
-std::string content_after(const std::string& raw_content, size_t sent, const ParsedReply& reply) {
-  sent = std::min(sent, raw_content.size());
-  if (reply.calls.empty()) return raw_content.substr(sent);
-  const std::string head = trim(raw_content.substr(0, sent));
-  return reply.content.compare(0, head.size(), head) == 0 ? reply.content.substr(head.size()) : std::string();
-}
-
 std::optional<ToolRequest> parse_tool_request(const json& body) {
   auto tools_it = body.find("tools");
   const bool has_tools = tools_it != body.end() && !tools_it->is_null() && !(tools_it->is_array() && tools_it->empty());

@@ -59,18 +59,10 @@ nlohmann::ordered_json tool_turns_as_text(const nlohmann::ordered_json& context)
 // The family's format, from what its chat template writes.
 ToolCallFormat tool_call_format(const std::string& template_source);
 
-// Tool calls in a reply written in `format`; text that only looks like a call (invalid JSON, no
-// name) stays content.
+// Tool calls in a whole reply written in `format`; text that only looks like a call (invalid JSON, no
+// name) stays content. The server reads replies incrementally (reply_stream.h); these whole-reply
+// readers are the reference the incremental parsers are tested against.
 ParsedReply parse_tool_calls(const std::string& text, ToolCallFormat format);
-
-// Streaming with tools: how much of the reply's content so far can go out before the reply ends,
-// that is all of it up to where a call in `format` starts or may be starting (a marker's beginning
-// at the end is held back). Llama 3's calls are the whole reply, so a reply that opens with '{' or
-// <|python_tag|> is held entirely. Trailing whitespace is held too: a call may follow it.
-size_t tool_call_free_length(const std::string& content, ToolCallFormat format);
-// At the end: the content still to send after `sent` bytes of the raw content went out. With calls,
-// the parsed content (trimmed, calls removed) past what was sent; without, the raw rest.
-std::string content_after(const std::string& raw_content, size_t sent, const ParsedReply& reply);
 
 // A fresh OpenAI-style call id (call_ and 24 random characters).
 std::string new_call_id();

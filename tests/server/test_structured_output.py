@@ -228,45 +228,62 @@ class ToolCalls(unittest.TestCase):
             calls = self.ask(tool_choice={"type": "function", "function": {"name": "get_time"}}, seed=seed).choices[0].message.tool_calls
             self.assertEqual([c.function.name for c in calls], ["get_time"])
 
+    @staticmethod
+    def joined_calls(deltas):
+        """Tool-call deltas joined by index, as the clients do: each call's id, name, argument pieces."""
+        calls = {}
+        for delta in deltas:
+            call = calls.setdefault(delta.index, {"id": None, "name": None, "pieces": []})
+            if delta.id:  # a call's id and name come once, in its first delta
+                assert call["id"] is None, "a second id for call %d" % delta.index
+                call["id"], call["name"] = delta.id, delta.function.name
+            if delta.function and delta.function.arguments:
+                call["pieces"].append(delta.function.arguments)
+        return [calls[i] for i in sorted(calls)]
+
     def test_streamed_calls(self):
+        # Forced calls stream their arguments as they are written, and add up to the whole reply's.
         stream = self.ask(tool_choice="required", parallel_tool_calls=False, stream=True, seed=7)
-        names, finish = [], None
+        deltas, finish = [], None
         for chunk in stream:
             if not chunk.choices:
                 continue
-            for call in chunk.choices[0].delta.tool_calls or []:
-                names.append(call.function.name)
-                json.loads(call.function.arguments)
+            deltas += chunk.choices[0].delta.tool_calls or []
             finish = chunk.choices[0].finish_reason or finish
-        self.assertTrue(names)
+        calls = self.joined_calls(deltas)
+        self.assertTrue(calls)
         self.assertEqual(finish, "tool_calls")
+        whole = self.ask(tool_choice="required", parallel_tool_calls=False, seed=7).choices[0].message.tool_calls
+        self.assertEqual([(c["name"], json.loads("".join(c["pieces"]))) for c in calls],
+                         [(c.function.name, json.loads(c.function.arguments)) for c in whole])
 
     def stream_deltas(self, regex):
-        """The content pieces, tool calls and finish reason of a streamed auto-tools reply forced to `regex`."""
+        """The content pieces, tool calls (joined) and finish reason of a streamed auto-tools reply forced to `regex`."""
         stream = self.ask(tool_choice="auto", stream=True, extra_body={"guided_regex": regex})
-        pieces, calls, finish, content_after_calls = [], [], None, False
+        pieces, deltas, finish, content_after_calls = [], [], None, False
         for chunk in stream:
             if not chunk.choices:
                 continue
             delta = chunk.choices[0].delta
             if delta.content:
                 pieces.append(delta.content)
-                content_after_calls = content_after_calls or bool(calls)
-            calls += delta.tool_calls or []
+                content_after_calls = content_after_calls or bool(deltas)
+            deltas += delta.tool_calls or []
             finish = chunk.choices[0].finish_reason or finish
         self.assertFalse(content_after_calls)
-        return pieces, calls, finish
+        return pieces, self.joined_calls(deltas), finish
 
     def test_content_streams_while_a_call_may_still_come(self):
-        # Text before a call streams as it is written; the call arrives whole, and none of its
+        # Text before a call streams as it is written, and so do the call's arguments; none of its
         # marker ever shows up as content.
         text = "Let me look that up for you right now."
-        call = '<tool_call>{"name": "get_time", "arguments": {"zone": "UTC"}}</tool_call>'
+        call = '<tool_call>{"name": "get_time", "arguments": {"zone": "UTC", "format": "24h"}}</tool_call>'
         pieces, calls, finish = self.stream_deltas(re.escape(text + "\n" + call))
         self.assertGreater(len(pieces), 3, pieces)
         self.assertEqual("".join(pieces), text)
-        self.assertEqual([c.function.name for c in calls], ["get_time"])
-        self.assertEqual(json.loads(calls[0].function.arguments), {"zone": "UTC"})
+        self.assertEqual([c["name"] for c in calls], ["get_time"])
+        self.assertGreater(len(calls[0]["pieces"]), 3, calls[0]["pieces"])
+        self.assertEqual(json.loads("".join(calls[0]["pieces"])), {"zone": "UTC", "format": "24h"})
         self.assertEqual(finish, "tool_calls")
         # A plain answer streams token by token and equals the whole reply to the byte.
         answer = "The weather in Oslo is cold < warm, see <tool notes."

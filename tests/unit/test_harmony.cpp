@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "server/harmony.h"
+#include "server/reply_parser_harmony.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab.h"
 
@@ -33,23 +34,21 @@ TEST_CASE("harmony: analysis is the reasoning, final the content", "[server][har
   CHECK(plain.reasoning.empty());
 }
 
-TEST_CASE("harmony: a streamed reply only grows, and never shows a marker", "[server][harmony]") {
+TEST_CASE("harmony: a reply streamed a byte at a time never shows a marker, and adds up to the whole", "[server][harmony]") {
   const auto full = parse_harmony(kReply);
-  std::string sent_reasoning, sent_content;
-  for (size_t n = 0; n <= kReply.size(); ++n) {
-    const std::string prefix = kReply.substr(0, n);
-    const auto part = parse_harmony(prefix.substr(0, loom::server::harmony_safe_length(prefix)));
-    INFO("after " << n << " bytes: reasoning '" << part.reasoning << "', content '" << part.content << "'");
-    REQUIRE(part.reasoning.compare(0, sent_reasoning.size(), sent_reasoning) == 0);
-    REQUIRE(part.content.compare(0, sent_content.size(), sent_content) == 0);
-    REQUIRE(part.reasoning.find('<') == std::string::npos);
-    REQUIRE(part.content.find('<') == std::string::npos);
-    REQUIRE(part.content.find("assistant") == std::string::npos);
-    sent_reasoning = part.reasoning;
-    sent_content = part.content;
+  auto parser = loom::server::harmony_reply_parser();
+  std::vector<loom::server::ReplyEvent> events;
+  for (size_t n = 0; n < kReply.size(); ++n) parser->feed(std::string_view(kReply).substr(n, 1), events);
+  parser->finish(events);
+  std::string reasoning, content;
+  for (const auto& event : events) {
+    INFO("event text '" << event.text << "'");
+    REQUIRE(event.text.find('<') == std::string::npos);
+    REQUIRE(event.text.find("assistant") == std::string::npos);
+    (event.kind == loom::server::ReplyEvent::Kind::reasoning ? reasoning : content) += event.text;
   }
-  CHECK(sent_reasoning == full.reasoning);
-  CHECK(sent_content == full.content);
+  CHECK(reasoning == full.reasoning);
+  CHECK(content == full.content);
 }
 
 TEST_CASE("harmony: a commentary message to functions.NAME is a tool call", "[server][harmony]") {

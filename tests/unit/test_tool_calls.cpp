@@ -108,9 +108,6 @@ TEST_CASE("reasoning: <think> split from the answer, opened by the reply or by t
   CHECK(s.reasoning.empty());
   CHECK(loom::server::prompt_opens_reasoning("<|im_start|>assistant\n<think>\n"));
   CHECK_FALSE(loom::server::prompt_opens_reasoning("<think>\n\n</think>\n\n"));
-  CHECK(loom::server::reasoning_safe_length("abc</thi") == 3);
-  CHECK(loom::server::reasoning_safe_length("abc</think>x") == 12);
-  CHECK(loom::server::reasoning_safe_length("abc<") == 3);
 }
 
 TEST_CASE("tool calls: Gemma 4 <|tool_call>call:NAME{...} blocks, strings in <|\"|>", "[tools]") {
@@ -169,7 +166,6 @@ TEST_CASE("reasoning: Gemma 4's <|channel>thought block, tags chosen by the temp
   auto s = loom::server::split_reasoning("<|channel>thought\nCheck units.<channel|>It is 4 km.", false, kGemma4Tags);
   CHECK(s.reasoning == "Check units.");
   CHECK(s.content == "It is 4 km.");
-  CHECK(loom::server::reasoning_safe_length("Hmm<chan", kGemma4Tags) == 3);  // a partial closing tag is held back
   CHECK(loom::server::split_reasoning("Plain answer.", false, kGemma4Tags).content == "Plain answer.");
 }
 
@@ -192,36 +188,4 @@ TEST_CASE("tool calls: a template without tools gets the round trip as plain alt
   CHECK_FALSE(out["messages"][1].contains("tool_calls"));
   CHECK(out["messages"][2] == json::parse(R"({"role": "user", "content": "Result of get_weather: {\"celsius\": -3}\n\nAnd tomorrow?"})"));
   CHECK(out.contains("tools"));
-}
-
-TEST_CASE("tool calls: streamed content stops where a call may begin, and the end sends the rest", "[tools]") {
-  using loom::server::content_after;
-  using loom::server::tool_call_free_length;
-  const std::string text = "Let me check.\n<tool_call>{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}</tool_call>";
-  // Every prefix of the reply as it is generated: what may go out never reaches into the call.
-  size_t sent = 0;
-  for (size_t n = 0; n <= text.size(); n++) {
-    const size_t free = tool_call_free_length(text.substr(0, n), ToolCallFormat::hermes);
-    CHECK(free <= std::string("Let me check.").size());
-    CHECK(free >= std::min(sent, free));
-    sent = std::max(sent, free);
-  }
-  CHECK(sent == std::string("Let me check.").size());
-  const ParsedReply reply = loom::server::parse_tool_calls(text, ToolCallFormat::hermes);
-  REQUIRE(reply.calls.size() == 1);
-  CHECK(content_after(text, sent, reply).empty());
-  // A marker's first characters at the end are held; other text and its inner spaces are not.
-  CHECK(tool_call_free_length("Sure <tool_", ToolCallFormat::hermes) == 4);
-  CHECK(tool_call_free_length("a < b and c", ToolCallFormat::hermes) == 11);
-  CHECK(tool_call_free_length("Calling [TOOL_CA", ToolCallFormat::mistral) == 7);
-  CHECK(tool_call_free_length("x <|tool_call>call:f{}<tool_call|>", ToolCallFormat::gemma4) == 1);
-  // Llama 3's calls are the whole reply: a reply opening with '{' or the python tag is held.
-  CHECK(tool_call_free_length("  {\"name\"", ToolCallFormat::llama3) == 0);
-  CHECK(tool_call_free_length("<|pyth", ToolCallFormat::llama3) == 0);
-  CHECK(tool_call_free_length("It is sunny. ", ToolCallFormat::llama3) == 12);
-  // Without calls the end sends the raw rest, so streamed and whole replies agree to the byte.
-  const std::string plain = "It is sunny.  \n";
-  const size_t plain_sent = tool_call_free_length(plain, ToolCallFormat::hermes);
-  CHECK(std::string(plain, 0, plain_sent) + content_after(plain, plain_sent, loom::server::parse_tool_calls(plain, ToolCallFormat::hermes)) ==
-        plain);
 }
