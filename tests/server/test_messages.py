@@ -203,6 +203,10 @@ class ToolRoundTrip:
         streamed_calls = [b for b in final.content if b.type == "tool_use"]
         self.assertEqual([(c.name, c.input) for c in streamed_calls], [(c.name, c.input) for c in calls])
         self.assertIn("content_block_delta", events)
+        # The input streams as the model writes it: several input_json_delta pieces, which the client joins.
+        self.assertGreater(events.count("input_json"), 1, events)
+        # The input streams as the model writes it: several input_json_delta pieces, which the client joins.
+        self.assertGreater(events.count("input_json"), 1, events)
 
         answer = self.client.messages.create(model="coder", max_tokens=48, extra_body={"temperature": 0}, tools=[WEATHER], messages=[
             question,

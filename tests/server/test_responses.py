@@ -141,9 +141,13 @@ class RealModel:
         self.assertEqual(calls[0].name, "get_weather")
         self.assertIsInstance(json.loads(calls[0].arguments).get("city"), str)
         with self.client.responses.stream(**ask) as stream:
+            pieces = [event.delta for event in stream if event.type == "response.function_call_arguments.delta"]
             final = stream.get_final_response()
         self.assertEqual([(i.name, i.arguments) for i in final.output if i.type == "function_call"],
                          [(calls[0].name, calls[0].arguments)])
+        # The arguments stream as the model writes them, in several deltas that add up to the whole.
+        self.assertGreater(len(pieces), 1, pieces)
+        self.assertEqual("".join(pieces), calls[0].arguments)
         second = self.client.responses.create(model="real", previous_response_id=first.id, tools=tools, max_output_tokens=48, temperature=0,
                                               input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "Sunny, 24 C"}])
         print(f"{self.RECORD}: function round trip: {calls[0].arguments} -> {second.output_text!r}")
