@@ -4,8 +4,9 @@
 On a synthetic llama: responses.create answers with a message item and usage; responses.stream's
 events add up to the same text; previous_response_id continues a stored conversation (the rendered
 prompt grows by the earlier turn) and an unknown one is a 404. On the two installed models,
-Qwen2.5-Coder and Gemma 3 (each skipped when not installed): create and stream agree, and a forced
-function call, its function_call_output sent back with previous_response_id, is answered.
+Qwen2.5-Coder and Gemma 3 (each skipped when not installed): create and stream agree, a json_schema
+text.format gives JSON the schema accepts (also through the client's parse()), and a forced function
+call, its arguments streamed in pieces, is answered through previous_response_id.
 Skips (77) without the `openai` package.
 usage: test_responses.py --loom BUILD/bin/loom --plugins BUILD/lib/loom/plugins [unittest args]
 """
@@ -17,6 +18,7 @@ import unittest
 
 try:
     import openai
+    import pydantic
 except ImportError:
     print("skipped: the openai package is not installed (scripts/setup.sh installs it)")
     sys.exit(77)
@@ -129,6 +131,29 @@ class RealModel:
         self.assertEqual(deltas, whole.output_text)
         self.assertEqual(final.output_text, whole.output_text)
         self.assertEqual(final.usage.output_tokens, whole.usage.output_tokens)
+
+    def test_json_schema_create_stream_and_parse(self):
+        # text.format json_schema takes the grammar path: the reply is JSON the schema accepts, the same
+        # whole, streamed, and read back by the client's own parse() into a typed object.
+        schema = {"type": "object", "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+                  "required": ["city", "country"], "additionalProperties": False}
+        fmt = {"format": {"type": "json_schema", "name": "place", "schema": schema, "strict": True}}
+        kw = dict(model="real", input="Name a large city and its country, as JSON.", text=fmt, max_output_tokens=48, temperature=0)
+        whole = self.client.responses.create(**kw)
+        place = json.loads(whole.output_text)
+        self.assertEqual(set(place), {"city", "country"}, whole.output_text)
+        self.assertTrue(all(isinstance(v, str) for v in place.values()))
+        with self.client.responses.stream(**kw) as stream:
+            final = stream.get_final_response()
+        self.assertEqual(final.output_text, whole.output_text)
+
+        class Place(pydantic.BaseModel):
+            city: str
+            country: str
+
+        parsed = self.client.responses.parse(model="real", input=kw["input"], text_format=Place, max_output_tokens=48, temperature=0)
+        print(f"{self.RECORD}: json_schema: {whole.output_text!r}; parse() -> {parsed.output_parsed!r}")
+        self.assertIsInstance(parsed.output_parsed, Place)
 
     def test_a_function_call_and_its_output(self):
         tools = [{"type": "function", "name": "get_weather", "description": "The current weather in a city",
