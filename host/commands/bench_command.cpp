@@ -28,6 +28,12 @@ namespace loom::host {
 
 namespace {
 
+// The middle of a run's rounds (the upper middle for an even count).
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 struct BenchOptions {
   std::string model;
   std::string backend;
@@ -166,10 +172,6 @@ int run_lora_bench(Config config, const std::filesystem::path& model_path, int64
     base_b.push_back(tps(batch, {""}, 100 + uint32_t(round)));
     lora_b.push_back(tps(batch, {"a0", "a1", "a2", "a3"}, 100 + uint32_t(round)));
   }
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   const double b1 = median(base1), l1 = median(lora1), bb = median(base_b), lb = median(lora_b);
   std::cout << std::fixed << std::setprecision(2);
   std::cout << "model      " << model_path.filename().string() << " on " << engine.info().backend_name << ", four rank-" << rank
@@ -216,10 +218,6 @@ int run_deterministic_bench(Config config, const std::filesystem::path& model_pa
       figures[m].batched.push_back(static_cast<double>(b.generated - static_cast<uint64_t>(batch)) / b.decode_seconds);
     }
   }
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   nlohmann::json report = {{"model", model_path.string()}, {"backend", deterministic.info().backend_name},
                            {"device", deterministic.info().device_name}, {"rounds", rounds}};
   std::cout << std::fixed << std::setprecision(2);
@@ -412,8 +410,8 @@ int run_bench(const CommandArgs& args) {
   const double pp_tps = o.n_prompt / pp.prefill_seconds;
   std::cerr << "tg" << o.n_gen << " x " << o.rounds << " rounds, each between memory bandwidth probes...\n";
   const std::vector<DecodeRound> rounds = decode_rounds(engine, probe, o.rounds, o.n_gen, weight_bytes);
-  const DecodeRound& median = rounds[rounds.size() / 2];
-  const double tg_tps = median.tokens_per_s, fraction = median.fraction;
+  const DecodeRound& middle = rounds[rounds.size() / 2];
+  const double tg_tps = middle.tokens_per_s, fraction = middle.fraction;
   nlohmann::json round_list = nlohmann::json::array();
   for (const auto& r : rounds)
     round_list.push_back({{"tokens_per_s", r.tokens_per_s}, {"bandwidth_gb_s", r.bandwidth / 1e9}, {"bandwidth_fraction", r.fraction}});
@@ -495,7 +493,7 @@ int run_bench(const CommandArgs& args) {
       {"backend", engine.info().backend_name},
       {"device", engine.info().device_name},
       {"threads", threads},
-      {"memory_bandwidth_gb_s", median.bandwidth / 1e9},
+      {"memory_bandwidth_gb_s", middle.bandwidth / 1e9},
       {"weight_bytes_per_token", weight_bytes},
       {"pp", {{"tokens", o.n_prompt}, {"tokens_per_s", pp_tps}}},
       {"tg", {{"tokens", o.n_gen}, {"tokens_per_s", tg_tps}, {"bandwidth_fraction", fraction}, {"rounds", round_list}}},
@@ -513,7 +511,7 @@ int run_bench(const CommandArgs& args) {
             << engine.info().device_name << "), " << threads << " threads\n";
   const auto [slowest, fastest] = std::minmax_element(
       rounds.begin(), rounds.end(), [](const DecodeRound& a, const DecodeRound& b) { return a.bandwidth < b.bandwidth; });
-  std::cout << "bandwidth  " << median.bandwidth / 1e9 << " GB/s measured around the median round (read, " << threads
+  std::cout << "bandwidth  " << middle.bandwidth / 1e9 << " GB/s measured around the median round (read, " << threads
             << " threads; " << slowest->bandwidth / 1e9 << "-" << fastest->bandwidth / 1e9 << " over the rounds)\n";
   std::cout << "pp" << o.n_prompt << "      " << pp_tps << " tokens/s\n";
   std::cout << "tg" << o.n_gen << "      " << tg_tps << " tokens/s  = " << weight_bytes / 1e6 << " MB/token x "
