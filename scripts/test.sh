@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$jobs"
+bash scripts/build_wheel.sh build  # the Python package, on top of the build; tests/python installs it in a fresh venv
 ctest --test-dir build --output-on-failure -j"$jobs" "$@"
