@@ -1,7 +1,7 @@
 """Loom from Python: offline batched generation in the style of vLLM's ``LLM``.
 
     import loom
-    llm = loom.LLM(model="model.gguf")
+    llm = loom.LLM()  # the default model; or LLM(model="model.gguf", config="loom.toml")
     print(llm.generate(["The capital of France is"], loom.SamplingParams(max_tokens=16))[0].outputs[0].text)
 
 Prompts go through the engine's continuous batching together; the GIL is released while the engine
@@ -10,8 +10,10 @@ errors raise :class:`LoomError` with the message the ``loom`` command prints. Se
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import weakref
 from dataclasses import dataclass, field
 from typing import Iterator, Optional, Sequence, Union
 
@@ -21,9 +23,15 @@ from ._outputs import CompletionOutput, RequestOutput, StreamPiece
 
 LoomError = _loom.LoomError
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "StreamPiece", "LoomError", "plugin_dir", "binary"]
+__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "StreamPiece", "LoomError", "default_model", "plugin_dir",
+           "binary"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def default_model() -> str:
+    """The default model that scripts/setup.sh installs (Gemma 3 270M), as the loom command finds it."""
+    return _loom.default_model()
 
 
 def plugin_dir() -> str:
@@ -67,8 +75,10 @@ class SamplingParams:
 class LLM:
     """One model on one engine. ``config`` is a loom.toml path, its text, or a dict of its sections."""
 
-    def __init__(self, model: str, config: Union[str, dict, None] = None, *, extra_plugin_dirs: Sequence[str] = ()):
-        self._session = _loom.Session(os.fspath(model), config_toml(config), [plugin_dir(), *extra_plugin_dirs])
+    def __init__(self, model: Optional[str] = None, config: Union[str, dict, None] = None, *, extra_plugin_dirs: Sequence[str] = ()):
+        model = default_model() if model is None else os.fspath(model)
+        self._session = _loom.Session(model, config_toml(config), [plugin_dir(), *extra_plugin_dirs])
+        _open_llms.add(self)
 
     # -- text in, text out ------------------------------------------------------------------------
     def generate(self, prompts: Union[str, Sequence[str], Sequence[Sequence[int]]],
@@ -163,6 +173,17 @@ class LLM:
         if len(params) != n:
             raise ValueError(f"{len(params)} SamplingParams for {n} prompts: give one, or one per prompt")
         return params
+
+
+# Engines still open at interpreter exit stop first (requests cancelled, the engine thread joined),
+# before Python tears down the module they live in.
+_open_llms: "weakref.WeakSet[LLM]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for llm in list(_open_llms):
+        llm.close()
 
 
 def _with_response_format(params: SamplingParams, response_format: dict) -> SamplingParams:

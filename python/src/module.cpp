@@ -19,6 +19,7 @@
 #include "config/config.h"
 #include "engine/engine.h"
 #include "engine/grammar_constraint.h"
+#include "model/default_model.h"
 #include "request_inbox.h"
 #include "tokenizer/tokenizer.h"
 
@@ -293,6 +294,8 @@ NB_MODULE(_loom, m) {
   using namespace loom::python;
   m.doc() = "Loom's engine (use the loom package's LLM class)";
   nb::exception<loom::Error>(m, "LoomError", PyExc_RuntimeError);
+  m.def("default_model", [] { return loom::default_model_path().string(); },
+        "The default model scripts/setup.sh installs (Gemma 3 270M); LoomError saying how to install it when absent.");
   nb::class_<Stream>(m, "Stream")
       .def("__iter__", [](nb::handle self) { return self; })
       .def("__next__", &Stream::next)

@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -40,9 +41,30 @@ def llm():
 def test_the_package_comes_from_the_wheel_not_the_build_tree():
     assert "site-packages" in loom.__file__, loom.__file__
     assert os.path.exists(loom.plugin_dir() + "/libloom_cpu.so")
+    package = Path(loom.__file__).parent
+    assert (package / "_loom.pyi").exists() and (package / "py.typed").exists()  # type stubs ship
     listing = subprocess.run([loom.binary(), "plugins"], capture_output=True, text=True, timeout=60)
     assert listing.returncode == 0, listing.stderr
     assert "cpu" in listing.stdout
+
+
+def test_the_readme_example_runs_as_written():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## From Python", 1)[1].split("\n## ", 1)[0]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    run = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert len(run.stdout.strip()) > 10, run.stdout
+
+
+def test_interpreter_exit_with_a_request_running_closes_cleanly():
+    script = ("import loom\nllm = loom.LLM(config={'backend': {'threads': 2}})\n"
+              "stream = llm.stream('Count to a million:', loom.SamplingParams(max_tokens=4000, ignore_eos=True))\n"
+              "print(next(iter(stream)).text is not None, flush=True)\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "True"
+    assert "leak" not in run.stderr, run.stderr
 
 
 def test_generate_a_batch_matches_the_loom_command(llm):
