@@ -36,7 +36,7 @@ def python_decode(llm, batch, tg, seed):
     rng = random.Random(seed)
     n_vocab_safe = 1000  # ordinary token ids, as the bench's random prompts
     prompts = [[rng.randrange(10, n_vocab_safe) for _ in range(16)] for _ in range(batch)]
-    params = loom.SamplingParams(max_tokens=tg, ignore_eos=True, temperature=1.0, seed=seed)
+    params = loom.SamplingParams(max_tokens=tg, ignore_eos=True, temperature=0)  # greedy, as loom bench
     start = time.perf_counter()
     outputs = llm.generate(prompts, params)
     end = time.perf_counter()

@@ -201,7 +201,7 @@ class Session {
     if (settings.size() != prompts.size()) throw Error("generate: one SamplingParams per prompt");
     std::vector<Request> requests;
     for (size_t i = 0; i < prompts.size(); ++i) requests.push_back(request_for(prompts[i], settings_from(settings[i])));
-    auto inbox = std::make_shared<RequestInbox>();
+    auto inbox = std::make_shared<RequestInbox>(false);
     std::vector<RequestId> ids;
     auto cancel_all = [&] {
       for (RequestId id : ids) engine_->cancel(id);
@@ -233,7 +233,7 @@ class Session {
 
   std::unique_ptr<Stream> stream(const std::vector<int32_t>& prompt, const nb::dict& settings) {
     Request request = request_for(prompt, settings_from(settings));
-    auto inbox = std::make_shared<RequestInbox>();
+    auto inbox = std::make_shared<RequestInbox>(true);
     request.on_event = [inbox](const RequestEvent& e) { inbox->push(0, e); };
     const RequestId id = engine_->submit(std::move(request));
     return std::make_unique<Stream>(engine_, inbox, id);
